@@ -1,0 +1,218 @@
+// Package config reads the service's settings from the environment, as the
+// contract gives them. Load is a pure function of getenv: a value that does
+// not parse is an error that names its variable, so nothing is half-started.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Strategies returns the names of every strategy the service knows, in the
+// order of the articles: no lock, in-process, the classic SETNX recipe, the
+// token lock, Redlock, then the two that leave it to MySQL.
+func Strategies() []string {
+	return []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"}
+}
+
+// Config is every setting of the service.
+type Config struct {
+	// Addr is the HTTP listen address (SECKILL_ADDR).
+	Addr string
+	// MySQLDSN is the go-sql-driver DSN (SECKILL_MYSQL_DSN); empty means
+	// the embedded SQL store.
+	MySQLDSN string
+	// RedisAddrs are independent Redis nodes (SECKILL_REDIS_ADDRS); empty
+	// means three embedded nodes.
+	RedisAddrs []string
+	// Lock is the strategy used when a request names none (SECKILL_LOCK).
+	Lock string
+	// LockTTL is the lock lease (SECKILL_LOCK_TTL).
+	LockTTL time.Duration
+	// LockWait is the longest a purchase waits for its lock
+	// (SECKILL_LOCK_WAIT).
+	LockWait time.Duration
+	// AdminToken is the bearer token of /api/v1/admin/*
+	// (SECKILL_ADMIN_TOKEN); AdminTokenGenerated says it was made up at
+	// start because none was set.
+	AdminToken          string
+	AdminTokenGenerated bool
+	// StrategyOverride lets a purchase choose strategy, hold_ms and fencing
+	// (SECKILL_STRATEGY_OVERRIDE).
+	StrategyOverride bool
+	// PerUserLimit is the most units one user may buy of one product; 0 is
+	// no limit (SECKILL_PER_USER_LIMIT).
+	PerUserLimit int
+	// Fencing makes the Redis locks' stock writes conditional on a fencing
+	// token (SECKILL_FENCING).
+	Fencing bool
+}
+
+// Load reads the configuration through getenv. demo changes the default of
+// SECKILL_STRATEGY_OVERRIDE to true.
+func Load(getenv func(string) string, demo bool) (Config, error) {
+	c := Config{
+		Addr:     orDefault(getenv("SECKILL_ADDR"), "127.0.0.1:8080"),
+		MySQLDSN: strings.TrimSpace(getenv("SECKILL_MYSQL_DSN")),
+		Lock:     orDefault(getenv("SECKILL_LOCK"), "redlock"),
+	}
+	var err error
+	if _, _, err = net.SplitHostPort(c.Addr); err != nil {
+		return Config{}, fmt.Errorf("config: SECKILL_ADDR %q: %w", c.Addr, err)
+	}
+	if c.MySQLDSN != "" {
+		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
+		}
+	}
+	if c.RedisAddrs, err = parseAddrs(getenv("SECKILL_REDIS_ADDRS")); err != nil {
+		return Config{}, fmt.Errorf("config: SECKILL_REDIS_ADDRS: %w", err)
+	}
+	if !Known(c.Lock) {
+		return Config{}, fmt.Errorf("config: SECKILL_LOCK %q: unknown strategy (one of %s)", c.Lock, strings.Join(Strategies(), ", "))
+	}
+	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", 8*time.Second); err != nil {
+		return Config{}, err
+	}
+	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", 5*time.Second); err != nil {
+		return Config{}, err
+	}
+	c.AdminToken = getenv("SECKILL_ADMIN_TOKEN")
+	if c.AdminToken == "" {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return Config{}, fmt.Errorf("config: generate SECKILL_ADMIN_TOKEN: %w", err)
+		}
+		c.AdminToken, c.AdminTokenGenerated = hex.EncodeToString(b), true
+	}
+	if c.StrategyOverride, err = boolean(getenv, "SECKILL_STRATEGY_OVERRIDE", demo); err != nil {
+		return Config{}, err
+	}
+	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
+		return Config{}, err
+	}
+	if v := getenv("SECKILL_PER_USER_LIMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return Config{}, fmt.Errorf("config: SECKILL_PER_USER_LIMIT %q: want a whole number >= 0", v)
+		}
+		c.PerUserLimit = n
+	} else {
+		c.PerUserLimit = 1
+	}
+	return c, nil
+}
+
+// Known reports whether name is a strategy.
+func Known(name string) bool {
+	for _, s := range Strategies() {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// LogValue prints the configuration with its secrets masked.
+func (c Config) LogValue() slog.Value {
+	dsn := "(embedded)"
+	if c.MySQLDSN != "" {
+		dsn = maskDSN(c.MySQLDSN)
+	}
+	redis := "(embedded)"
+	if len(c.RedisAddrs) > 0 {
+		redis = strings.Join(c.RedisAddrs, ",")
+	}
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("mysql_dsn", dsn),
+		slog.String("redis_addrs", redis),
+		slog.String("lock", c.Lock),
+		slog.Duration("lock_ttl", c.LockTTL),
+		slog.Duration("lock_wait", c.LockWait),
+		slog.String("admin_token", "***"),
+		slog.Bool("strategy_override", c.StrategyOverride),
+		slog.Int("per_user_limit", c.PerUserLimit),
+		slog.Bool("fencing", c.Fencing),
+	)
+}
+
+func maskDSN(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "***"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = "***"
+	}
+	return cfg.FormatDSN()
+}
+
+func orDefault(v, def string) string {
+	if v = strings.TrimSpace(v); v == "" {
+		return def
+	}
+	return v
+}
+
+func parseAddrs(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", a, err)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("%q: missing host", a)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("%q: bad port", a)
+		}
+		for _, seen := range addrs {
+			if seen == a {
+				return nil, fmt.Errorf("%q named twice: the nodes must be independent", a)
+			}
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+func positiveDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("config: %s %q: want a Go duration such as 8s or 500ms", name, v)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("config: %s %q: must be positive", name, v)
+	}
+	return d, nil
+}
+
+func boolean(getenv func(string) string, name string, def bool) (bool, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("config: %s %q: want true or false", name, v)
+	}
+	return b, nil
+}

@@ -1,0 +1,113 @@
+// Package controller is the HTTP face of the service: every route of the
+// contract in one function, handlers as closures, and one function that
+// turns errors into the contract's statuses and bodies.
+package controller
+
+import (
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill/seckill/service"
+)
+
+// Options are the router's settings.
+type Options struct {
+	// AdminToken is the bearer token of /api/v1/admin/*.
+	AdminToken string
+	// StrategyOverride lets a purchase choose strategy, hold_ms and fencing
+	// with query parameters.
+	StrategyOverride bool
+	// Gatherer serves /metrics; Registerer takes the HTTP instruments.
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+}
+
+// maxBody is the largest request body the API reads.
+const maxBody = 4 << 10
+
+// NewRouter returns the service's routes.
+func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(recovery(log), requestMetrics(opts.Registerer), requestLog(log))
+	r.NoRoute(func(c *gin.Context) { writeError(c, log, errRouteNotFound) })
+	r.NoMethod(func(c *gin.Context) { writeError(c, log, errMethodNotAllowed) })
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", handleReady(svc))
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
+
+	api := r.Group("/api/v1")
+	api.GET("/strategies", handleStrategies(svc))
+	api.GET("/products", handleProducts(svc, log))
+	api.GET("/products/:id", handleProduct(svc, log))
+	api.POST("/products/:id/purchase", handlePurchase(svc, log, opts.StrategyOverride))
+	api.GET("/products/:id/audit", handleAudit(svc, log))
+
+	admin := api.Group("/admin", requireToken(log, opts.AdminToken))
+	admin.POST("/products", handleCreateProduct(svc, log))
+	admin.PUT("/products/:id/stock", handleSetStock(svc, log))
+	return r
+}
+
+// requireToken lets through requests that carry "Authorization: Bearer
+// <token>".
+func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
+	want := []byte("Bearer " + token)
+	return func(c *gin.Context) {
+		got := []byte(c.GetHeader("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(c, log, errUnauthorized)
+			return
+		}
+		c.Next()
+	}
+}
+
+// recovery turns a panic into the contract's 500 body and logs it.
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
+		log.ErrorContext(c.Request.Context(), "panic", "path", c.Request.URL.Path, "panic", v)
+		c.AbortWithStatusJSON(http.StatusInternalServerError,
+			gin.H{"error": gin.H{"code": "internal", "message": "internal error"}})
+	})
+}
+
+// requestLog logs every request at debug level and server errors at error
+// level (writeError logs those with their cause).
+func requestLog(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		if log.Enabled(c.Request.Context(), slog.LevelDebug) {
+			log.DebugContext(c.Request.Context(), "request", "method", c.Request.Method,
+				"path", c.Request.URL.Path, "status", c.Writer.Status(), "duration", time.Since(start))
+		}
+	}
+}
+
+// requestMetrics counts requests by route and status.
+func requestMetrics(reg prometheus.Registerer) gin.HandlerFunc {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_http_requests_total",
+		Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"})
+	reg.MustRegister(requests)
+	return func(c *gin.Context) {
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		requests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
+	}
+}

@@ -1,0 +1,213 @@
+// Package testenv gives tests the real MariaDB/MySQL and redis-server
+// processes they run against: a database of their own, Redis nodes and a key
+// prefix of their own, all cleaned up when the test ends.
+//
+// SECKILL_TEST_MYSQL_DSN names the server (default
+// root@tcp(127.0.0.1:3306)/). SECKILL_TEST_REDIS_ADDRS names three
+// independent Redis nodes (scripts/testenv.sh starts them); when it is empty,
+// each test starts its own redis-server processes.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+// RandomName returns prefix followed by 12 random hex digits.
+func RandomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never returns an error
+	return prefix + hex.EncodeToString(b)
+}
+
+// MySQLServerDSN is the DSN of the test server, without a database.
+func MySQLServerDSN() string {
+	if dsn := os.Getenv("SECKILL_TEST_MYSQL_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/"
+}
+
+// MySQL creates a database with a random name on the test server, drops it
+// when t ends, and returns a DSN for it (with parseTime=true).
+func MySQL(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(MySQLServerDSN())
+	if err != nil {
+		t.Fatalf("testenv: SECKILL_TEST_MYSQL_DSN: %v", err)
+	}
+	cfg.DBName = ""
+	server, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("testenv: open mysql: %v", err)
+	}
+	t.Cleanup(func() { server.Close() })
+	name := RandomName("seckill_test_")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := server.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		t.Fatalf("testenv: create database (is MariaDB running? make test starts it): %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := server.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			t.Errorf("testenv: drop database %s: %v", name, err)
+		}
+	})
+	cfg.DBName = name
+	cfg.ParseTime = true
+	return cfg.FormatDSN()
+}
+
+// RedisAddrs returns three independent Redis nodes: those of
+// SECKILL_TEST_REDIS_ADDRS, or three that it starts for t.
+func RedisAddrs(t testing.TB) []string {
+	t.Helper()
+	if v := os.Getenv("SECKILL_TEST_REDIS_ADDRS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	addrs := make([]string, 3)
+	for i := range addrs {
+		addrs[i] = StartRedis(t).Addr
+	}
+	return addrs
+}
+
+// Clients returns a client per address, closed when t ends.
+func Clients(t testing.TB, addrs []string) []redis.UniversalClient {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { c.Close() })
+		clients[i] = c
+	}
+	return clients
+}
+
+// KeyPrefix returns a key prefix of t's own and deletes its keys on every
+// node in addrs when t ends.
+func KeyPrefix(t testing.TB, addrs []string) string {
+	t.Helper()
+	prefix := RandomName("seckill-test:") + ":"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
+			for iter.Next(ctx) {
+				c.Del(ctx, iter.Val())
+			}
+			// A node a test stopped on purpose cannot be cleaned: nothing is left on it.
+			c.Close()
+		}
+	})
+	return prefix
+}
+
+// Redis is a redis-server process a test started.
+type Redis struct {
+	Addr string
+	port string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server on a free port, keeping nothing on disk,
+// and stops it when t ends.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("testenv: redis-server not found (make test installs it): %v", err)
+	}
+	r := &Redis{dir: t.TempDir()}
+	for attempt := 0; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		r.port = port
+		r.Addr = net.JoinHostPort("127.0.0.1", port)
+		if err = r.start(path); err == nil {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("testenv: start redis-server: %v", err)
+		}
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func (r *Redis) start(path string) error {
+	r.cmd = exec.Command(path, "--port", r.port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.dir,
+		"--logfile", filepath.Join(r.dir, "redis.log"))
+	if err := r.cmd.Start(); err != nil {
+		return err
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			r.Stop()
+			return fmt.Errorf("redis-server on %s did not answer: %w", r.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the process; the node is down until Restart.
+func (r *Redis) Stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill() // it may have exited already
+	_ = r.cmd.Wait()         // the exit status of a killed process is not news
+	r.cmd = nil
+}
+
+// Restart starts the node again on the same port, empty.
+func (r *Redis) Restart(t testing.TB) {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	if err := r.start(path); err != nil {
+		t.Fatalf("testenv: restart redis-server: %v", err)
+	}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	return port, err
+}

@@ -1,0 +1,303 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/locker"
+)
+
+// slack is how much later than its bound a timed step may finish on a busy
+// machine before a test calls it a failure.
+const slack = 2 * time.Second
+
+// newLockerFunc returns a locker of one kind. All lockers a newLockerFunc
+// returns share their store: one Local, or the same Redis nodes, as if they
+// were clients in different processes of one deployment. now is the
+// client's clock for the kinds that read one (setnx); the others ignore it.
+type newLockerFunc func(now func() time.Time) locker.Locker
+
+// kind is one kind of lock and what the conformance suite expects of it.
+type kind struct {
+	name string
+	// setup prepares the store for one test and returns how to make
+	// lockers with opts.
+	setup func(t testing.TB, addrs []string, opts locker.Options) newLockerFunc
+	// ctxErrInChain: Lock's error wraps the context's error, not only
+	// ErrNotAcquired.
+	ctxErrInChain bool
+	// unlockAfterTakeoverDeletesForeign: a holder whose lease was taken
+	// over while it still believes it holds deletes the new holder's lock
+	// when it unlocks (the flaw of setnx).
+	unlockAfterTakeoverDeletesForeign bool
+}
+
+var kinds = []kind{
+	{
+		name: "local",
+		setup: func(t testing.TB, _ []string, opts locker.Options) newLockerFunc {
+			l := locker.NewLocal(opts) // one process: every "client" shares it
+			return func(func() time.Time) locker.Locker { return l }
+		},
+		ctxErrInChain: true,
+	},
+	{
+		name: "setnx",
+		setup: func(t testing.TB, addrs []string, opts locker.Options) newLockerFunc {
+			c := testenv.Clients(t, addrs[:1])[0]
+			return func(now func() time.Time) locker.Locker { return locker.NewSetNX(c, opts, now) }
+		},
+		ctxErrInChain:                     true,
+		unlockAfterTakeoverDeletesForeign: true,
+	},
+	{
+		name: "token",
+		setup: func(t testing.TB, addrs []string, opts locker.Options) newLockerFunc {
+			c := testenv.Clients(t, addrs[:1])[0]
+			return func(func() time.Time) locker.Locker { return locker.NewToken(c, opts) }
+		},
+		ctxErrInChain: true,
+	},
+	{
+		name: "redlock",
+		setup: func(t testing.TB, addrs []string, opts locker.Options) newLockerFunc {
+			cs := testenv.Clients(t, addrs)
+			return func(func() time.Time) locker.Locker { return locker.NewRedlock(cs, opts) }
+		},
+		ctxErrInChain: true,
+	},
+}
+
+// conformanceCase is one behaviour every kind is held to.
+type conformanceCase struct {
+	name string
+	opts locker.Options
+	run  func(t *testing.T, k kind, newLocker newLockerFunc, key string, opts locker.Options)
+}
+
+var conformanceCases = []conformanceCase{
+	{"MutualExclusion", locker.Options{TTL: 20 * time.Second, Wait: 60 * time.Second}, testMutualExclusion},
+	{"CancelWhileWaiting", locker.Options{TTL: 20 * time.Second, Wait: 20 * time.Second}, testCancelWhileWaiting},
+	{"WaitRunsOut", locker.Options{TTL: 20 * time.Second, Wait: 400 * time.Millisecond}, testWaitRunsOut},
+	{"HolderNeverUnlocks", locker.Options{TTL: 300 * time.Millisecond, Wait: 10 * time.Second}, testHolderNeverUnlocks},
+	{"UnlockAfterTakeover", locker.Options{TTL: 2 * time.Second, Wait: 10 * time.Second}, testUnlockAfterTakeover},
+	{"UnlockTwice", locker.Options{TTL: 20 * time.Second, Wait: time.Second}, testUnlockTwice},
+}
+
+// TestConformance runs every case against every kind of lock on real
+// redis-server processes.
+func TestConformance(t *testing.T) {
+	addrs := testenv.RedisAddrs(t)
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			for _, c := range conformanceCases {
+				t.Run(c.name, func(t *testing.T) {
+					key := testenv.KeyPrefix(t, addrs) + "lock:product:1"
+					c.run(t, k, k.setup(t, addrs, c.opts), key, c.opts)
+				})
+			}
+		})
+	}
+}
+
+// testMutualExclusion: 50 goroutines, each a client of its own, lock,
+// read a plain counter, yield, write it back plus one and unlock. A lock
+// that lets two in loses an increment, is seen by the holder count, and
+// trips the race detector.
+func testMutualExclusion(t *testing.T, _ kind, newLocker newLockerFunc, key string, _ locker.Options) {
+	const n = 50
+	var (
+		counter int // guarded by the lock under test only
+		inside  atomic.Int32
+	)
+	var g errgroup.Group
+	for i := range n {
+		l := newLocker(time.Now)
+		g.Go(func() error {
+			ctx := context.Background()
+			lease, err := l.Lock(ctx, key)
+			if err != nil {
+				return fmt.Errorf("goroutine %d: Lock(%q) = %v; want nil", i, key, err)
+			}
+			if in := inside.Add(1); in != 1 {
+				err = fmt.Errorf("goroutine %d: %d holders at once; want 1", i, in)
+			}
+			v := counter
+			time.Sleep(time.Millisecond) // let a broken lock let someone in
+			counter = v + 1
+			inside.Add(-1)
+			if uerr := lease.Unlock(ctx); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("goroutine %d: Unlock() = %v; want nil", i, uerr))
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if counter != n {
+		t.Errorf("counter = %d after %d locked increments; want %d", counter, n, n)
+	}
+}
+
+// testCancelWhileWaiting: cancelling the context of a waiting Lock ends it
+// promptly, long before the wait, without taking or breaking the lock.
+func testCancelWhileWaiting(t *testing.T, k kind, newLocker newLockerFunc, key string, opts locker.Options) {
+	holder := mustLock(t, newLocker(time.Now), key)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(100*time.Millisecond, cancel)
+	defer stop.Stop()
+	start := time.Now()
+	lease, err := newLocker(time.Now).Lock(ctx, key)
+	elapsed := time.Since(start)
+	if !errors.Is(err, locker.ErrNotAcquired) {
+		t.Errorf("Lock(cancelled ctx) = %v, %v; want an error wrapping %v", lease, err, locker.ErrNotAcquired)
+	}
+	if k.ctxErrInChain && !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock(cancelled ctx) = %v; want it to wrap %v too", err, context.Canceled)
+	}
+	if limit := 100*time.Millisecond + slack; elapsed > limit {
+		t.Errorf("Lock(cancelled ctx) returned after %v; want within %v of the cancel (wait is %v)", elapsed, limit, opts.Wait)
+	}
+
+	// The cancelled waiter neither took nor broke the lock.
+	if err := holder.Unlock(context.Background()); err != nil {
+		t.Errorf("holder Unlock() = %v; want nil", err)
+	}
+	next := mustLock(t, newLocker(time.Now), key)
+	if err := next.Unlock(context.Background()); err != nil {
+		t.Errorf("next Unlock() = %v; want nil", err)
+	}
+}
+
+// testWaitRunsOut: a Lock that waits for a held key gives up with
+// ErrNotAcquired once the wait runs out, not before.
+func testWaitRunsOut(t *testing.T, k kind, newLocker newLockerFunc, key string, opts locker.Options) {
+	holder := mustLock(t, newLocker(time.Now), key)
+	defer holder.Unlock(context.Background())
+
+	start := time.Now()
+	lease, err := newLocker(time.Now).Lock(context.Background(), key)
+	elapsed := time.Since(start)
+	if !errors.Is(err, locker.ErrNotAcquired) {
+		t.Fatalf("Lock(held key) = %v, %v; want an error wrapping %v", lease, err, locker.ErrNotAcquired)
+	}
+	if k.ctxErrInChain && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock(held key) = %v; want it to wrap %v too", err, context.DeadlineExceeded)
+	}
+	if low, high := opts.Wait*9/10, opts.Wait+slack; elapsed < low || elapsed > high {
+		t.Errorf("Lock(held key) gave up after %v; want between %v and %v (wait %v)", elapsed, low, high, opts.Wait)
+	}
+}
+
+// testHolderNeverUnlocks: a holder that never unlocks blocks the next one
+// until its TTL, and no longer (give or take slack); its late Unlock then
+// reports that it no longer held anything.
+func testHolderNeverUnlocks(t *testing.T, _ kind, newLocker newLockerFunc, key string, opts locker.Options) {
+	stuck := mustLock(t, newLocker(time.Now), key)
+
+	start := time.Now()
+	next, err := newLocker(time.Now).Lock(context.Background(), key)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("Lock(key whose holder never unlocks) = %v; want nil within TTL %v", err, opts.TTL)
+	}
+	if low, high := opts.TTL/2, opts.TTL+slack; elapsed < low || elapsed > high {
+		t.Errorf("Lock(key whose holder never unlocks) took %v; want between %v and %v (TTL %v)", elapsed, low, high, opts.TTL)
+	}
+	if err := next.Unlock(context.Background()); err != nil {
+		t.Errorf("next Unlock() = %v; want nil", err)
+	}
+	if err := stuck.Unlock(context.Background()); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("expired holder Unlock() = %v; want an error wrapping %v", err, locker.ErrNotHeld)
+	}
+}
+
+// testUnlockAfterTakeover: A holds; A's clock stalls at the moment it locks
+// (as if A had checked its lease just before a long pause, or its clock
+// lags); A's lease runs out and B takes the lock; then A unlocks. The kinds
+// that trust no client clock leave B's lock alone and tell A ErrNotHeld.
+// setnx asserts its flaw instead: A still believes it holds, its unlock
+// deletes B's lock, and a third client C gets in while B works.
+func testUnlockAfterTakeover(t *testing.T, k kind, newLocker newLockerFunc, key string, opts locker.Options) {
+	stalled := time.Now()
+	a := mustLock(t, newLocker(func() time.Time { return stalled }), key)
+	b := mustLock(t, newLocker(time.Now), key) // waits out A's lease
+
+	errA := a.Unlock(context.Background())
+
+	// Probe whether B still holds: C may try for a short while, far less
+	// than what is left of B's lease.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	c, errC := newLocker(time.Now).Lock(ctx, key)
+
+	if k.unlockAfterTakeoverDeletesForeign {
+		if errA != nil {
+			t.Errorf("A Unlock() after takeover = %v; want nil (the flaw: A believes it still holds)", errA)
+		}
+		if errC != nil {
+			t.Errorf("C Lock() while B holds = %v; want nil (the flaw: A's unlock deleted B's lock)", errC)
+		}
+		return
+	}
+	if !errors.Is(errA, locker.ErrNotHeld) {
+		t.Errorf("A Unlock() after takeover = %v; want an error wrapping %v", errA, locker.ErrNotHeld)
+	}
+	if !errors.Is(errC, locker.ErrNotAcquired) {
+		t.Errorf("C Lock() while B holds = %v, %v; want an error wrapping %v", c, errC, locker.ErrNotAcquired)
+	}
+	if err := b.Unlock(context.Background()); err != nil {
+		t.Errorf("B Unlock() = %v; want nil (A's unlock must leave B's lock alone)", err)
+	}
+}
+
+// testUnlockTwice: the second Unlock of a lease releases nothing.
+func testUnlockTwice(t *testing.T, _ kind, newLocker newLockerFunc, key string, _ locker.Options) {
+	lease := mustLock(t, newLocker(time.Now), key)
+	if err := lease.Unlock(context.Background()); err != nil {
+		t.Fatalf("first Unlock() = %v; want nil", err)
+	}
+	if err := lease.Unlock(context.Background()); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("second Unlock() = %v; want an error wrapping %v", err, locker.ErrNotHeld)
+	}
+}
+
+// mustLock locks key with l or ends the test.
+func mustLock(t testing.TB, l locker.Locker, key string) locker.Lease {
+	t.Helper()
+	lease, err := l.Lock(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Lock(%q) = %v; want nil", key, err)
+	}
+	return lease
+}
+
+// BenchmarkLock measures an uncontended Lock and Unlock of every kind.
+func BenchmarkLock(b *testing.B) {
+	addrs := testenv.RedisAddrs(b)
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			key := testenv.KeyPrefix(b, addrs) + "lock:bench"
+			l := k.setup(b, addrs, locker.Options{})(time.Now)
+			ctx := context.Background()
+			for b.Loop() {
+				lease, err := l.Lock(ctx, key)
+				if err != nil {
+					b.Fatalf("Lock(%q) = %v; want nil", key, err)
+				}
+				if err := lease.Unlock(ctx); err != nil {
+					b.Fatalf("Unlock() = %v; want nil", err)
+				}
+			}
+		})
+	}
+}

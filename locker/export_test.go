@@ -1,0 +1,23 @@
+package locker
+
+// Test hooks: what the tests of package locker_test may see inside.
+
+// UnlockScriptSHA is the SHA1 that token leases run unlock.lua by.
+var UnlockScriptSHA = unlockScript.Hash()
+
+// Keys returns how many keys l keeps state for.
+func (l *Local) Keys() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
+
+// Waiters returns how many Lock calls wait for key.
+func (l *Local) Waiters(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k, ok := l.keys[key]; ok {
+		return k.waiters.Len()
+	}
+	return 0
+}

@@ -1,0 +1,46 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/locker"
+)
+
+// TestRedlockQuorum: over three nodes, Redlock still grants the lock with
+// one node down (two of three is a majority) and refuses it with two down,
+// within the wait.
+func TestRedlockQuorum(t *testing.T) {
+	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	key := testenv.KeyPrefix(t, addrs) + "lock"
+	opts := locker.Options{TTL: 10 * time.Second, Wait: time.Second}
+	l := locker.NewRedlock(testenv.Clients(t, addrs), opts)
+	ctx := context.Background()
+
+	nodes[0].Stop()
+	lease, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("Lock() with 1 of 3 nodes down = %v; want nil", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Errorf("Unlock() with 1 of 3 nodes down = %v; want nil", err)
+	}
+
+	nodes[1].Stop()
+	start := time.Now()
+	lease, err = l.Lock(ctx, key)
+	elapsed := time.Since(start)
+	if !errors.Is(err, locker.ErrNotAcquired) {
+		t.Errorf("Lock() with 2 of 3 nodes down = %v, %v; want an error wrapping %v", lease, err, locker.ErrNotAcquired)
+	}
+	if limit := opts.Wait + slack; elapsed > limit {
+		t.Errorf("Lock() with 2 of 3 nodes down gave up after %v; want within %v", elapsed, limit)
+	}
+}

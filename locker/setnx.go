@@ -1,0 +1,116 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SetNX is the classic Redis lock of articles 000 and 001 (the Jedis
+// recipe), kept as published: the lock is a key whose value is its expiry
+// time, `SETNX key <now + ttl + 1, unix ms>`. When the key exists, Lock GETs
+// it, and if that time has passed it takes the lock over with
+// `GETSET key <new expiry>`, owning it only if the old value GETSET returned
+// is the one it read. Otherwise it sleeps a random 50-200 ms and tries again
+// until the wait runs out. Unlock DELs the key if the holder's own expiry
+// has not passed by its own clock. The key gets no Redis expiry: only the
+// value says when the lock ends.
+//
+// Safe on one Redis node while every client's clock agrees, no holder
+// overruns the TTL and nothing pauses a holder between its expiry check and
+// its DEL. Its flaws, kept on purpose:
+//   - It trusts every client's clock. A client whose clock runs ahead sees a
+//     live lock as expired and takes it over: two holders.
+//   - Unlock can delete another holder's lock. Its check of its own expiry
+//     and its DEL are two steps and the DEL is unconditional, so a holder
+//     whose clock lags, or who pauses between the check and the DEL, deletes
+//     the lock a second client has taken over since; a third then enters.
+//   - A GETSET that loses the race still writes: it overwrites the winner's
+//     expiry with its own, so the winner's lock ends later than the winner
+//     believes. A GETSET that finds the key already deleted writes a lock
+//     nobody owns, which blocks everyone until that time passes.
+//   - A key whose value is not a time blocks the key until it is deleted.
+type SetNX struct {
+	client redis.UniversalClient
+	opts   Options
+	now    func() time.Time
+}
+
+var _ Locker = (*SetNX)(nil)
+
+// NewSetNX returns a SetNX on client's node that reads the time from now
+// (time.Now when nil): the recipe compares the clocks of all its clients.
+func NewSetNX(client redis.UniversalClient, opts Options, now func() time.Time) *SetNX {
+	if now == nil {
+		now = time.Now
+	}
+	return &SetNX{client: client, opts: opts.withDefaults(), now: now}
+}
+
+// Lock takes key with SETNX, or with GETSET when the expiry stored in it
+// has passed by this client's clock, retrying every 50-200 ms.
+func (s *SetNX) Lock(ctx context.Context, key string) (Lease, error) {
+	var expires string
+	err := retry(ctx, s.opts.Wait, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		expires = strconv.FormatInt(s.now().Add(s.opts.TTL).UnixMilli()+1, 10)
+		ok, err := s.client.SetNX(ctx, key, expires, 0).Result()
+		if err != nil || ok {
+			return ok, err
+		}
+		current, err := s.client.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) {
+			return false, nil // released in between: sleep, then SETNX again
+		}
+		if err != nil {
+			return false, err
+		}
+		until, err := strconv.ParseInt(current, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("locker: setnx %s holds %q, not a time: %w", key, current, err)
+		}
+		if until >= s.now().UnixMilli() {
+			return false, nil // held and not expired
+		}
+		old, err := s.client.GetSet(ctx, key, expires).Result()
+		if errors.Is(err, redis.Nil) {
+			return false, nil // deleted in between; our GETSET wrote a lock nobody owns
+		}
+		if err != nil {
+			return false, err
+		}
+		// Only one of the clients that read the same expired value gets it
+		// back; the others have overwritten the winner's expiry regardless.
+		return old == current, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("locker: setnx %s: %w", key, err)
+	}
+	until, _ := strconv.ParseInt(expires, 10, 64) // it is a number we formatted
+	return &setnxLease{s: s, key: key, until: until}, nil
+}
+
+type setnxLease struct {
+	s     *SetNX
+	key   string
+	until int64 // this holder's expiry, unix ms
+}
+
+// Unlock DELs the key if this holder's expiry has not passed by its clock.
+// The DEL does not look at the value: see the flaws in SetNX.
+func (l *setnxLease) Unlock(ctx context.Context) error {
+	if l.s.now().UnixMilli() >= l.until {
+		return fmt.Errorf("%w: setnx %s: lease ran out", ErrNotHeld, l.key)
+	}
+	n, err := l.s.client.Del(ctx, l.key).Result()
+	if err != nil {
+		return fmt.Errorf("locker: setnx unlock %s: %w", l.key, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: setnx %s: key was gone", ErrNotHeld, l.key)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# testenv.sh COMMAND [ARG...]
+#
+# Makes a real MariaDB/MySQL and three independent redis-server processes
+# available, runs COMMAND with them, then stops what it started:
+#   - uses a MySQL server that already answers on 127.0.0.1:3306;
+#   - installs mariadb-server and redis-server with apt-get when missing;
+#   - starts MariaDB when it is not running (and stops it afterwards);
+#   - always starts its own three Redis nodes on free ports of its own.
+# COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database) and
+# SECKILL_TEST_REDIS_ADDRS (three host:port, comma-separated).
+set -euo pipefail
+
+MYSQL_HOST=127.0.0.1
+MYSQL_PORT=${SECKILL_TEST_MYSQL_PORT:-3306}
+work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-testenv.XXXXXX")
+started_mysql=""
+redis_pids=()
+
+log() { echo "testenv: $*" >&2; }
+
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+		log "need root for: $*"; return 1
+	fi
+}
+
+cleanup() {
+	local pid
+	for pid in "${redis_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	if [ -n "$started_mysql" ]; then
+		log "stopping the MariaDB it started"
+		as_root start-stop-daemon --stop --oknodo --retry 30 --pidfile "$started_mysql" >/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+install_missing() {
+	local pkgs=()
+	command -v redis-server >/dev/null || pkgs+=(redis-server)
+	if ! port_open "$MYSQL_HOST" "$MYSQL_PORT" && ! command -v mariadbd >/dev/null && ! command -v mysqld >/dev/null; then
+		pkgs+=(mariadb-server)
+	fi
+	command -v mysql >/dev/null || command -v mariadb >/dev/null || pkgs+=(mariadb-client)
+	if [ ${#pkgs[@]} -gt 0 ]; then
+		log "installing ${pkgs[*]}"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+	fi
+}
+
+start_mysql() {
+	port_open "$MYSQL_HOST" "$MYSQL_PORT" && return 0
+	local bin
+	bin=$(command -v mariadbd || command -v mysqld)
+	log "starting MariaDB ($bin)"
+	as_root mkdir -p /run/mysqld
+	as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+	if [ ! -d /var/lib/mysql/mysql ]; then
+		as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+	fi
+	started_mysql=$work/mysqld.pid
+	as_root start-stop-daemon --start --background --make-pidfile --pidfile "$started_mysql" \
+		--exec "$bin" -- --user=mysql --bind-address=127.0.0.1 --port="$MYSQL_PORT"
+	for _ in $(seq 1 120); do
+		port_open "$MYSQL_HOST" "$MYSQL_PORT" && return 0
+		sleep 0.5
+	done
+	log "MariaDB did not start"
+	return 1
+}
+
+mysql_cli() { command -v mariadb || command -v mysql; }
+
+# mysql_dsn prints a DSN that can create databases: root with no password
+# over TCP when that works, else a user it creates through the local socket.
+mysql_dsn() {
+	local cli
+	cli=$(mysql_cli)
+	if "$cli" -h "$MYSQL_HOST" -P "$MYSQL_PORT" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+		echo "root@tcp($MYSQL_HOST:$MYSQL_PORT)/"
+		return
+	fi
+	log "root needs a password over TCP: creating user seckill_test"
+	as_root "$cli" -uroot -e "CREATE USER IF NOT EXISTS 'seckill_test'@'127.0.0.1' IDENTIFIED BY 'seckill_test';
+		CREATE USER IF NOT EXISTS 'seckill_test'@'localhost' IDENTIFIED BY 'seckill_test';
+		GRANT ALL ON *.* TO 'seckill_test'@'127.0.0.1'; GRANT ALL ON *.* TO 'seckill_test'@'localhost';"
+	echo "seckill_test:seckill_test@tcp($MYSQL_HOST:$MYSQL_PORT)/"
+}
+
+free_port() {
+	local p
+	for p in $(shuf -i 20000-29999 -n 50); do
+		port_open 127.0.0.1 "$p" || { echo "$p"; return; }
+	done
+	log "no free port"
+	return 1
+}
+
+start_redis_nodes() {
+	local addrs=() i port
+	for i in 1 2 3; do
+		port=$(free_port)
+		mkdir -p "$work/redis$i"
+		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+			--dir "$work/redis$i" --logfile "$work/redis$i/redis.log" &
+		redis_pids+=($!)
+		addrs+=("127.0.0.1:$port")
+	done
+	for a in "${addrs[@]}"; do
+		for _ in $(seq 1 100); do
+			port_open 127.0.0.1 "${a##*:}" && break
+			sleep 0.1
+		done
+		port_open 127.0.0.1 "${a##*:}" || { log "redis on $a did not start"; return 1; }
+	done
+	(IFS=,; echo "${addrs[*]}")
+}
+
+[ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; }
+install_missing
+start_mysql
+SECKILL_TEST_MYSQL_DSN=$(mysql_dsn)
+SECKILL_TEST_REDIS_ADDRS=$(start_redis_nodes)
+export SECKILL_TEST_MYSQL_DSN SECKILL_TEST_REDIS_ADDRS
+log "mysql ${SECKILL_TEST_MYSQL_DSN}; redis ${SECKILL_TEST_REDIS_ADDRS}"
+"$@"

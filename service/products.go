@@ -1,0 +1,144 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/model"
+)
+
+// MaxStock is the largest stock a product may be given.
+const MaxStock = 1_000_000_000
+
+// Audit is the check of the stock invariant for one product.
+type Audit struct {
+	ProductID     int64
+	InitialStock  int64
+	Stock         int64
+	Orders        int64
+	UnitsSold     int64
+	OversoldUnits int64
+	// Consistent is stock >= 0 && initial_stock - stock == units_sold.
+	Consistent bool
+}
+
+// Products lists every product by ID.
+func (s *Seckill) Products(ctx context.Context) ([]model.Product, error) {
+	var ps []model.Product
+	if err := s.db.WithContext(ctx).Order("id").Find(&ps).Error; err != nil {
+		return nil, storeErr("list products", err)
+	}
+	return ps, nil
+}
+
+// Product returns the product with id.
+func (s *Seckill) Product(ctx context.Context, id int64) (model.Product, error) {
+	return s.product(ctx, s.db, id)
+}
+
+func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Product, error) {
+	if id <= 0 {
+		return model.Product{}, fmt.Errorf("%w: product id must be a positive integer", ErrInvalid)
+	}
+	var p model.Product
+	err := db.WithContext(ctx).Take(&p, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return model.Product{}, fmt.Errorf("product %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return model.Product{}, storeErr(fmt.Sprintf("read product %d", id), err)
+	}
+	return p, nil
+}
+
+// CreateProduct puts a new product on sale with stock units.
+func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (model.Product, error) {
+	if n := utf8.RuneCountInString(name); n < 1 || n > 128 || !utf8.ValidString(name) {
+		return model.Product{}, fmt.Errorf("%w: name must be 1 to 128 characters", ErrInvalid)
+	}
+	if err := checkStock(stock); err != nil {
+		return model.Product{}, err
+	}
+	p := model.Product{Name: name, Stock: stock, InitialStock: stock}
+	if err := s.db.WithContext(ctx).Create(&p).Error; err != nil {
+		return model.Product{}, storeErr("create product", err)
+	}
+	return p, nil
+}
+
+// SetStock sets a product's stock and initial stock to stock and deletes
+// its orders, so that a sale can be run again.
+func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product, error) {
+	if err := checkStock(stock); err != nil {
+		return model.Product{}, err
+	}
+	var p model.Product
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		if p, err = s.product(ctx, tx, id); err != nil {
+			return err
+		}
+		if err := tx.Where("product_id = ?", id).Delete(&model.Order{}).Error; err != nil {
+			return fmt.Errorf("delete orders: %w", err)
+		}
+		// The fence is kept: it only ever grows, so a holder from before
+		// the reset cannot write after it.
+		err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock}).Error
+		if err != nil {
+			return fmt.Errorf("update stock: %w", err)
+		}
+		p.Stock, p.InitialStock = stock, stock
+		return nil
+	})
+	if err != nil {
+		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
+	}
+	return p, nil
+}
+
+func checkStock(stock int64) error {
+	if stock < 0 || stock > MaxStock {
+		return fmt.Errorf("%w: stock must be an integer from 0 to %d", ErrInvalid, MaxStock)
+	}
+	return nil
+}
+
+// Audit checks that the product's stock never went negative and that no
+// unit was sold twice: initial_stock - stock must equal the units its orders
+// hold.
+func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
+	var a Audit
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		p, err := s.product(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var sum struct {
+			Orders int64
+			Units  int64
+		}
+		err = tx.Model(&model.Order{}).Where("product_id = ?", id).
+			Select("COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units").Scan(&sum).Error
+		if err != nil {
+			return fmt.Errorf("count orders: %w", err)
+		}
+		a = Audit{
+			ProductID:     p.ID,
+			InitialStock:  p.InitialStock,
+			Stock:         p.Stock,
+			Orders:        sum.Orders,
+			UnitsSold:     sum.Units,
+			OversoldUnits: max(0, sum.Units-p.InitialStock),
+			Consistent:    p.Stock >= 0 && p.InitialStock-p.Stock == sum.Units,
+		}
+		return nil
+	})
+	if err != nil {
+		return Audit{}, storeErr(fmt.Sprintf("audit product %d", id), err)
+	}
+	return a, nil
+}

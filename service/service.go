@@ -1,0 +1,127 @@
+// Package service is the business rule of a flash sale, with no HTTP in it:
+// products, purchases under the chosen strategy, the audit of the stock
+// invariant and readiness.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/locker"
+)
+
+// The errors a caller tells apart; each maps to one of the contract's codes.
+var (
+	ErrInvalid         = errors.New("invalid argument")
+	ErrNotFound        = errors.New("product not found")
+	ErrSoldOut         = errors.New("sold out")
+	ErrLimitExceeded   = errors.New("per-user limit exceeded")
+	ErrRequestIDReused = errors.New("request_id already used for another purchase")
+	ErrLockTimeout     = errors.New("lock not acquired within the wait")
+	ErrLockLost        = errors.New("lock lost before the stock was written")
+	ErrUnavailable     = errors.New("a store is unavailable")
+)
+
+// Config holds the service's settings.
+type Config struct {
+	// Strategy is used when a purchase names none.
+	Strategy string
+	// PerUserLimit is the most units one user may buy of one product; 0 is
+	// no limit.
+	PerUserLimit int64
+	// Fencing guards the stock writes of the Redis locks with a fencing
+	// token unless a purchase says otherwise.
+	Fencing bool
+	// LockWait bounds the wait for a lock, pessimistic's row lock included.
+	LockWait time.Duration
+	// KeyPrefix starts every Redis key the service makes. The default is
+	// "seckill:".
+	KeyPrefix string
+	// EmbeddedSQL says the database is the embedded SQLite, which changes
+	// what pessimistic means (SQLite has no SELECT ... FOR UPDATE).
+	EmbeddedSQL bool
+}
+
+// Seckill sells products under the strategy each purchase asks for.
+type Seckill struct {
+	db      *gorm.DB
+	lockers map[string]locker.Locker
+	redis   []redis.UniversalClient
+	cfg     Config
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+// New returns a Seckill over db. lockers holds the lock of every lock-based
+// strategy by name (local, setnx, token, redlock); redis are the nodes
+// readiness checks.
+func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "seckill:"
+	}
+	if cfg.LockWait <= 0 {
+		cfg.LockWait = 5 * time.Second
+	}
+	return &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
+}
+
+// DependencyError says which dependency is down.
+type DependencyError struct {
+	Dependency string
+	Err        error
+}
+
+func (e *DependencyError) Error() string { return e.Dependency + ": " + e.Err.Error() }
+func (e *DependencyError) Unwrap() error { return e.Err }
+
+// Ready reports whether the database and a majority of the Redis nodes
+// answer. Its error is a *DependencyError naming the first one that is down.
+func (s *Seckill) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	sqlDB, err := s.db.DB()
+	if err == nil {
+		err = sqlDB.PingContext(ctx)
+	}
+	if err != nil {
+		return &DependencyError{Dependency: "database", Err: err}
+	}
+	if len(s.redis) == 0 {
+		return nil
+	}
+	up := make(chan bool, len(s.redis))
+	for _, c := range s.redis {
+		go func() { up <- c.Ping(ctx).Err() == nil }()
+	}
+	n := 0
+	for range s.redis {
+		if <-up {
+			n++
+		}
+	}
+	if need := len(s.redis)/2 + 1; n < need {
+		return &DependencyError{Dependency: "redis",
+			Err: fmt.Errorf("%d of %d nodes answer, a majority needs %d", n, len(s.redis), need)}
+	}
+	return nil
+}
+
+// storeErr wraps a database error as ErrUnavailable, with what was being
+// done, unless it is already one of the service's own errors.
+func storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, known := range []error{ErrNotFound, ErrSoldOut, ErrLimitExceeded, ErrRequestIDReused, ErrLockLost, ErrLockTimeout, ErrInvalid, ErrUnavailable} {
+		if errors.Is(err, known) {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}

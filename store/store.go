@@ -1,0 +1,197 @@
+// Package store opens the stores the service runs on: the SQL database that
+// holds products and orders, and the independent Redis nodes the locks live
+// on. It is kept apart from model/ (which holds only the GORM structs and the
+// migration) so that connecting and configuring drivers has one home.
+//
+// With no DSN and no Redis address it starts embedded stores instead, so that
+// the service runs with nothing installed: an SQLite database in a
+// temporary directory (OpenSQLite) and three in-process Redis nodes
+// (StartMiniRedis). Real MySQL and Redis are what the measurements are for.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// EmbeddedRedisNodes is how many in-process Redis nodes OpenRedisNodes
+// starts when it is given no address: three, so that Redlock has a majority
+// to win and a node to lose.
+const EmbeddedRedisNodes = 3
+
+// Embedded reports which stores OpenSQL and OpenRedisNodes will start in
+// process for these settings: the SQL database when dsn is empty, the Redis
+// nodes when addrs is. main can use it to say once, at start, that it runs
+// on embedded stores and that SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS name
+// real ones.
+func Embedded(dsn string, addrs []string) (embeddedSQL, embeddedRedis bool) {
+	return dsn == "", len(addrs) == 0
+}
+
+// OpenSQL opens the database named by dsn (MySQL, see OpenMySQL). The
+// returned func closes it; calls after the first return the first's result.
+//
+// An empty dsn opens the embedded database instead: an SQLite file
+// (OpenSQLite) in a new temporary directory, which the returned func
+// removes. It lives as long as the process, so every start begins empty,
+// like a fresh MySQL database would, and nothing is left behind in the
+// working directory. That database has one connection: every context used
+// with it needs a deadline, because a query made on the pool instead of on
+// the transaction, inside a transaction, waits for ever.
+func OpenSQL(ctx context.Context, dsn string) (*gorm.DB, func() error, error) {
+	if dsn == "" {
+		return openEmbeddedSQL(ctx)
+	}
+	db, err := OpenMySQL(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, sync.OnceValue(func() error { return CloseSQL(db) }), nil
+}
+
+func openEmbeddedSQL(ctx context.Context) (*gorm.DB, func() error, error) {
+	dir, err := os.MkdirTemp("", "seckill-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: embedded sqlite: %w", err)
+	}
+	db, err := OpenSQLite(ctx, filepath.Join(dir, "seckill.db"))
+	if err != nil {
+		return nil, nil, errors.Join(err, removeDir(dir))
+	}
+	return db, sync.OnceValue(func() error { return errors.Join(CloseSQL(db), removeDir(dir)) }), nil
+}
+
+func removeDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("store: remove embedded sqlite: %w", err)
+	}
+	return nil
+}
+
+// OpenRedisNodes returns a client per node in addrs. The returned func
+// closes them; calls after the first return the first's result.
+//
+// No address starts EmbeddedRedisNodes independent in-process nodes
+// (StartMiniRedis) on 127.0.0.1 and free ports; the returned func then also
+// stops them. They answer SET NX PX, GETSET, EVAL and EVALSHA, which is all
+// the locks use, and expire keys on time to within MiniRedisTick.
+func OpenRedisNodes(ctx context.Context, addrs []string) ([]redis.UniversalClient, func() error, error) {
+	if len(addrs) > 0 {
+		clients := OpenRedis(addrs)
+		return clients, sync.OnceValue(func() error { return CloseRedis(clients) }), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: embedded redis: %w", err)
+	}
+	addrs, stop, err := StartMiniRedis(EmbeddedRedisNodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	clients := OpenRedis(addrs)
+	return clients, sync.OnceValue(func() error { return errors.Join(CloseRedis(clients), stop()) }), nil
+}
+
+// OpenMySQL connects to the MySQL (or MariaDB) server named by dsn, creating
+// its database if it does not exist yet.
+func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse mysql dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	if cfg.DBName != "" {
+		if err := createDatabase(ctx, *cfg); err != nil {
+			return nil, err
+		}
+	}
+	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open mysql: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("store: mysql pool: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(64)
+	sqlDB.SetMaxIdleConns(64)
+	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("store: ping mysql: %w", errors.Join(err, sqlDB.Close()))
+	}
+	return db, nil
+}
+
+func createDatabase(ctx context.Context, cfg mysql.Config) (err error) {
+	name := cfg.DBName
+	cfg.DBName = ""
+	server, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("store: open mysql server: %w", err)
+	}
+	defer func() {
+		if cerr := server.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("store: close mysql server: %w", cerr))
+		}
+	}()
+	q := "CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4"
+	if _, err := server.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("store: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// CloseSQL closes db's connection pool.
+func CloseSQL(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("store: close sql: %w", err)
+	}
+	if err := sqlDB.Close(); err != nil {
+		return fmt.Errorf("store: close sql: %w", err)
+	}
+	return nil
+}
+
+// OpenRedis returns one client per independent node in addrs. Clients do not
+// retry: a node that is down answers at once, so that a lock can count it out.
+func OpenRedis(addrs []string) []redis.UniversalClient {
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{
+			Addr:         a,
+			MaxRetries:   -1,
+			DialTimeout:  time.Second,
+			ReadTimeout:  time.Second,
+			WriteTimeout: time.Second,
+			PoolSize:     64,
+		})
+	}
+	return clients
+}
+
+// CloseRedis closes every client.
+func CloseRedis(clients []redis.UniversalClient) error {
+	var errs []error
+	for _, c := range clients {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: close redis: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
