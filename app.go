@@ -118,6 +118,9 @@ func newServer(cfg config.Config, st *stores, log *slog.Logger) *http.Server {
 func newLockers(cfg config.Config, clients []redis.UniversalClient) map[string]locker.Locker {
 	opts := locker.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait}
 	return map[string]locker.Locker{
+		"local":   locker.NewLocal(opts),
+		"setnx":   locker.NewSetNX(clients[0], opts, time.Now),
+		"token":   locker.NewToken(clients[0], opts),
 		"redlock": locker.NewRedlock(clients, opts),
 	}
 }

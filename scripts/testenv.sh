@@ -28,6 +28,7 @@ as_root() {
 cleanup() {
 	local pid
 	for pid in "${redis_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${redis_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	if [ -n "$started_mysql" ]; then
 		log "stopping the MariaDB it started"
 		as_root start-stop-daemon --stop --oknodo --retry 30 --pidfile "$started_mysql" >/dev/null || true
@@ -100,31 +101,33 @@ free_port() {
 	return 1
 }
 
+# start_redis_nodes sets SECKILL_TEST_REDIS_ADDRS; it runs in this shell
+# (not in $(...)) so that cleanup knows the pids.
 start_redis_nodes() {
 	local addrs=() i port
 	for i in 1 2 3; do
+		# One at a time, so that the next free port is chosen after this
+		# node has bound its own.
 		port=$(free_port)
 		mkdir -p "$work/redis$i"
 		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-			--dir "$work/redis$i" --logfile "$work/redis$i/redis.log" &
+			--dir "$work/redis$i" --logfile "$work/redis$i/redis.log" </dev/null >/dev/null 2>&1 &
 		redis_pids+=($!)
-		addrs+=("127.0.0.1:$port")
-	done
-	for a in "${addrs[@]}"; do
 		for _ in $(seq 1 100); do
-			port_open 127.0.0.1 "${a##*:}" && break
+			port_open 127.0.0.1 "$port" && break
 			sleep 0.1
 		done
-		port_open 127.0.0.1 "${a##*:}" || { log "redis on $a did not start"; return 1; }
+		port_open 127.0.0.1 "$port" || { log "redis on port $port did not start"; return 1; }
+		addrs+=("127.0.0.1:$port")
 	done
-	(IFS=,; echo "${addrs[*]}")
+	SECKILL_TEST_REDIS_ADDRS=$(IFS=,; echo "${addrs[*]}")
 }
 
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; }
 install_missing
 start_mysql
 SECKILL_TEST_MYSQL_DSN=$(mysql_dsn)
-SECKILL_TEST_REDIS_ADDRS=$(start_redis_nodes)
+start_redis_nodes
 export SECKILL_TEST_MYSQL_DSN SECKILL_TEST_REDIS_ADDRS
 log "mysql ${SECKILL_TEST_MYSQL_DSN}; redis ${SECKILL_TEST_REDIS_ADDRS}"
 "$@"
