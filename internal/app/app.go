@@ -1,0 +1,142 @@
+// Package app wires one instance of the service: the stores every instance
+// of a process shares, and an HTTP server with its own lockers, metrics,
+// service and routes. The program, the demo and the end-to-end tests all
+// start instances through it, so that what they test is what runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/controller"
+	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/store"
+)
+
+// Stores are what every instance of a process shares: the database and the
+// Redis nodes.
+type Stores struct {
+	DB    *gorm.DB
+	Redis []redis.UniversalClient
+	// Embedded says the database is the embedded SQLite.
+	Embedded bool
+	close    func() error
+}
+
+// Close closes the Redis clients and the database (and stops the embedded
+// stores).
+func (s *Stores) Close() error { return s.close() }
+
+// OpenStores opens the database and the Redis nodes of cfg and migrates the
+// tables. Empty settings open the embedded stores, which it says once.
+func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stores, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := model.Migrate(openCtx, db); err != nil {
+		return nil, errors.Join(err, closeDB())
+	}
+	clients, closeRedis, err := store.OpenRedisNodes(openCtx, cfg.RedisAddrs)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open redis: %w", err), closeDB())
+	}
+	if cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0 {
+		log.Warn("running on embedded stores: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS for real MySQL and Redis",
+			"embedded_sql", cfg.MySQLDSN == "", "embedded_redis", len(cfg.RedisAddrs) == 0)
+	}
+	return &Stores{
+		DB:       db,
+		Redis:    clients,
+		Embedded: cfg.MySQLDSN == "",
+		close:    func() error { return errors.Join(closeRedis(), closeDB()) },
+	}, nil
+}
+
+// Options are the settings of an instance that the environment does not
+// give.
+type Options struct {
+	// KeyPrefix starts every Redis key the instance makes; instances that
+	// sell the same products must share it. The default is "seckill:".
+	KeyPrefix string
+}
+
+// NewServer wires one instance over st: its own lockers (local is per
+// process), metrics registry, service and routes. The server has timeouts
+// that leave room for a lock wait and the longest hold_ms.
+func NewServer(cfg config.Config, st *Stores, log *slog.Logger, opts Options) *http.Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc := service.New(st.DB, NewLockers(cfg, st.Redis), st.Redis, service.Config{
+		Strategy:     cfg.Lock,
+		PerUserLimit: int64(cfg.PerUserLimit),
+		Fencing:      cfg.Fencing,
+		LockWait:     cfg.LockWait,
+		KeyPrefix:    opts.KeyPrefix,
+		EmbeddedSQL:  st.Embedded,
+	}, service.NewMetrics(reg), log)
+	router := controller.NewRouter(svc, log, controller.Options{
+		AdminToken:       cfg.AdminToken,
+		StrategyOverride: cfg.StrategyOverride,
+		Gatherer:         reg,
+		Registerer:       reg,
+	})
+	return &http.Server{
+		Handler:           router,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      cfg.LockWait + service.MaxHold + 20*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// NewLockers makes the lock of every lock-based strategy: local in this
+// process, setnx and token on the first Redis node, redlock on all of them.
+func NewLockers(cfg config.Config, clients []redis.UniversalClient) map[string]locker.Locker {
+	opts := locker.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait}
+	return map[string]locker.Locker{
+		"local":   locker.NewLocal(opts),
+		"setnx":   locker.NewSetNX(clients[0], opts, time.Now),
+		"token":   locker.NewToken(clients[0], opts),
+		"redlock": locker.NewRedlock(clients, opts),
+	}
+}
+
+// Serve serves srv on ln until ctx ends, then shuts down gracefully:
+// in-flight purchases finish and release their locks.
+func Serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config.Config, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("seckill shutting down")
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.LockWait+service.MaxHold+15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("seckill stopped")
+	return nil
+}
