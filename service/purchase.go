@@ -100,7 +100,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		return Receipt{}, err
 	}
 	if prod.Stock < p.Quantity {
-		return Receipt{}, fmt.Errorf("product %d has %d left: %w", p.ProductID, max(prod.Stock, 0), ErrSoldOut)
+		return s.replayRaced(ctx, p, fmt.Errorf("product %d has %d left: %w", p.ProductID, max(prod.Stock, 0), ErrSoldOut))
 	}
 
 	switch p.Strategy {
@@ -113,16 +113,24 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	default:
 		r, err = s.sellLocked(ctx, p)
 	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) && p.RequestID != "" {
-		// Two purchases with one request ID raced; the other one won.
-		if r, ok, rerr := s.replay(ctx, p); ok || rerr != nil {
-			return r, rerr
-		}
-	}
 	if err != nil {
-		return Receipt{}, storeErr(fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy), err)
+		return s.replayRaced(ctx, p, storeErr(fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy), err))
 	}
 	return r, nil
+}
+
+// replayRaced answers with the order of another purchase with p's request
+// ID when err may be the trace of racing it: that purchase's insert won (a
+// duplicate request ID), or it took the last units or the user's limit
+// after p's own replay check. Otherwise it returns err.
+func (s *Seckill) replayRaced(ctx context.Context, p Purchase, err error) (Receipt, error) {
+	if p.RequestID == "" || !(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrSoldOut) || errors.Is(err, ErrLimitExceeded)) {
+		return Receipt{}, err
+	}
+	if r, ok, rerr := s.replay(ctx, p); ok || rerr != nil {
+		return r, rerr
+	}
+	return Receipt{}, err
 }
 
 // replay finds the order an earlier purchase with p's request ID made.

@@ -1,0 +1,67 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/service"
+)
+
+// benchGoroutines is about how many buyers RunParallel runs at once.
+const benchGoroutines = 32
+
+// BenchmarkPurchase buys one unit of one hot product per operation, from
+// about benchGoroutines concurrent buyers with users of their own, under
+// each strategy, on the real MySQL and Redis nodes. The stock is reset to
+// b.N before each run so that every purchase sells (none oversells nothing
+// it could not sell anyway: it is measured only). Besides ns/op it reports
+// purchases/s over the whole run.
+func BenchmarkPurchase(b *testing.B) {
+	f := newFixture(b, nil)
+	ctx := context.Background()
+	for _, strategy := range strategies {
+		// A wait long enough that no buyer gives up: the benchmark measures
+		// throughput, not timeouts.
+		in := f.instance(settings{Strategy: strategy, Fencing: true, Wait: time.Minute})
+		prod := in.product(b, 0)
+		b.Run(strategy, func(b *testing.B) {
+			if _, err := in.svc.SetStock(ctx, prod.ID, int64(b.N)); err != nil {
+				b.Fatalf("SetStock(%d, %d) = %v; want nil", prod.ID, b.N, err)
+			}
+			var (
+				users    atomic.Int64
+				failures atomic.Int64
+				firstErr sync.Once
+				errMsg   string
+			)
+			b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", users.Add(1)), Quantity: 1}
+					if _, err := in.svc.Purchase(ctx, p); err != nil {
+						failures.Add(1)
+						firstErr.Do(func() { errMsg = fmt.Sprintf("Purchase(%s) = %v; want nil", show(p), err) })
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "purchases/s")
+			if n := failures.Load(); n > 0 {
+				b.Errorf("%d of %d purchases failed; the first: %s", n, b.N, errMsg)
+			}
+			a, err := in.svc.Audit(ctx, prod.ID)
+			switch {
+			case err != nil:
+				b.Errorf("Audit(%d) = %v; want nil", prod.ID, err)
+			case strategy != "none" && (a.Stock != 0 || !a.Consistent):
+				b.Errorf("Audit(%d) = %+v; want stock 0, consistent", prod.ID, a)
+			}
+		})
+	}
+}

@@ -1,0 +1,75 @@
+package service_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seckill/seckill/service"
+)
+
+// TestPurchaseFencing is the lease overrun of the issue: with a 300 ms
+// lease, buyer A takes the lock and works 1200 ms; the lease runs out, and
+// buyer B, who arrives at 600 ms, takes the lock and buys the last unit
+// while A still works. Without fencing A's write lands too and the unit is
+// sold twice (the flaw, asserted); with fencing A's write is refused with
+// ErrLockLost and the stock stays whole (the fix).
+func TestPurchaseFencing(t *testing.T) {
+	const (
+		ttl     = 300 * time.Millisecond
+		holdA   = 1200 * time.Millisecond
+		arriveB = 600 * time.Millisecond
+	)
+	for _, strategy := range []string{"setnx", "token", "redlock"} {
+		for _, fencing := range []bool{false, true} {
+			name := strategy + "/without fencing"
+			if fencing {
+				name = strategy + "/with fencing"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				// The service default is the opposite of what each
+				// purchase asks for, so that the override is what counts.
+				in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: !fencing,
+					TTL: ttl, Wait: 5 * time.Second})
+				prod := in.product(t, 1)
+				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA, Fencing: ptr(fencing)}
+				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Fencing: ptr(fencing)}
+
+				var errA, errB error
+				var g errgroup.Group
+				g.Go(func() error {
+					_, errA = in.svc.Purchase(t.Context(), a)
+					return nil
+				})
+				g.Go(func() error {
+					time.Sleep(arriveB)
+					_, errB = in.svc.Purchase(t.Context(), b)
+					return nil
+				})
+				_ = g.Wait() // the goroutines report through errA and errB
+
+				if errB != nil {
+					t.Errorf("Purchase(%s) at %v = %v; want nil", show(b), arriveB, errB)
+				}
+				if !fencing {
+					if errA != nil {
+						t.Errorf("Purchase(%s) = %v; want nil (the overrun write lands)", show(a), errA)
+					}
+					in.wantAudit(t, service.Audit{ProductID: prod.ID, InitialStock: 1, Stock: -1,
+						Orders: 2, UnitsSold: 2, OversoldUnits: 1, Consistent: false})
+					return
+				}
+				if !errors.Is(errA, service.ErrLockLost) {
+					t.Errorf("Purchase(%s) = %v; want %v", show(a), errA, service.ErrLockLost)
+				}
+				in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
+				if got := in.counter(t, strategy, "lock_lost"); got != 1 {
+					t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"lock_lost\"} = %v; want 1", strategy, got)
+				}
+			})
+		}
+	}
+}

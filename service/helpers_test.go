@@ -1,0 +1,250 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/store"
+)
+
+// strategies are every strategy, in the order of config.Strategies.
+var strategies = config.Strategies()
+
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial to stderr; TestRedlockNodesDown makes
+	// thousands on purpose. The errors themselves still reach the tests.
+	redis.SetLogger(quietRedisLog{})
+	os.Exit(m.Run())
+}
+
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// fixture is one test's share of the world: a database of its own, clients
+// for Redis nodes and a key prefix of its own on them.
+type fixture struct {
+	db      *gorm.DB
+	addrs   []string
+	clients []redis.UniversalClient
+	prefix  string
+}
+
+// newFixture opens a fresh database and clients for addrs (the shared test
+// nodes when nil), all closed or dropped when t ends.
+func newFixture(t testing.TB, addrs []string) *fixture {
+	t.Helper()
+	if addrs == nil {
+		addrs = testenv.RedisAddrs(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := store.OpenMySQL(ctx, testenv.MySQL(t))
+	if err != nil {
+		t.Fatalf("OpenMySQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := store.CloseSQL(db); err != nil {
+			t.Errorf("close database: %v", err)
+		}
+	})
+	if err := model.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	// The program's own clients: no retries, so a node that is down answers
+	// at once.
+	clients := store.OpenRedis(addrs)
+	t.Cleanup(func() {
+		if err := store.CloseRedis(clients); err != nil {
+			t.Errorf("close redis: %v", err)
+		}
+	})
+	return &fixture{db: db, addrs: addrs, clients: clients, prefix: testenv.KeyPrefix(t, addrs)}
+}
+
+// settings are what a test varies in an instance.
+type settings struct {
+	Strategy     string
+	PerUserLimit int64
+	Fencing      bool
+	TTL          time.Duration // default 8s
+	Wait         time.Duration // default 20s: long enough that nobody times out
+}
+
+// instance is one Seckill with its own lockers and metrics, as one process
+// of the service would have.
+type instance struct {
+	svc     *service.Seckill
+	lockers map[string]locker.Locker
+	reg     *prometheus.Registry
+	prefix  string
+	db      *gorm.DB
+}
+
+// instance makes a Seckill over f's stores with lockers built as the
+// program builds them (app.NewLockers).
+func (f *fixture) instance(s settings) *instance {
+	if s.TTL == 0 {
+		s.TTL = 8 * time.Second
+	}
+	if s.Wait == 0 {
+		s.Wait = 20 * time.Second
+	}
+	if s.Strategy == "" {
+		s.Strategy = "redlock"
+	}
+	lockers := app.NewLockers(config.Config{LockTTL: s.TTL, LockWait: s.Wait}, f.clients)
+	reg := prometheus.NewRegistry()
+	svc := service.New(f.db, lockers, f.clients, service.Config{
+		Strategy:     s.Strategy,
+		PerUserLimit: s.PerUserLimit,
+		Fencing:      s.Fencing,
+		LockWait:     s.Wait,
+		KeyPrefix:    f.prefix,
+	}, service.NewMetrics(reg), slog.New(slog.DiscardHandler))
+	return &instance{svc: svc, lockers: lockers, reg: reg, prefix: f.prefix, db: f.db}
+}
+
+// lockKey is the Redis key (or local key) of a product's lock.
+func (in *instance) lockKey(productID int64) string {
+	return in.prefix + "lock:product:" + strconv.FormatInt(productID, 10)
+}
+
+// counter returns the value of seckill_purchases_total for strategy and
+// outcome (0 when it was never incremented).
+func (in *instance) counter(t testing.TB, strategy, outcome string) float64 {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "seckill_purchases_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["strategy"] == strategy && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// product creates a product with stock units.
+func (in *instance) product(t testing.TB, stock int64) model.Product {
+	t.Helper()
+	p, err := in.svc.CreateProduct(context.Background(), "widget", stock)
+	if err != nil {
+		t.Fatalf("CreateProduct(widget, %d) = %v; want nil", stock, err)
+	}
+	return p
+}
+
+// audit returns the product's audit.
+func (in *instance) audit(t testing.TB, id int64) service.Audit {
+	t.Helper()
+	a, err := in.svc.Audit(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Audit(%d) = %v; want nil", id, err)
+	}
+	return a
+}
+
+// wantAudit fails t unless the product's audit is want.
+func (in *instance) wantAudit(t testing.TB, want service.Audit) {
+	t.Helper()
+	if got := in.audit(t, want.ProductID); got != want {
+		t.Errorf("Audit(%d) = %+v; want %+v", want.ProductID, got, want)
+	}
+}
+
+// consistentAudit is the audit of a product with initial units of which
+// sold were sold by as many orders of one unit.
+func consistentAudit(id, initial, sold int64) service.Audit {
+	return service.Audit{ProductID: id, InitialStock: initial, Stock: initial - sold,
+		Orders: sold, UnitsSold: sold, Consistent: true}
+}
+
+// attempt is one purchase through one instance.
+type attempt struct {
+	svc *service.Seckill
+	p   service.Purchase
+}
+
+// result is what one purchase answered.
+type result struct {
+	p   service.Purchase
+	r   service.Receipt
+	err error
+}
+
+// purchaseAll runs every attempt in a goroutine of its own, all released at
+// once, and returns the results in the attempts' order. The goroutines only
+// report; the test judges.
+func purchaseAll(ctx context.Context, attempts []attempt) []result {
+	out := make([]result, len(attempts))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, a := range attempts {
+		wg.Go(func() {
+			<-start
+			r, err := a.svc.Purchase(ctx, a.p)
+			out[i] = result{p: a.p, r: r, err: err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// buyers is n purchases of one unit of product through svc, each by a user
+// of its own.
+func buyers(svc *service.Seckill, product int64, strategy string, n int, hold time.Duration) []attempt {
+	as := make([]attempt, n)
+	for i := range as {
+		as[i] = attempt{svc: svc, p: service.Purchase{ProductID: product, UserID: fmt.Sprintf("u-%d", i),
+			Quantity: 1, Strategy: strategy, Hold: hold}}
+	}
+	return as
+}
+
+// show formats a purchase for failure messages.
+func show(p service.Purchase) string {
+	s := fmt.Sprintf("product %d, user %q, quantity %d", p.ProductID, p.UserID, p.Quantity)
+	if p.RequestID != "" {
+		s += fmt.Sprintf(", request %q", p.RequestID)
+	}
+	if p.Strategy != "" {
+		s += ", " + p.Strategy
+	}
+	if p.Hold != 0 {
+		s += ", hold " + p.Hold.String()
+	}
+	if p.Fencing != nil {
+		s += fmt.Sprintf(", fencing %v", *p.Fencing)
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,115 @@
+package service_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/service"
+)
+
+// TestSetStock: SetStock sets stock and initial stock and deletes the
+// product's orders, so that the sale runs again from the start (the per-user
+// limit counts from zero again); bad stocks and unknown products are
+// refused without a change.
+func TestSetStock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	in := newFixture(t, nil).instance(settings{Strategy: "optimistic", PerUserLimit: 1})
+	prod, other := in.product(t, 3), in.product(t, 3)
+	for _, id := range []int64{prod.ID, prod.ID, other.ID} {
+		p := service.Purchase{ProductID: id, UserID: "u-1", Quantity: 1}
+		if _, err := in.svc.Purchase(ctx, p); err != nil && !errors.Is(err, service.ErrLimitExceeded) {
+			t.Fatalf("Purchase(%s) = %v; want nil or %v", show(p), err, service.ErrLimitExceeded)
+		}
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
+
+	got, err := in.svc.SetStock(ctx, prod.ID, 7)
+	if err != nil || got.ID != prod.ID || got.Stock != 7 || got.InitialStock != 7 {
+		t.Fatalf("SetStock(%d, 7) = %+v, %v; want stock and initial stock 7", prod.ID, got, err)
+	}
+	if read, err := in.svc.Product(ctx, prod.ID); err != nil || read.Stock != 7 || read.InitialStock != 7 {
+		t.Errorf("Product(%d) = %+v, %v; want stock and initial stock 7", prod.ID, read, err)
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 7, 0))
+	in.wantAudit(t, consistentAudit(other.ID, 3, 1)) // another product's orders stay
+
+	p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
+	if r, err := in.svc.Purchase(ctx, p); err != nil || r.Order.RemainingStock != 6 {
+		t.Errorf("Purchase(%s) after SetStock = %+v, %v; want an order leaving 6", show(p), r, err)
+	}
+
+	if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
+		t.Fatalf("SetStock(%d, 0) = %v; want nil", prod.ID, err)
+	}
+	p.UserID = "u-2"
+	if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+		t.Errorf("Purchase(%s) after SetStock 0 = %v; want %v", show(p), err, service.ErrSoldOut)
+	}
+
+	for _, tc := range []struct {
+		id, stock int64
+		want      error
+	}{
+		{prod.ID, -1, service.ErrInvalid},
+		{prod.ID, service.MaxStock + 1, service.ErrInvalid},
+		{0, 5, service.ErrInvalid},
+		{424242, 5, service.ErrNotFound},
+	} {
+		if _, err := in.svc.SetStock(ctx, tc.id, tc.stock); !errors.Is(err, tc.want) {
+			t.Errorf("SetStock(%d, %d) = %v; want %v", tc.id, tc.stock, err, tc.want)
+		}
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 0, 0))
+}
+
+// TestCreateProduct: names of 1 to 128 characters of valid UTF-8 and stocks
+// from 0 to MaxStock are accepted and read back; anything else is
+// ErrInvalid and creates nothing.
+func TestCreateProduct(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	in := newFixture(t, nil).instance(settings{})
+	var created []int64
+	for _, tc := range []struct {
+		name  string
+		stock int64
+		want  error
+	}{
+		{"widget", 100, nil},
+		{strings.Repeat("é", 128), 0, nil},
+		{"w", service.MaxStock, nil},
+		{"", 1, service.ErrInvalid},
+		{strings.Repeat("é", 129), 1, service.ErrInvalid},
+		{"bad \xff", 1, service.ErrInvalid},
+		{"widget", -1, service.ErrInvalid},
+		{"widget", service.MaxStock + 1, service.ErrInvalid},
+	} {
+		p, err := in.svc.CreateProduct(ctx, tc.name, tc.stock)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("CreateProduct(%.10q…, %d) = %v; want %v", tc.name, tc.stock, err, tc.want)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		created = append(created, p.ID)
+		got, err := in.svc.Product(ctx, p.ID)
+		if err != nil || got.Name != tc.name || got.Stock != tc.stock || got.InitialStock != tc.stock {
+			t.Errorf("Product(%d) = %+v, %v; want %.10q… with stock and initial stock %d", p.ID, got, err, tc.name, tc.stock)
+		}
+	}
+	all, err := in.svc.Products(ctx)
+	if err != nil || len(all) != len(created) {
+		t.Fatalf("Products() = %d products, %v; want %d", len(all), err, len(created))
+	}
+	for i, p := range all {
+		if p.ID != created[i] {
+			t.Errorf("Products()[%d].ID = %d; want %d (by id)", i, p.ID, created[i])
+		}
+	}
+	if _, err := in.svc.Product(ctx, 424242); !errors.Is(err, service.ErrNotFound) {
+		t.Errorf("Product(424242) = %v; want %v", err, service.ErrNotFound)
+	}
+}

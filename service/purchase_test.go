@@ -1,0 +1,416 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service"
+)
+
+// TestPurchaseSellsExactlyStock: many more concurrent buyers than units
+// under every correct strategy (local on one instance) give exactly as many
+// orders as units, stock 0, a consistent audit, and ErrSoldOut for everyone
+// else; every unit is sold once (each order left a different stock).
+func TestPurchaseSellsExactlyStock(t *testing.T) {
+	const stock, buyersN = 10, 60
+	for _, strategy := range []string{"redlock", "pessimistic", "optimistic", "token", "setnx", "local"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy})
+			prod := in.product(t, stock)
+
+			results := purchaseAll(t.Context(), buyers(in.svc, prod.ID, "", buyersN, 0))
+			sold, remaining := 0, map[int64]bool{}
+			for _, res := range results {
+				switch {
+				case res.err == nil:
+					sold++
+					if remaining[res.r.Order.RemainingStock] {
+						t.Errorf("Purchase(%s) left stock %d, as an earlier order did", show(res.p), res.r.Order.RemainingStock)
+					}
+					remaining[res.r.Order.RemainingStock] = true
+					if res.r.Order.Strategy != strategy {
+						t.Errorf("Purchase(%s) made an order of strategy %q; want %q", show(res.p), res.r.Order.Strategy, strategy)
+					}
+				case !errors.Is(res.err, service.ErrSoldOut):
+					t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+				}
+			}
+			if sold != stock {
+				t.Errorf("%d of %d purchases succeeded; want %d", sold, buyersN, stock)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, stock, stock))
+			if got := in.counter(t, strategy, "ok"); got != stock {
+				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"ok\"} = %v; want %d", strategy, got, stock)
+			}
+			if got := in.counter(t, strategy, "sold_out"); got != buyersN-stock {
+				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"sold_out\"} = %v; want %d", strategy, got, buyersN-stock)
+			}
+		})
+	}
+}
+
+// TestPurchaseNoneOversells shows the flaw of none: buyers who read the
+// stock while others are still working all write, and the stock goes
+// negative.
+func TestPurchaseNoneOversells(t *testing.T) {
+	t.Parallel()
+	const stock, buyersN = 2, 12
+	in := newFixture(t, nil).instance(settings{Strategy: "none"})
+	prod := in.product(t, stock)
+
+	results := purchaseAll(t.Context(), buyers(in.svc, prod.ID, "none", buyersN, 200*time.Millisecond))
+	sold := 0
+	for _, res := range results {
+		switch {
+		case res.err == nil:
+			sold++
+		case !errors.Is(res.err, service.ErrSoldOut):
+			t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+		}
+	}
+	a := in.audit(t, prod.ID)
+	if sold <= stock || a.Stock >= 0 || a.OversoldUnits <= 0 || a.Consistent {
+		t.Errorf("none: %d sold, Audit = %+v; want more than %d sold, stock < 0, oversold units > 0, not consistent", sold, a, stock)
+	}
+	// The audit still adds up: every order is counted and stock says so.
+	if a.Orders != int64(sold) || a.InitialStock-a.Stock != a.UnitsSold || a.OversoldUnits != a.UnitsSold-stock {
+		t.Errorf("none: %d sold, Audit = %+v; want the orders and units of what was sold", sold, a)
+	}
+}
+
+// TestPurchaseLocalInstances: the local lock is correct within one instance
+// and oversells across two instances that sell from the same database.
+func TestPurchaseLocalInstances(t *testing.T) {
+	const buyersN = 4
+	for _, tc := range []struct {
+		name      string
+		instances int
+		oversells bool
+	}{
+		{"one instance", 1, false},
+		{"two instances", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			ins := make([]*instance, tc.instances)
+			for i := range ins {
+				ins[i] = f.instance(settings{Strategy: "local"}) // each its own locker.Local
+			}
+			prod := ins[0].product(t, 1)
+			attempts := make([]attempt, buyersN)
+			for i := range attempts {
+				attempts[i] = attempt{svc: ins[i%len(ins)].svc, p: service.Purchase{ProductID: prod.ID,
+					UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Hold: 200 * time.Millisecond}}
+			}
+			sold := 0
+			for _, res := range purchaseAll(t.Context(), attempts) {
+				switch {
+				case res.err == nil:
+					sold++
+				case !errors.Is(res.err, service.ErrSoldOut):
+					t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+				}
+			}
+			a := ins[0].audit(t, prod.ID)
+			if tc.oversells {
+				if sold < 2 || a.Stock >= 0 || a.OversoldUnits < 1 || a.Consistent {
+					t.Errorf("local on %d instances: %d sold, Audit = %+v; want an oversell", tc.instances, sold, a)
+				}
+				return
+			}
+			if sold != 1 {
+				t.Errorf("local on %d instance: %d sold; want 1", tc.instances, sold)
+			}
+			ins[0].wantAudit(t, consistentAudit(prod.ID, 1, 1))
+		})
+	}
+}
+
+// TestPurchaseReplay: a purchase repeated with its request ID answers with
+// the first order and sells nothing more, under every strategy.
+func TestPurchaseReplay(t *testing.T) {
+	for _, strategy := range strategies {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+			prod := in.product(t, 5)
+			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"}
+
+			first, err := in.svc.Purchase(ctx, p)
+			if err != nil || first.Replayed || first.Order.RemainingStock != 4 {
+				t.Fatalf("Purchase(%s) = %+v, %v; want a new order leaving 4", show(p), first, err)
+			}
+			again, err := in.svc.Purchase(ctx, p)
+			if err != nil || !again.Replayed || again.Order.ID != first.Order.ID || again.Order.RemainingStock != 4 {
+				t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order %d leaving 4", show(p), again, err, first.Order.ID)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 5, 1))
+		})
+	}
+}
+
+// TestPurchaseRequestIDReused: a request ID already used by a purchase of
+// another product, user or quantity answers ErrRequestIDReused and sells
+// nothing.
+func TestPurchaseRequestIDReused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	in := newFixture(t, nil).instance(settings{Strategy: "optimistic"})
+	prod, other := in.product(t, 5), in.product(t, 5)
+	first := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"}
+	if _, err := in.svc.Purchase(ctx, first); err != nil {
+		t.Fatalf("Purchase(%s) = %v; want nil", show(first), err)
+	}
+	for _, p := range []service.Purchase{
+		{ProductID: other.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"},
+		{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "req-1"},
+		{ProductID: prod.ID, UserID: "u-1", Quantity: 2, RequestID: "req-1"},
+		{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1", Strategy: "redlock"}, // the strategy is not part of it
+	} {
+		want := service.ErrRequestIDReused
+		if p.Strategy != "" {
+			want = nil
+		}
+		r, err := in.svc.Purchase(ctx, p)
+		if !errors.Is(err, want) || (want == nil && !r.Replayed) {
+			t.Errorf("Purchase(%s) = %+v, %v; want %v", show(p), r, err, want)
+		}
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 5, 1))
+	in.wantAudit(t, consistentAudit(other.ID, 5, 0))
+}
+
+// TestPurchaseConcurrentReplay: ten concurrent purchases with one request
+// ID (a client retrying while its first attempt is in flight) make exactly
+// one order; every other one answers with that order, replayed, even when
+// the first took the last unit and the user's whole limit.
+func TestPurchaseConcurrentReplay(t *testing.T) {
+	const n = 10
+	for _, strategy := range strategies {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+			prod := in.product(t, 1)
+			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-" + strategy}
+			attempts := make([]attempt, n)
+			for i := range attempts {
+				attempts[i] = attempt{svc: in.svc, p: p}
+			}
+			results := purchaseAll(t.Context(), attempts)
+			orderIDs, fresh := map[int64]bool{}, 0
+			for _, res := range results {
+				if res.err != nil {
+					t.Errorf("Purchase(%s) = %v; want nil", show(res.p), res.err)
+					continue
+				}
+				orderIDs[res.r.Order.ID] = true
+				if !res.r.Replayed {
+					fresh++
+				}
+			}
+			if len(orderIDs) > 1 || fresh > 1 {
+				t.Errorf("%d concurrent Purchase(%s): orders %v, %d not replayed; want one order, made once", n, show(p), orderIDs, fresh)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
+		})
+	}
+}
+
+// TestPurchasePerUserLimit: with a limit of one unit, a user's second
+// purchase, or a first one of two units, answers ErrLimitExceeded and sells
+// nothing, under every strategy.
+func TestPurchasePerUserLimit(t *testing.T) {
+	for _, strategy := range strategies {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+			prod := in.product(t, 5)
+			for _, tc := range []struct {
+				p    service.Purchase
+				want error
+			}{
+				{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, nil},
+				{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, service.ErrLimitExceeded},
+				{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 2}, service.ErrLimitExceeded},
+				{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1}, nil},
+			} {
+				if _, err := in.svc.Purchase(ctx, tc.p); !errors.Is(err, tc.want) {
+					t.Errorf("Purchase(%s) = %v; want %v", show(tc.p), err, tc.want)
+				}
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 5, 2))
+			if got := in.counter(t, strategy, "limit_exceeded"); got != 2 {
+				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"limit_exceeded\"} = %v; want 2", strategy, got)
+			}
+		})
+	}
+}
+
+// TestPurchaseValidation: malformed purchases answer ErrInvalid before
+// anything is read or locked; the limits themselves are accepted.
+func TestPurchaseValidation(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	in := newFixture(t, nil).instance(settings{Strategy: "optimistic"})
+	prod := in.product(t, 1000)
+	id := prod.ID
+	long := strings.Repeat("x", 65)
+	for _, tc := range []struct {
+		name string
+		p    service.Purchase
+		want error
+	}{
+		{"product id 0", service.Purchase{ProductID: 0, UserID: "u", Quantity: 1}, service.ErrInvalid},
+		{"negative product id", service.Purchase{ProductID: -1, UserID: "u", Quantity: 1}, service.ErrInvalid},
+		{"empty user", service.Purchase{ProductID: id, UserID: "", Quantity: 1}, service.ErrInvalid},
+		{"blank user", service.Purchase{ProductID: id, UserID: "  ", Quantity: 1}, service.ErrInvalid},
+		{"65-character user", service.Purchase{ProductID: id, UserID: long, Quantity: 1}, service.ErrInvalid},
+		{"user not UTF-8", service.Purchase{ProductID: id, UserID: "u\xff", Quantity: 1}, service.ErrInvalid},
+		{"quantity 0", service.Purchase{ProductID: id, UserID: "u", Quantity: 0}, service.ErrInvalid},
+		{"quantity 101", service.Purchase{ProductID: id, UserID: "u", Quantity: 101}, service.ErrInvalid},
+		{"negative quantity", service.Purchase{ProductID: id, UserID: "u", Quantity: -1}, service.ErrInvalid},
+		{"65-character request id", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, RequestID: long}, service.ErrInvalid},
+		{"unknown strategy", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Strategy: "mutex"}, service.ErrInvalid},
+		{"hold above MaxHold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Hold: service.MaxHold + time.Millisecond}, service.ErrInvalid},
+		{"negative hold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Hold: -time.Millisecond}, service.ErrInvalid},
+		{"64-character user", service.Purchase{ProductID: id, UserID: strings.Repeat("é", 64), Quantity: 1}, nil},
+		{"quantity 100", service.Purchase{ProductID: id, UserID: "u-100", Quantity: 100}, nil},
+		{"64-character request id", service.Purchase{ProductID: id, UserID: "u-r", Quantity: 1, RequestID: strings.Repeat("r", 64)}, nil},
+	} {
+		if _, err := in.svc.Purchase(ctx, tc.p); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Purchase(%s) = %v; want %v", tc.name, show(tc.p), err, tc.want)
+		}
+	}
+	in.wantAudit(t, service.Audit{ProductID: id, InitialStock: 1000, Stock: 898, Orders: 3, UnitsSold: 102, Consistent: true})
+}
+
+// TestPurchaseNotFound: a product that does not exist answers ErrNotFound
+// under every strategy.
+func TestPurchaseNotFound(t *testing.T) {
+	t.Parallel()
+	in := newFixture(t, nil).instance(settings{Fencing: true})
+	for _, strategy := range strategies {
+		p := service.Purchase{ProductID: 424242, UserID: "u-1", Quantity: 1, Strategy: strategy}
+		if _, err := in.svc.Purchase(t.Context(), p); !errors.Is(err, service.ErrNotFound) {
+			t.Errorf("Purchase(%s) = %v; want %v", show(p), err, service.ErrNotFound)
+		}
+	}
+}
+
+// TestPurchaseSoldOutSkipsLock: a sold-out product answers ErrSoldOut
+// without waiting for its lock. The lock is held by someone else
+// throughout; the same purchase of the product while it still had stock
+// shows that the lock held is the one a purchase would wait for.
+func TestPurchaseSoldOutSkipsLock(t *testing.T) {
+	for _, strategy := range []string{"local", "setnx", "token", "redlock", "pessimistic"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, Wait: 500 * time.Millisecond, TTL: 30 * time.Second})
+			prod := in.product(t, 1)
+			hold := func() (release func()) {
+				if strategy == "pessimistic" {
+					tx := in.db.WithContext(ctx).Begin()
+					if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&model.Product{}, prod.ID).Error; err != nil {
+						t.Fatalf("lock product row: %v", err)
+					}
+					return func() { tx.Rollback() }
+				}
+				lease, err := in.lockers[strategy].Lock(ctx, in.lockKey(prod.ID))
+				if err != nil {
+					t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(prod.ID), err)
+				}
+				return func() {
+					if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
+						t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(prod.ID), err)
+					}
+				}
+			}
+			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
+
+			release := hold()
+			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrLockTimeout) {
+				t.Errorf("Purchase(%s) with stock 1 and the lock held = %v; want %v", show(p), err, service.ErrLockTimeout)
+			}
+			release()
+			if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
+				t.Fatalf("SetStock(%d, 0) = %v; want nil", prod.ID, err)
+			}
+			release = hold()
+			defer release()
+			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+				t.Errorf("Purchase(%s) with stock 0 and the lock held = %v; want %v", show(p), err, service.ErrSoldOut)
+			}
+		})
+	}
+}
+
+// signalLocker is a Locker that says on acquired each time it granted a
+// lock.
+type signalLocker struct {
+	locker.Locker
+	acquired chan struct{}
+}
+
+func (l signalLocker) Lock(ctx context.Context, key string) (locker.Lease, error) {
+	lease, err := l.Locker.Lock(ctx, key)
+	if err == nil {
+		l.acquired <- struct{}{}
+	}
+	return lease, err
+}
+
+// TestPurchaseCancelledReleasesLock: a buyer who hangs up while holding the
+// lock (during the held work) gets the context's error, sells nothing and
+// leaves no lock behind: the next purchase gets the lock at once, with a
+// wait far shorter than the lease.
+func TestPurchaseCancelledReleasesLock(t *testing.T) {
+	for _, strategy := range []string{"local", "setnx", "token", "redlock", "pessimistic"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
+				TTL: 30 * time.Second, Wait: time.Second})
+			acquired := make(chan struct{}, 2)
+			if lk, ok := in.lockers[strategy]; ok {
+				in.lockers[strategy] = signalLocker{Locker: lk, acquired: acquired}
+			}
+			prod := in.product(t, 2)
+			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: 5 * time.Second}
+
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() {
+				_, err := in.svc.Purchase(ctx, a)
+				done <- err
+			}()
+			if strategy != "pessimistic" { // its row lock cannot be watched
+				<-acquired
+			}
+			// Let A reach its held work, which lasts seconds.
+			time.Sleep(500 * time.Millisecond)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, service.ErrLockTimeout) {
+				t.Errorf("Purchase(%s) cancelled while holding = %v; want %v inside the lock", show(a), err, context.Canceled)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 2, 0))
+
+			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
+			if _, err := in.svc.Purchase(t.Context(), b); err != nil {
+				t.Errorf("Purchase(%s) after a cancelled holder = %v; want nil", show(b), err)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 2, 1))
+		})
+	}
+}
