@@ -64,9 +64,12 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 		MySQLDSN: strings.TrimSpace(getenv("SECKILL_MYSQL_DSN")),
 		Lock:     orDefault(getenv("SECKILL_LOCK"), "redlock"),
 	}
-	var err error
-	if _, _, err = net.SplitHostPort(c.Addr); err != nil {
+	_, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
 		return Config{}, fmt.Errorf("config: SECKILL_ADDR %q: %w", c.Addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return Config{}, fmt.Errorf("config: SECKILL_ADDR %q: want host:port with a port from 0 to 65535", c.Addr)
 	}
 	if c.MySQLDSN != "" {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {

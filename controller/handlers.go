@@ -284,8 +284,9 @@ func decodeBody(c *gin.Context, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: body must be a JSON object of the documented shape: %v", service.ErrInvalid, err)
 	}
-	if dec.More() {
-		return fmt.Errorf("%w: body must hold one JSON object", service.ErrInvalid)
+	// More would miss a stray ] or }: only the end of the body may follow.
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: body must hold one JSON object and nothing after it", service.ErrInvalid)
 	}
 	return nil
 }

@@ -1,0 +1,285 @@
+package config_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/config"
+)
+
+// env is a map-backed getenv.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	for _, demo := range []bool{false, true} {
+		c, err := config.Load(env(nil), demo)
+		if err != nil {
+			t.Fatalf("Load(empty, demo=%v) error = %v", demo, err)
+		}
+		checks := []struct {
+			name      string
+			got, want any
+		}{
+			{"Addr", c.Addr, "127.0.0.1:8080"},
+			{"MySQLDSN", c.MySQLDSN, ""},
+			{"len(RedisAddrs)", len(c.RedisAddrs), 0},
+			{"Lock", c.Lock, "redlock"},
+			{"LockTTL", c.LockTTL, 8 * time.Second},
+			{"LockWait", c.LockWait, 5 * time.Second},
+			{"StrategyOverride", c.StrategyOverride, demo},
+			{"PerUserLimit", c.PerUserLimit, 1},
+			{"Fencing", c.Fencing, true},
+			{"AdminTokenGenerated", c.AdminTokenGenerated, true},
+		}
+		for _, ch := range checks {
+			if ch.got != ch.want {
+				t.Errorf("Load(empty, demo=%v).%s = %v; want %v", demo, ch.name, ch.got, ch.want)
+			}
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(c.AdminToken) {
+			t.Errorf("Load(empty, demo=%v).AdminToken = %q; want 32 random hex digits", demo, c.AdminToken)
+		}
+	}
+}
+
+func TestLoadGeneratesADifferentTokenEachTime(t *testing.T) {
+	a, errA := config.Load(env(nil), false)
+	b, errB := config.Load(env(nil), false)
+	if errA != nil || errB != nil {
+		t.Fatalf("Load(empty) errors = %v, %v", errA, errB)
+	}
+	if a.AdminToken == b.AdminToken {
+		t.Errorf("two Loads generated the same admin token %q", a.AdminToken)
+	}
+}
+
+func TestLoadReadsEverySetting(t *testing.T) {
+	vars := map[string]string{
+		"SECKILL_ADDR":              "0.0.0.0:9090",
+		"SECKILL_MYSQL_DSN":         "app:pw@tcp(db:3306)/seckill?parseTime=true",
+		"SECKILL_REDIS_ADDRS":       "r1:6379, r2:6380 ,r3:6381",
+		"SECKILL_LOCK":              "optimistic",
+		"SECKILL_LOCK_TTL":          "1500ms",
+		"SECKILL_LOCK_WAIT":         "2s",
+		"SECKILL_ADMIN_TOKEN":       "s3cret-token",
+		"SECKILL_STRATEGY_OVERRIDE": "true",
+		"SECKILL_PER_USER_LIMIT":    "0",
+		"SECKILL_FENCING":           "false",
+	}
+	c, err := config.Load(env(vars), false)
+	if err != nil {
+		t.Fatalf("Load(%v) error = %v", vars, err)
+	}
+	want := config.Config{
+		Addr:             "0.0.0.0:9090",
+		MySQLDSN:         "app:pw@tcp(db:3306)/seckill?parseTime=true",
+		RedisAddrs:       []string{"r1:6379", "r2:6380", "r3:6381"},
+		Lock:             "optimistic",
+		LockTTL:          1500 * time.Millisecond,
+		LockWait:         2 * time.Second,
+		AdminToken:       "s3cret-token",
+		StrategyOverride: true,
+		PerUserLimit:     0,
+		Fencing:          false,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load() = %+v; want %+v", c, want)
+	}
+}
+
+func TestLoadOverrideUnderDemo(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		demo  bool
+		want  bool
+	}{
+		{"", false, false},
+		{"", true, true},
+		{"false", true, false},
+		{"true", false, true},
+	} {
+		c, err := config.Load(env(map[string]string{"SECKILL_STRATEGY_OVERRIDE": tc.value}), tc.demo)
+		if err != nil {
+			t.Fatalf("Load(override=%q, demo=%v) error = %v", tc.value, tc.demo, err)
+		}
+		if c.StrategyOverride != tc.want {
+			t.Errorf("Load(override=%q, demo=%v).StrategyOverride = %v; want %v", tc.value, tc.demo, c.StrategyOverride, tc.want)
+		}
+	}
+}
+
+func TestLoadAcceptsEveryStrategy(t *testing.T) {
+	names := config.Strategies()
+	want := []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("Strategies() = %q; want %q", names, want)
+	}
+	for _, name := range names {
+		c, err := config.Load(env(map[string]string{"SECKILL_LOCK": name}), false)
+		if err != nil || c.Lock != name {
+			t.Errorf("Load(SECKILL_LOCK=%s) = %q, %v; want %q, nil", name, c.Lock, err, name)
+		}
+		if !config.Known(name) {
+			t.Errorf("Known(%q) = false; want true", name)
+		}
+	}
+	for _, name := range []string{"", "Redlock", "bogus"} {
+		if config.Known(name) {
+			t.Errorf("Known(%q) = true; want false", name)
+		}
+	}
+}
+
+func TestLoadAcceptsListenAddresses(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":8080", "[::1]:8080", "localhost:65535"} {
+		c, err := config.Load(env(map[string]string{"SECKILL_ADDR": addr}), false)
+		if err != nil || c.Addr != addr {
+			t.Errorf("Load(SECKILL_ADDR=%s) = %q, %v; want %q, nil", addr, c.Addr, err, addr)
+		}
+	}
+}
+
+func TestLoadRejectsBadValues(t *testing.T) {
+	tests := []struct {
+		variable, value string
+	}{
+		{"SECKILL_LOCK", "bogus"},
+		{"SECKILL_LOCK", "REDLOCK"},
+		{"SECKILL_LOCK_TTL", "abc"},
+		{"SECKILL_LOCK_TTL", "8"},
+		{"SECKILL_LOCK_TTL", "0"},
+		{"SECKILL_LOCK_TTL", "0s"},
+		{"SECKILL_LOCK_TTL", "-1s"},
+		{"SECKILL_LOCK_WAIT", "5 seconds"},
+		{"SECKILL_LOCK_WAIT", "0ms"},
+		{"SECKILL_LOCK_WAIT", "-5s"},
+		{"SECKILL_ADDR", "localhost"},
+		{"SECKILL_ADDR", "127.0.0.1:8080:1"},
+		{"SECKILL_ADDR", "127.0.0.1:abc"},
+		{"SECKILL_ADDR", "127.0.0.1:65536"},
+		{"SECKILL_ADDR", "127.0.0.1:-1"},
+		{"SECKILL_REDIS_ADDRS", "localhost"},
+		{"SECKILL_REDIS_ADDRS", ":6379"},
+		{"SECKILL_REDIS_ADDRS", "r1:0"},
+		{"SECKILL_REDIS_ADDRS", "r1:65536"},
+		{"SECKILL_REDIS_ADDRS", "r1:port"},
+		{"SECKILL_REDIS_ADDRS", "r1:6379,,r2:6379"},
+		{"SECKILL_REDIS_ADDRS", "r1:6379,"},
+		{"SECKILL_REDIS_ADDRS", "r1:6379,r1:6379"},
+		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
+		{"SECKILL_STRATEGY_OVERRIDE", "yes"},
+		{"SECKILL_FENCING", "on"},
+		{"SECKILL_PER_USER_LIMIT", "-1"},
+		{"SECKILL_PER_USER_LIMIT", "abc"},
+		{"SECKILL_PER_USER_LIMIT", "1.5"},
+		{"SECKILL_PER_USER_LIMIT", "99999999999999999999999"},
+		{"SECKILL_MYSQL_DSN", "not a dsn"},
+		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306"},
+		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?timeout=forever"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.variable+"="+tc.value, func(t *testing.T) {
+			c, err := config.Load(env(map[string]string{tc.variable: tc.value}), false)
+			if err == nil {
+				t.Fatalf("Load(%s=%q) = %+v, nil; want an error", tc.variable, tc.value, c)
+			}
+			if !strings.Contains(err.Error(), tc.variable) {
+				t.Errorf("Load(%s=%q) error = %q; want it to name %s", tc.variable, tc.value, err, tc.variable)
+			}
+		})
+	}
+}
+
+// TestLoadDSNErrorHidesPassword: an error about a DSN names the variable,
+// not the password in it.
+func TestLoadDSNErrorHidesPassword(t *testing.T) {
+	for _, dsn := range []string{
+		"app:hunter2@tcp(127.0.0.1:3306",
+		"app:hunter2@tcp(127.0.0.1:3306)/db?timeout=forever",
+	} {
+		_, err := config.Load(env(map[string]string{"SECKILL_MYSQL_DSN": dsn}), false)
+		if err == nil {
+			t.Errorf("Load(SECKILL_MYSQL_DSN=%q) error = nil; want an error", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Load(SECKILL_MYSQL_DSN=%q) error = %q; want no password in it", dsn, err)
+		}
+	}
+}
+
+// TestLogValueMasksSecrets prints the configuration the way the program
+// does, through slog, and looks for the secrets in the text.
+func TestLogValueMasksSecrets(t *testing.T) {
+	vars := map[string]string{
+		"SECKILL_MYSQL_DSN":   "app:hunter2-pw@tcp(db.internal:3306)/seckill?parseTime=true",
+		"SECKILL_REDIS_ADDRS": "r1:6379,r2:6379,r3:6379",
+		"SECKILL_ADMIN_TOKEN": "admin-tok-ABC123",
+	}
+	c, err := config.Load(env(vars), false)
+	if err != nil {
+		t.Fatalf("Load() error = %v", err)
+	}
+	for name, handler := range map[string]func(*bytes.Buffer) slog.Handler{
+		"text": func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) },
+		"json": func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
+	} {
+		var buf bytes.Buffer
+		slog.New(handler(&buf)).Info("seckill starting", "config", c)
+		out := buf.String()
+		for _, secret := range []string{"hunter2-pw", "admin-tok-ABC123"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s log of the config = %s; want %q masked", name, out, secret)
+			}
+		}
+		for _, want := range []string{"app:***@tcp(db.internal:3306)/seckill", "r1:6379,r2:6379,r3:6379", "redlock"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s log of the config = %s; want it to contain %q", name, out, want)
+			}
+		}
+	}
+
+	// The JSON form has one field per setting and the token only as ***.
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "config", c)
+	var line struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("decode %s: %v", buf.String(), err)
+	}
+	if got := line.Config["admin_token"]; got != "***" {
+		t.Errorf("config.admin_token = %v; want ***", got)
+	}
+	if got := line.Config["lock_ttl"]; got != float64(8*time.Second) {
+		t.Errorf("config.lock_ttl = %v; want %d (8s in nanoseconds)", got, 8*time.Second)
+	}
+	for _, key := range []string{"addr", "mysql_dsn", "redis_addrs", "lock", "lock_ttl", "lock_wait",
+		"strategy_override", "per_user_limit", "fencing"} {
+		if _, ok := line.Config[key]; !ok {
+			t.Errorf("config log %s has no %q", buf.String(), key)
+		}
+	}
+}
+
+func TestLogValueEmbeddedStores(t *testing.T) {
+	c, err := config.Load(env(nil), false)
+	if err != nil {
+		t.Fatalf("Load() error = %v", err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "config", c)
+	if out := buf.String(); strings.Contains(out, c.AdminToken) || !strings.Contains(out, "config.mysql_dsn=(embedded)") ||
+		!strings.Contains(out, "config.redis_addrs=(embedded)") {
+		t.Errorf("config log = %s; want embedded stores named and the generated token masked", out)
+	}
+}

@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// syncBuffer is an io.Writer that run's goroutine writes while the test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freeAddr returns 127.0.0.1 and a port nothing listens on just now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// program is one run of the program in a goroutine.
+type program struct {
+	url    string
+	out    *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	err    error
+	ended  bool
+}
+
+// start runs the program with env (and nothing else) as its environment
+// and waits until /healthz answers 200. It is stopped when t ends.
+func start(t *testing.T, env map[string]string) *program {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &program{url: "http://" + env["SECKILL_ADDR"], out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- run(ctx, nil, func(k string) string { return env[k] }, p.out) }()
+	t.Cleanup(func() {
+		if err := p.stop(t); err != nil {
+			t.Errorf("run() at cleanup = %v", err)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(p.url + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.ended, p.err = true, err
+			t.Fatalf("run() = %v before /healthz answered; output:\n%s", err, p.out)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /healthz never answered 200 (last error %v); output:\n%s", err, p.out)
+		}
+	}
+}
+
+// stop cancels run's context and returns what run returned.
+func (p *program) stop(t *testing.T) error {
+	t.Helper()
+	if p.ended {
+		return p.err
+	}
+	p.cancel()
+	select {
+	case p.err = <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run() did not return within a minute of its context ending; output:\n%s", p.out)
+	}
+	p.ended = true
+	return p.err
+}
+
+type result struct {
+	status int
+	body   []byte
+}
+
+func request(ctx context.Context, method, url, token, body string) (result, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return result{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return result{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return result{status: res.StatusCode, body: b}, err
+}
+
+func (p *program) do(t *testing.T, method, path, token, body string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := request(ctx, method, p.url+path, token, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+func (p *program) createProduct(t *testing.T, token string, stock int) int64 {
+	t.Helper()
+	r := p.do(t, http.MethodPost, "/api/v1/admin/products", token, fmt.Sprintf(`{"name":"phone","stock":%d}`, stock))
+	var prod struct{ ID int64 }
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &prod) != nil || prod.ID <= 0 {
+		t.Fatalf("POST /api/v1/admin/products = %d %s; want 201 and a product", r.status, r.body)
+	}
+	return prod.ID
+}
+
+type orderBody struct {
+	OrderID        int64  `json:"order_id"`
+	Strategy       string `json:"strategy"`
+	RemainingStock int64  `json:"remaining_stock"`
+}
+
+func wantOrder(t *testing.T, what string, r result, strategy string, remaining int64) {
+	t.Helper()
+	var o orderBody
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &o) != nil {
+		t.Fatalf("%s = %d %s; want 201 and an order", what, r.status, r.body)
+	}
+	if o.OrderID <= 0 || o.Strategy != strategy || o.RemainingStock != remaining {
+		t.Errorf("%s = %s; want an order by %s leaving %d", what, r.body, strategy, remaining)
+	}
+}
+
+// TestRun runs the program as main does, buys once end to end and shuts it
+// down.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"SECKILL_ADDR":        freeAddr(t),
+		"SECKILL_MYSQL_DSN":   testenv.MySQL(t),
+		"SECKILL_REDIS_ADDRS": strings.Join(testenv.RedisAddrs(t), ","),
+	}
+	p := start(t, env)
+
+	// No SECKILL_ADMIN_TOKEN: the program made one up and printed it.
+	m := regexp.MustCompile(`admin token[^\n]*: ([0-9a-f]{32})\n`).FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("output has no generated admin token:\n%s", p.out)
+	}
+	token := m[1]
+	if n := strings.Count(p.out.String(), token); n != 1 {
+		t.Errorf("the admin token is in the output %d times; want once, on its own line", n)
+	}
+	if r := p.do(t, http.MethodGet, "/readyz", "", ""); r.status != http.StatusOK {
+		t.Errorf("GET /readyz = %d %s; want 200", r.status, r.body)
+	}
+	if r := p.do(t, http.MethodPost, "/api/v1/admin/products", "wrong", `{"name":"x","stock":1}`); r.status != http.StatusUnauthorized {
+		t.Errorf("POST /api/v1/admin/products with a wrong token = %d %s; want 401", r.status, r.body)
+	}
+
+	id := p.createProduct(t, token, 10)
+	r := p.do(t, http.MethodPost, fmt.Sprintf("/api/v1/products/%d/purchase", id), "", `{"user_id":"u-1","quantity":1}`)
+	wantOrder(t, "purchase", r, "redlock", 9)
+	// The program serves without the strategy override by default.
+	r = p.do(t, http.MethodPost, fmt.Sprintf("/api/v1/products/%d/purchase?strategy=token", id), "", `{"user_id":"u-2","quantity":1}`)
+	if r.status != http.StatusForbidden {
+		t.Errorf("purchase with ?strategy=token = %d %s; want 403", r.status, r.body)
+	}
+
+	if err := p.stop(t); err != nil {
+		t.Fatalf("run() after its context ended = %v; want nil (graceful shutdown)", err)
+	}
+	if _, err := http.Get(p.url + "/healthz"); err == nil {
+		t.Errorf("GET /healthz after run returned succeeded; want the listener closed")
+	}
+	for _, want := range []string{"seckill listening", "seckill shutting down", "seckill stopped"} {
+		if !strings.Contains(p.out.String(), want) {
+			t.Errorf("output has no %q:\n%s", want, p.out)
+		}
+	}
+}
+
+// TestRunShutdownFinishesInFlightPurchase ends run's context while a
+// purchase holds its lock (hold_ms): the purchase completes with 201, run
+// returns nil, and no lock is left behind on the Redis nodes.
+func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
+	t.Parallel()
+	// Redis nodes of its own: the program uses the default key prefix.
+	var addrs []string
+	var nodes []*redis.Client
+	for range 3 {
+		r := testenv.StartRedis(t)
+		addrs = append(addrs, r.Addr)
+		c := redis.NewClient(&redis.Options{Addr: r.Addr})
+		t.Cleanup(func() { c.Close() })
+		nodes = append(nodes, c)
+	}
+	dsn := testenv.MySQL(t)
+	env := map[string]string{
+		"SECKILL_ADDR":              freeAddr(t),
+		"SECKILL_MYSQL_DSN":         dsn,
+		"SECKILL_REDIS_ADDRS":       strings.Join(addrs, ","),
+		"SECKILL_ADMIN_TOKEN":       "test-admin-token",
+		"SECKILL_STRATEGY_OVERRIDE": "true",
+	}
+	p := start(t, env)
+	if strings.Contains(p.out.String(), "test-admin-token") {
+		t.Errorf("output shows the admin token it was given:\n%s", p.out)
+	}
+	id := p.createProduct(t, "test-admin-token", 5)
+
+	type answer struct {
+		r   result
+		err error
+	}
+	inflight := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		r, err := request(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase?hold_ms=2000", p.url, id), "",
+			`{"user_id":"u-1","quantity":1,"request_id":"in-flight"}`)
+		inflight <- answer{r, err}
+	}()
+
+	// The purchase holds the lock once it has claimed the product's fence
+	// (fencing is on by default), which comes before the hold.
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var fence int64
+		if err := db.QueryRow("SELECT fence FROM products WHERE id = ?", id).Scan(&fence); err != nil {
+			t.Fatalf("read fence: %v", err)
+		}
+		if fence > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the purchase never took its lock; output:\n%s", p.out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	locked := 0
+	for _, n := range nodes {
+		keys, err := n.Keys(context.Background(), "seckill:lock:*").Result()
+		if err != nil {
+			t.Fatalf("KEYS on %s: %v", n.Options().Addr, err)
+		}
+		locked += len(keys)
+	}
+	if locked < 2 {
+		t.Errorf("while the purchase holds its lock, %d of 3 nodes have a lock key; want a majority", locked)
+	}
+
+	p.cancel() // as SIGTERM does
+	a := <-inflight
+	if a.err != nil {
+		t.Fatalf("in-flight purchase during shutdown: %v", a.err)
+	}
+	wantOrder(t, "in-flight purchase during shutdown", a.r, "redlock", 4)
+	if err := p.stop(t); err != nil {
+		t.Fatalf("run() after its context ended = %v; want nil (graceful shutdown)", err)
+	}
+
+	for _, n := range nodes {
+		keys, err := n.Keys(context.Background(), "seckill:*").Result()
+		if err != nil {
+			t.Fatalf("KEYS on %s: %v", n.Options().Addr, err)
+		}
+		if len(keys) != 0 {
+			t.Errorf("after shutdown, node %s still has %q; want the lock released", n.Options().Addr, keys)
+		}
+	}
+
+	// A new instance sells at once: nothing holds the product's lock (its
+	// lease is 8s, longer than this wait).
+	env["SECKILL_ADDR"] = freeAddr(t)
+	env["SECKILL_LOCK_WAIT"] = "1s"
+	p2 := start(t, env)
+	r := p2.do(t, http.MethodPost, fmt.Sprintf("/api/v1/products/%d/purchase", id), "", `{"user_id":"u-2","quantity":1}`)
+	wantOrder(t, "purchase on a new instance", r, "redlock", 3)
+	// The in-flight order was written: its request ID replays.
+	r = p2.do(t, http.MethodPost, fmt.Sprintf("/api/v1/products/%d/purchase", id), "", `{"user_id":"u-1","quantity":1,"request_id":"in-flight"}`)
+	if r.status != http.StatusOK {
+		t.Errorf("replay of the in-flight purchase = %d %s; want 200", r.status, r.body)
+	}
+	if err := p2.stop(t); err != nil {
+		t.Errorf("second run() = %v; want nil", err)
+	}
+}
+
+// TestRunRejectsBadSettings: a setting that does not parse stops run at
+// once with an error naming the variable; nothing starts, nothing listens.
+func TestRunRejectsBadSettings(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"SECKILL_MYSQL_DSN":   testenv.MySQL(t),
+		"SECKILL_REDIS_ADDRS": strings.Join(testenv.RedisAddrs(t), ","),
+	}
+	for _, tc := range []struct{ variable, value string }{
+		{"SECKILL_LOCK_TTL", "abc"},
+		{"SECKILL_LOCK_WAIT", "0s"},
+		{"SECKILL_LOCK", "bogus"},
+		{"SECKILL_ADDR", "127.0.0.1:abc"},
+		{"SECKILL_ADDR", "nowhere"},
+		{"SECKILL_REDIS_ADDRS", "localhost"},
+		{"SECKILL_MYSQL_DSN", "not a dsn"},
+		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
+		{"SECKILL_PER_USER_LIMIT", "-1"},
+		{"SECKILL_FENCING", "sometimes"},
+	} {
+		env := map[string]string{"SECKILL_ADDR": freeAddr(t)}
+		for k, v := range base {
+			env[k] = v
+		}
+		addr := env["SECKILL_ADDR"]
+		env[tc.variable] = tc.value
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out syncBuffer
+		err := run(ctx, nil, func(k string) string { return env[k] }, &out)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.variable) {
+			t.Errorf("run(%s=%q) = %v; want an error naming %s", tc.variable, tc.value, err, tc.variable)
+		}
+		if out.String() != "" {
+			t.Errorf("run(%s=%q) wrote %q; want nothing started", tc.variable, tc.value, out.String())
+		}
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			t.Errorf("run(%s=%q): something listens on %s", tc.variable, tc.value, addr)
+		}
+	}
+}
+
+func TestRunUnknownCommand(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"bogus"}, {"serve"}, {"--demo"}} {
+		var out syncBuffer
+		err := run(t.Context(), args, func(string) string { return "" }, &out)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", args[0])) {
+			t.Errorf("run(%q) = %v; want an error naming the command", args, err)
+		}
+		if out.String() != "" {
+			t.Errorf("run(%q) wrote %q; want nothing", args, out.String())
+		}
+	}
+}
+
+// TestRunDoesNotPrintSecrets starts the program with a password in its DSN
+// and an admin token, against a database that does not answer: the config
+// it prints and the error it returns show neither.
+func TestRunDoesNotPrintSecrets(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"SECKILL_ADDR":        freeAddr(t),
+		"SECKILL_MYSQL_DSN":   "app:pw-SECRET-1@tcp(" + freeAddr(t) + ")/seckill",
+		"SECKILL_REDIS_ADDRS": strings.Join(testenv.RedisAddrs(t), ","),
+		"SECKILL_ADMIN_TOKEN": "tok-SECRET-2",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out syncBuffer
+	err := run(ctx, nil, func(k string) string { return env[k] }, &out)
+	if err == nil {
+		t.Fatalf("run() with a database that does not answer = nil; want an error")
+	}
+	if !strings.Contains(out.String(), "seckill starting") || !strings.Contains(out.String(), "app:***@tcp(") {
+		t.Errorf("output = %q; want the config printed with the password masked", out.String())
+	}
+	for _, secret := range []string{"pw-SECRET-1", "tok-SECRET-2"} {
+		if strings.Contains(out.String(), secret) || strings.Contains(err.Error(), secret) {
+			t.Errorf("run() = %v, output %q; want no %q in either", err, out.String(), secret)
+		}
+	}
+}
