@@ -88,7 +88,7 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", 5*time.Second); err != nil {
 		return Config{}, err
 	}
-	c.AdminToken = getenv("SECKILL_ADMIN_TOKEN")
+	c.AdminToken = strings.TrimSpace(getenv("SECKILL_ADMIN_TOKEN"))
 	if c.AdminToken == "" {
 		b := make([]byte, 16)
 		if _, err := rand.Read(b); err != nil {
@@ -102,7 +102,7 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
 		return Config{}, err
 	}
-	if v := getenv("SECKILL_PER_USER_LIMIT"); v != "" {
+	if v := strings.TrimSpace(getenv("SECKILL_PER_USER_LIMIT")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return Config{}, fmt.Errorf("config: SECKILL_PER_USER_LIMIT %q: want a whole number >= 0", v)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -60,12 +61,12 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 }
 
 // requireToken lets through requests that carry "Authorization: Bearer
-// <token>".
+// <token>" (the scheme's name in any case, as RFC 9110 has it).
 func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return func(c *gin.Context) {
-		got := []byte(c.GetHeader("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			writeError(c, log, errUnauthorized)
 			return
 		}
