@@ -28,16 +28,21 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	status, code := classify(err)
 	msg := message(err)
 	if status >= 500 {
-		log.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method,
-			"path", c.Request.URL.Path, "status", status, "err", err)
-		msg = map[string]string{
-			"lock_timeout": "the product's lock was not granted within the wait; retry later",
-			"lock_lost":    "the lock's lease ran out and a later holder took over; nothing was written",
-			"unavailable":  "a store the service needs is unavailable; retry later",
-		}[code]
-		if msg == "" {
+		// A lock not granted or overtaken is what contention and lease
+		// overruns look like, not a fault: a warning. The rest is an error.
+		level := slog.LevelError
+		switch code {
+		case "lock_timeout":
+			level, msg = slog.LevelWarn, "the product's lock was not granted within the wait; retry later"
+		case "lock_lost":
+			level, msg = slog.LevelWarn, "the lock's lease ran out and a later holder took over; nothing was written"
+		case "unavailable":
+			msg = "a store the service needs is unavailable; retry later"
+		default:
 			msg = "internal error"
 		}
+		log.Log(c.Request.Context(), level, "request failed", "method", c.Request.Method,
+			"path", c.Request.URL.Path, "status", status, "code", code, "err", err)
 	}
 	switch status {
 	case http.StatusServiceUnavailable:

@@ -1,0 +1,19 @@
+// Package driver is the load-test driver of the seckill service: it fires
+// purchases (or plain GETs) at one or more running instances, measures what
+// came back and checks the stock invariant afterwards through the audit
+// endpoint.
+//
+// Two loops are offered. The closed loop (the default) runs
+// Config.Concurrency workers that send Config.Requests purchases in all,
+// each worker sending its next request when the previous one answered. The
+// open loop (Config.Rate > 0) schedules Config.Rate requests per second for
+// Config.Duration whatever the server does, and counts every latency from
+// the intended send time: a server that stalls cannot hide behind
+// coordinated omission, because the requests it delayed are charged for the
+// wait.
+//
+// Latency goes into an HDR histogram. Every answer is counted under one
+// outcome (see Outcomes), and after each run the driver reads the product's
+// audit and cross-checks it with its own count of 201 answers. Run returns a
+// Report; Report.Failures says why the run should be called a failure.
+package driver

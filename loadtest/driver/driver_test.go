@@ -1,0 +1,379 @@
+package driver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/driver"
+)
+
+// dbFigures reads what the database holds for a product: its order rows,
+// the units they sold, its stock and initial stock.
+func dbFigures(t *testing.T, in *apptest.Instance, id int64) (orders, units, stock, initial int64) {
+	t.Helper()
+	db := in.Stores.DB.WithContext(t.Context())
+	if err := db.Table("orders").Where("product_id = ?", id).Count(&orders).Error; err != nil {
+		t.Fatalf("count orders: %v", err)
+	}
+	if err := db.Table("orders").Where("product_id = ?", id).Select("COALESCE(SUM(quantity), 0)").Scan(&units).Error; err != nil {
+		t.Fatalf("sum orders: %v", err)
+	}
+	row := struct{ Stock, InitialStock int64 }{}
+	if err := db.Table("products").Select("stock, initial_stock").Where("id = ?", id).Scan(&row).Error; err != nil {
+		t.Fatalf("read product: %v", err)
+	}
+	return orders, units, row.Stock, row.InitialStock
+}
+
+// checkAgainstDB compares a result with the database, for the last run on
+// a product (every run deletes the orders of the one before).
+func checkAgainstDB(t *testing.T, in *apptest.Instance, id int64, res driver.Result) {
+	t.Helper()
+	orders, units, stock, initial := dbFigures(t, in, id)
+	if orders != int64(res.Successes) || orders != res.Audit.Orders {
+		t.Errorf("%s: database has %d orders; driver saw %d 201s, audit says %d", res.Strategy, orders, res.Successes, res.Audit.Orders)
+	}
+	if units != res.Audit.UnitsSold || stock != res.Audit.Stock || initial != res.Audit.InitialStock {
+		t.Errorf("%s: database units %d, stock %d, initial %d; audit %+v", res.Strategy, units, stock, initial, res.Audit)
+	}
+}
+
+func sumOutcomes(res driver.Result) int {
+	n := 0
+	for _, v := range res.Outcomes {
+		n += v
+	}
+	return n
+}
+
+func has500(res driver.Result) bool {
+	for code := range res.Codes {
+		if strings.HasPrefix(code, "500") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRunAllStrategies(t *testing.T) {
+	in := apptest.Start(t, nil)
+	const stock, requests = 20, 200
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: stock,
+		Strategies: []string{"all"}, Requests: requests, Concurrency: 16, Hold: 2 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	names := map[string]bool{}
+	for _, res := range rep.Results {
+		names[res.Strategy] = true
+		if res.Requests != requests || sumOutcomes(res) != requests {
+			t.Errorf("%s: %d requests, outcomes add up to %d; want %d", res.Strategy, res.Requests, sumOutcomes(res), requests)
+		}
+		if res.Outcomes[driver.OutcomeCreated] != res.Successes {
+			t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[driver.OutcomeCreated], res.Successes)
+		}
+		if res.Outcomes[driver.OutcomeLimitExceeded] != 0 || has500(res) {
+			t.Errorf("%s: outcomes %v, codes %v; want no limit_exceeded (every buyer is new) and no 500", res.Strategy, res.Outcomes, res.Codes)
+		}
+		if !res.CountsAgree || res.RunOrders != int64(res.Successes) {
+			t.Errorf("%s: audit gained %d orders, driver saw %d 201s", res.Strategy, res.RunOrders, res.Successes)
+		}
+		if res.Audit.InitialStock != stock {
+			t.Errorf("%s: initial stock %d; want %d (reset before each run)", res.Strategy, res.Audit.InitialStock, stock)
+		}
+		switch {
+		case res.Safe:
+			if res.Successes != stock || res.Audit.Stock != 0 || !res.Audit.Held() || res.Verdict != "held" {
+				t.Errorf("%s (safe): %d sold, audit %+v, verdict %q; want exactly %d sold and held", res.Strategy, res.Successes, res.Audit, res.Verdict, stock)
+			}
+		case res.Audit.OversoldUnits > 0:
+			if res.Verdict != "oversold, as expected" {
+				t.Errorf("%s (unsafe) oversold %d: verdict %q", res.Strategy, res.Audit.OversoldUnits, res.Verdict)
+			}
+		}
+		if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
+			t.Errorf("%s: latency %+v out of order", res.Strategy, res.Latency)
+		}
+		if res.Successes > 0 && res.Audit.Stock <= 0 && res.TimeToSoldOut <= 0 {
+			t.Errorf("%s: sold out but TimeToSoldOut = %s", res.Strategy, res.TimeToSoldOut)
+		}
+	}
+	for _, want := range []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"} {
+		if !names[want] {
+			t.Errorf("no result for strategy %s; got %v", want, names)
+		}
+	}
+	checkAgainstDB(t, in, rep.Config.ProductID, rep.Results[len(rep.Results)-1])
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatalf("WriteTable = %v", err)
+	}
+	for _, want := range []string{"STRATEGY", "OK(201)", "LOCK_TIMEOUT", "FINAL_STOCK", "OVERSOLD", "redlock", "held"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// TestRunTwoInstances spreads one strategy over two instances of one sale
+// and checks every figure against the database.
+func TestRunTwoInstances(t *testing.T) {
+	// Purchases of 2 units: the per-user limit (1 by default) is lifted.
+	a := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
+	b := a.Another(t)
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: 30,
+		Strategies: []string{"redlock", "optimistic"}, Requests: 90, Concurrency: 12, Quantity: 2,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Strategy != "redlock" || rep.Results[1].Strategy != "optimistic" {
+		t.Fatalf("results %+v; want redlock, then optimistic", rep.Results)
+	}
+	for _, res := range rep.Results {
+		if res.Successes != 15 || res.Audit.UnitsSold != 30 || res.Audit.Stock != 0 || !res.CountsAgree {
+			t.Errorf("%s: %d orders of 2 units, audit %+v; want 15 orders selling all 30", res.Strategy, res.Successes, res.Audit)
+		}
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	checkAgainstDB(t, a, rep.Config.ProductID, rep.Results[1])
+}
+
+func TestRunCreatesProduct(t *testing.T) {
+	in := apptest.Start(t, nil)
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 7,
+		Strategies: []string{""}, Requests: 25, Concurrency: 5,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	id := rep.Config.ProductID
+	if id <= 0 {
+		t.Fatalf("Config.ProductID = %d; want the created product", id)
+	}
+	_, _, stock, initial := dbFigures(t, in, id)
+	if initial != 7 || stock != 0 {
+		t.Errorf("created product: stock %d of %d; want 0 of 7", stock, initial)
+	}
+	res := rep.Results[0]
+	// The server's default strategy is redlock; the driver learns it from
+	// the orders.
+	if !res.Default || res.Strategy != in.Config.Lock || res.Successes != 7 {
+		t.Errorf("result %q (default %t) with %d orders; want %q with 7", res.Strategy, res.Default, res.Successes, in.Config.Lock)
+	}
+	checkAgainstDB(t, in, id, res)
+}
+
+func TestRunOpenLoop(t *testing.T) {
+	in := apptest.Start(t, nil)
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 40,
+		Strategies: []string{"optimistic"}, Rate: 200, Duration: time.Second, Concurrency: 8,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if rep.Config.Mode != "open" || rep.Config.Requests != 200 {
+		t.Errorf("settings %+v; want the open loop with 200 requests", rep.Config)
+	}
+	res := rep.Results[0]
+	if res.Requests != 200 || res.Successes != 40 || res.Outcomes[driver.OutcomeSoldOut] != 160 {
+		t.Errorf("open loop: %d requests, outcomes %v; want 200: 40 created, 160 sold_out", res.Requests, res.Outcomes)
+	}
+	// 200 requests at 200/s cannot finish before their schedule ends.
+	if res.Elapsed < 990*time.Millisecond {
+		t.Errorf("open loop of 200 at 200/s took %s; it must follow its schedule", res.Elapsed)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	checkAgainstDB(t, in, rep.Config.ProductID, res)
+}
+
+// TestRunOpenLoopChargesTheWait shows the open loop's answer to
+// coordinated omission: one request in flight, each taking at least 20ms,
+// scheduled every 10ms. Request i cannot answer before (i+1)*20ms but was
+// due at i*10ms, so the last of 40 waited at least 39*10+20 = 410ms. A
+// closed loop would have reported about 20ms for every one of them.
+func TestRunOpenLoopChargesTheWait(t *testing.T) {
+	in := apptest.Start(t, nil)
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 100,
+		Strategies: []string{"optimistic"}, Rate: 100, Duration: 400 * time.Millisecond,
+		Concurrency: 1, Hold: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	res := rep.Results[0]
+	if res.Requests != 40 || res.Successes != 40 {
+		t.Fatalf("%d requests, %d created; want 40 and 40", res.Requests, res.Successes)
+	}
+	if res.Latency.Max < 410*time.Millisecond || res.MaxSendDelay < 350*time.Millisecond {
+		t.Errorf("max latency %s, max send delay %s; want at least 410ms and 350ms: the wait for a free slot counts",
+			res.Latency.Max, res.MaxSendDelay)
+	}
+}
+
+func TestRunUnreachableInstance(t *testing.T) {
+	in := apptest.Start(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL, dead}, AdminToken: in.AdminToken, Stock: 5, Requests: 10,
+	})
+	if err == nil && len(rep.Failures()) == 0 {
+		t.Fatalf("Run with %s down = a report without failures; want an error", dead)
+	}
+	if err == nil || !strings.Contains(err.Error(), dead) {
+		t.Errorf("Run = %v; want an error naming %s", err, dead)
+	}
+}
+
+func TestRunOverrideDisabled(t *testing.T) {
+	in := apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false"})
+	_, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 5,
+		Strategies: []string{"token"}, Requests: 20, Concurrency: 4,
+	})
+	if !errors.Is(err, driver.ErrOverrideDisabled) || !strings.Contains(err.Error(), "SECKILL_STRATEGY_OVERRIDE=true") {
+		t.Errorf("Run = %v; want ErrOverrideDisabled telling to set SECKILL_STRATEGY_OVERRIDE=true", err)
+	}
+}
+
+func TestRunRawMode(t *testing.T) {
+	in := apptest.Start(t, nil)
+	rep, err := driver.Run(t.Context(), driver.Config{URLs: []string{in.URL, in.URL}, Endpoint: "/healthz", Requests: 300, Concurrency: 8})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	res := rep.Results[0]
+	if !res.Raw || res.Requests != 300 || res.Successes != 300 || res.Outcomes[driver.OutcomeOK] != 300 || res.Audited {
+		t.Errorf("raw mode: %+v; want 300 GETs answered 2xx and no audit", res)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+}
+
+func TestRunBadConfig(t *testing.T) {
+	for _, cfg := range []driver.Config{
+		{},
+		{URLs: []string{"127.0.0.1:8080"}, ProductID: 1},
+		{URLs: []string{"http://127.0.0.1:1"}},                              // no product, no token
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Stock: 5},      // reset without token
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Rate: 10},      // open loop without duration
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Hold: 1500000}, // 1.5ms
+	} {
+		if _, err := driver.Run(context.Background(), cfg); !errors.Is(err, driver.ErrConfig) {
+			t.Errorf("Run(%+v) = %v; want ErrConfig", cfg, err)
+		}
+	}
+}
+
+func TestReportOutputs(t *testing.T) {
+	in := apptest.Start(t, nil)
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 10,
+		Strategies: []string{"none", "token"}, Requests: 60, Concurrency: 8, Hold: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatalf("WriteJSON = %v", err)
+	}
+	var back driver.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("WriteJSON wrote what does not parse: %v", err)
+	}
+	if len(back.Results) != 2 {
+		t.Fatalf("JSON has %d results; want 2", len(back.Results))
+	}
+	for i, got := range back.Results {
+		want := rep.Results[i]
+		if got.Strategy != want.Strategy || got.Successes != want.Successes || got.Audit != want.Audit ||
+			got.Latency != want.Latency || got.Outcomes[driver.OutcomeSoldOut] != want.Outcomes[driver.OutcomeSoldOut] || got.Verdict != want.Verdict {
+			t.Errorf("JSON result %d = %+v; want %+v", i, got, want)
+		}
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(js.Bytes(), &generic); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(js.String(), in.AdminToken) {
+		t.Error("the JSON report holds the admin token")
+	}
+
+	var page bytes.Buffer
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatalf("WriteHTML = %v", err)
+	}
+	html := page.String()
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "Throughput", "Latency percentiles", "<table", "none", "token", "</html>"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	for _, external := range []string{"<script src", "<link", "@import", "cdn"} {
+		if strings.Contains(strings.ToLower(html), external) {
+			t.Errorf("HTML report loads something (%q); it must be self-contained", external)
+		}
+	}
+	if strings.Contains(html, in.AdminToken) {
+		t.Error("the HTML report holds the admin token")
+	}
+}
+
+func TestFailures(t *testing.T) {
+	held := driver.Audit{InitialStock: 10, Stock: 0, Orders: 10, UnitsSold: 10, Consistent: true}
+	oversold := driver.Audit{InitialStock: 10, Stock: -2, Orders: 12, UnitsSold: 12, OversoldUnits: 2}
+	ok := func(safe bool, a driver.Audit) driver.Result {
+		return driver.Result{Strategy: "s", Safe: safe, Requests: 50, Successes: int(a.Orders),
+			Outcomes: map[string]int{driver.OutcomeCreated: int(a.Orders)}, Audited: true, Audit: a,
+			RunOrders: a.Orders, RunUnits: a.UnitsSold, CountsAgree: true}
+	}
+	disagree := ok(true, held)
+	disagree.Successes, disagree.CountsAgree = 9, false
+	nothing := driver.Result{Strategy: "s", Requests: 5, Outcomes: map[string]int{driver.OutcomeTransport: 5}}
+	for _, tc := range []struct {
+		name string
+		res  driver.Result
+		want string // a part of the failure; "" for none
+	}{
+		{"safe held", ok(true, held), ""},
+		{"unsafe oversold", ok(false, oversold), ""},
+		{"safe oversold", ok(true, oversold), "broke the stock invariant"},
+		{"counts disagree", disagree, "counts disagree"},
+		{"nothing got through", nothing, "no request got through"},
+	} {
+		rep := &driver.Report{Results: []driver.Result{tc.res}}
+		got := strings.Join(rep.Failures(), "; ")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Failures() = %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+// Command loadtest fires parallel purchases at one or more running seckill
+// instances and checks the stock invariant afterwards through /audit.
+//
+//	go run ./loadtest -url http://127.0.0.1:8080 -admin-token T -strategy all -stock 100
+//
+// It prints one row per strategy; -json and -report also write every figure
+// to a file. It exits 1 when a strategy marked safe broke the invariant, the
+// audit disagrees with the driver's count of 201s, or an instance cannot be
+// reached; 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/seckill/seckill/loadtest/driver"
+)
+
+func main() {
+	// The driver makes short-lived garbage at every request and keeps
+	// little: collecting less often leaves more CPU to sending.
+	debug.SetGCPercent(400)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var usage usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		fmt.Fprintln(os.Stderr, "run with -h for the flags")
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a command line that cannot run.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// errFailed is returned after the report was written when it has failures.
+var errFailed = errors.New("FAILED")
+
+// options are the flags that are not fields of driver.Config.
+type options struct {
+	json, report string
+	quiet        bool
+}
+
+// run is the whole command: it parses args, runs the driver, prints the
+// table to stdout and the progress to stderr (when it is a terminal).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, opt, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
+		cfg.Progress = stderr
+	}
+	rep, err := driver.Run(ctx, cfg)
+	if rep == nil {
+		if errors.Is(err, driver.ErrConfig) {
+			return usageError{err.Error()}
+		}
+		return err
+	}
+	if err != nil && len(rep.Results) == 0 {
+		return err
+	}
+	if werr := rep.WriteTable(stdout); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if opt.json != "" {
+		if werr := writeFile(opt.json, rep.WriteJSON); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if opt.report != "" {
+		if werr := writeFile(opt.report, rep.WriteHTML); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if f := rep.Failures(); len(f) > 0 {
+		return fmt.Errorf("%w: %s", errFailed, strings.Join(f, "; "))
+	}
+	return nil
+}
+
+// parseFlags turns the command line into a driver.Config. Every error is a
+// usageError (or flag.ErrHelp).
+func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error) {
+	var (
+		cfg                       driver.Config
+		opt                       options
+		urls, strategies, fencing string
+		get                       string
+	)
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: go run ./loadtest [flags]\n\nFires purchases at seckill instances and checks the stock invariant through /audit.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "base URLs of the instances, comma-separated; requests go round robin")
+	fs.Int64Var(&cfg.ProductID, "product", 0, "product `id` to buy; 0 creates one with -stock units (needs -admin-token)")
+	fs.Int64Var(&cfg.Stock, "stock", 0, "reset the product's stock to this before each run, deleting its orders (needs -admin-token); 0: leave it")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer `token` of the admin API (SECKILL_ADMIN_TOKEN of the service)")
+	fs.StringVar(&strategies, "strategy", "", "strategy `name`, a comma-separated list, or all; empty: the server's default")
+	fs.IntVar(&cfg.Requests, "requests", driver.DefaultRequests, "closed loop: requests in all, per strategy")
+	fs.IntVar(&cfg.Concurrency, "concurrency", driver.DefaultConcurrency, "workers (closed loop) or most requests in flight (open loop)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second (with -duration); latency counts from the intended send time")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "open loop: how long to send at -rate (default 10s with -rate)")
+	fs.DurationVar(&cfg.Hold, "hold", 0, "simulated work inside the critical section of every purchase (hold_ms, whole milliseconds, at most 10s)")
+	fs.StringVar(&fencing, "fencing", "", "true or false: fencing of the Redis locks for every purchase; empty: the server's default")
+	fs.Int64Var(&cfg.Quantity, "quantity", 1, "units per purchase (1 to 100)")
+	fs.DurationVar(&cfg.Timeout, "timeout", driver.DefaultTimeout, "longest wait for an answer's headers")
+	fs.StringVar(&get, "get", "", "raw mode: GET this `path` (e.g. /healthz) instead of purchasing, to measure the driver itself")
+	fs.StringVar(&get, "endpoint", "", "the same as -get")
+	fs.StringVar(&opt.json, "json", "", "also write every figure as JSON to this `file`")
+	fs.StringVar(&opt.report, "report", "", "also write a self-contained HTML page with charts to this `file`")
+	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (there is none when stderr is not a terminal)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, opt, err
+		}
+		return cfg, opt, usageError{err.Error()}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	bad := func(format string, args ...any) (driver.Config, options, error) {
+		return cfg, opt, usageError{fmt.Sprintf(format, args...)}
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q", fs.Arg(0))
+	}
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			cfg.URLs = append(cfg.URLs, u)
+		}
+	}
+	if len(cfg.URLs) == 0 {
+		return bad("-url names no instance")
+	}
+	switch strategies = strings.TrimSpace(strategies); strategies {
+	case "":
+		cfg.Strategies = []string{""}
+	case "all":
+		cfg.Strategies = nil
+	default:
+		for _, s := range strings.Split(strategies, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" || s == "all" {
+				return bad("-strategy %q: give one name, a comma-separated list of names, or all", strategies)
+			}
+			cfg.Strategies = append(cfg.Strategies, s)
+		}
+	}
+	if fencing != "" {
+		b, err := strconv.ParseBool(fencing)
+		if err != nil {
+			return bad("-fencing %q: want true or false", fencing)
+		}
+		cfg.Fencing = &b
+	}
+	cfg.Endpoint = get
+	switch {
+	case set["rate"] && cfg.Rate <= 0:
+		return bad("-rate %g: want a positive number of requests per second", cfg.Rate)
+	case set["duration"] && !set["rate"]:
+		return bad("-duration needs -rate (the open loop); the closed loop runs -requests")
+	case set["rate"] && set["requests"]:
+		return bad("-requests is the closed loop's, -rate with -duration the open loop's: give one")
+	case cfg.Requests < 1:
+		return bad("-requests %d: want at least 1", cfg.Requests)
+	case cfg.Concurrency < 1:
+		return bad("-concurrency %d: want at least 1", cfg.Concurrency)
+	case cfg.Duration < 0:
+		return bad("-duration %s: want a positive duration", cfg.Duration)
+	case cfg.Timeout <= 0:
+		return bad("-timeout %s: want a positive duration", cfg.Timeout)
+	case cfg.Quantity < 1 || cfg.Quantity > 100:
+		return bad("-quantity %d: want 1 to 100", cfg.Quantity)
+	case cfg.Hold < 0 || cfg.Hold > driver.MaxHold:
+		return bad("-hold %s: want 0 to %s", cfg.Hold, driver.MaxHold)
+	case cfg.Hold%time.Millisecond != 0:
+		return bad("-hold %s: the service takes whole milliseconds", cfg.Hold)
+	case cfg.Stock < 0:
+		return bad("-stock %d: want 0 or more", cfg.Stock)
+	case cfg.ProductID < 0:
+		return bad("-product %d: want a product id, or 0 to create one", cfg.ProductID)
+	case get != "" && (set["strategy"] || set["hold"] || set["fencing"] || set["product"] || set["stock"] || set["quantity"]):
+		return bad("-get fires plain GETs: -strategy, -hold, -fencing, -product, -stock and -quantity do not apply")
+	case get == "" && cfg.Stock > 0 && cfg.AdminToken == "":
+		return bad("-stock resets the stock through the admin API: give -admin-token")
+	case get == "" && cfg.ProductID == 0 && cfg.AdminToken == "":
+		return bad("no -product: give one, or -admin-token to create one")
+	}
+	if cfg.Rate > 0 && cfg.Duration == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.Rate > 0 {
+		cfg.Requests = 0
+	}
+	return cfg, opt, nil
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	return f.Close()
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/driver"
+)
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"-nope"},
+		{"-product", "1", "extra"},
+		{"-product", "1", "-concurrency", "0"},
+		{"-product", "1", "-requests", "0"},
+		{"-product", "1", "-rate", "-5"},
+		{"-product", "1", "-duration", "5s"},
+		{"-product", "1", "-rate", "10", "-requests", "5"},
+		{"-product", "1", "-fencing", "maybe"},
+		{"-product", "1", "-hold", "1500us"},
+		{"-product", "1", "-hold", "11s"},
+		{"-product", "1", "-quantity", "0"},
+		{"-product", "1", "-strategy", "token,,redlock"},
+		{"-product", "1", "-strategy", "all,token"},
+		{"-product", "1", "-stock", "10"},
+		{"-product", "-3"},
+		{"-url", " , "},
+		{},
+		{"-get", "/healthz", "-strategy", "token"},
+		{"-product", "1", "-timeout", "0s"},
+	} {
+		_, _, err := parseFlags(args, &bytes.Buffer{})
+		var usage usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("parseFlags(%q) = %v; want a usage error", args, err)
+		}
+	}
+}
+
+func TestParseFlagsAccepts(t *testing.T) {
+	cfg, opt, err := parseFlags([]string{
+		"-url", "http://a:1, http://b:2", "-admin-token", "T", "-stock", "100",
+		"-strategy", "token,redlock", "-rate", "50", "-hold", "3ms", "-fencing", "false",
+		"-json", "out.json", "-quiet",
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("parseFlags = %v", err)
+	}
+	switch {
+	case len(cfg.URLs) != 2 || cfg.URLs[1] != "http://b:2":
+		t.Errorf("URLs = %q", cfg.URLs)
+	case len(cfg.Strategies) != 2 || cfg.Strategies[0] != "token":
+		t.Errorf("Strategies = %q", cfg.Strategies)
+	case cfg.Rate != 50 || cfg.Duration != 10*time.Second || cfg.Requests != 0:
+		t.Errorf("open loop: rate %g, duration %s, requests %d; want 50/s for the default 10s", cfg.Rate, cfg.Duration, cfg.Requests)
+	case cfg.Hold != 3*time.Millisecond || cfg.Fencing == nil || *cfg.Fencing:
+		t.Errorf("hold %s, fencing %v", cfg.Hold, cfg.Fencing)
+	case cfg.Stock != 100 || cfg.AdminToken != "T" || opt.json != "out.json" || !opt.quiet:
+		t.Errorf("cfg %+v, options %+v", cfg, opt)
+	}
+
+	for args, want := range map[string][]string{
+		"-product 1":                 {""},
+		"-product 1 -strategy all":   nil,
+		"-product 1 -strategy token": {"token"},
+	} {
+		cfg, _, err := parseFlags(strings.Fields(args), &bytes.Buffer{})
+		if err != nil || strings.Join(cfg.Strategies, ",") != strings.Join(want, ",") || (want == nil) != (cfg.Strategies == nil) {
+			t.Errorf("parseFlags(%s): Strategies %q, %v; want %q", args, cfg.Strategies, err, want)
+		}
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	in := apptest.Start(t, nil)
+	dir := t.TempDir()
+	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{
+		"-url", in.URL, "-admin-token", in.AdminToken, "-strategy", "optimistic,none", "-stock", "5",
+		"-requests", "40", "-concurrency", "4", "-hold", "1ms", "-json", jsonPath, "-report", htmlPath,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run = %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"STRATEGY", "optimistic", "none", "held"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr (not a terminal) = %q; want no progress bar", stderr.String())
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep driver.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("-json wrote what does not parse: %v", err)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Strategy != "optimistic" || rep.Results[0].Successes != 5 {
+		t.Errorf("-json results %+v; want optimistic selling 5, then none", rep.Results)
+	}
+	page, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("optimistic")) {
+		t.Errorf("-report page lacks its charts or its strategies")
+	}
+}
+
+func TestRunCommandUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"-url", dead, "-product", "1", "-requests", "5"}, &stdout, &stderr)
+	var usage usageError
+	if err == nil || errors.As(err, &usage) || !strings.Contains(err.Error(), "cannot be reached") {
+		t.Errorf("run against %s = %v; want an error (not a usage error) saying it cannot be reached", dead, err)
+	}
+}
