@@ -123,7 +123,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 		return err
 	}
 	defer func() { err = errors.Join(err, stopSale()) }()
-	fmt.Fprintf(stdout, "\nseckill demo: two instances (%s), one product of %d units, %d buyers (%d at a time), %s of work inside the lock\n\n",
+	fmt.Fprintf(stdout, "\nseckill demo: two instances (%s), one product of %d units, %d buyers (%d at a time), %s of work inside the lock\n",
 		strings.Join(sale, ", "), f.stock, f.requests, f.concurrency, f.hold)
 
 	var progress io.Writer
