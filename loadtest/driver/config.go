@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -20,8 +19,8 @@ const (
 	// DefaultStock is the stock of a product the driver creates when
 	// Config.Stock is 0.
 	DefaultStock = 100
-	// DefaultTimeout is the longest wait for a response's headers when
-	// Config.Timeout is 0.
+	// DefaultTimeout is the longest wait for an answer when Config.Timeout
+	// is 0.
 	DefaultTimeout = 30 * time.Second
 	// MaxHold is the longest hold the service accepts (hold_ms=10000).
 	MaxHold = 10 * time.Second
@@ -64,15 +63,15 @@ type Config struct {
 	Quantity int64
 	// Progress receives a progress bar per run; nil draws none.
 	Progress io.Writer
-	// Client sends every request; nil means one whose connection pool is
-	// sized to Concurrency.
-	Client *http.Client
 	// Endpoint, when not empty, is a path (e.g. /healthz) that the driver
 	// GETs instead of purchasing: the raw mode, for measuring the driver
 	// itself. It needs no product and reads no audit.
 	Endpoint string
-	// Timeout is the longest wait for a response's headers; 0 means
-	// DefaultTimeout.
+	// Timeout is the longest wait for an answer once its request is sent:
+	// for the load, until its whole response is read (the load goes
+	// through fasthttp, with a connection per worker and instance); for the
+	// driver's own calls (health, admin, audit; net/http), until its
+	// headers. 0 means DefaultTimeout.
 	Timeout time.Duration
 }
 

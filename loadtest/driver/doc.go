@@ -12,6 +12,13 @@
 // coordinated omission, because the requests it delayed are charged for the
 // wait.
 //
+// The load goes through github.com/valyala/fasthttp: a HostClient per
+// instance holding a connection per worker, and per worker a request per
+// instance and a response, reused from one request to the next, so that the
+// driver spends about as much CPU per request as wrk and does not become the
+// bottleneck (scripts/bench-driver.sh measures it). The driver's own calls
+// (health, admin, audit) go through net/http.
+//
 // Latency goes into an HDR histogram. Every answer is counted under one
 // outcome (see Outcomes), and after each run the driver reads the product's
 // audit and cross-checks it with its own count of 201 answers. Run returns a

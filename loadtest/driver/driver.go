@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"runtime"
@@ -31,11 +30,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := cfg.Client
-	if client == nil {
-		client = newClient(cfg.Concurrency, len(cfg.URLs), cfg.Timeout)
-		defer client.CloseIdleConnections()
-	}
+	// The bookkeeping calls go through net/http; each run of the load
+	// opens a fasthttp client of its own (see plan.run).
+	client := newClient(cfg.Timeout)
+	defer client.CloseIdleConnections()
 	for _, u := range cfg.URLs {
 		if err := (api{client: client, base: u}).healthz(ctx); err != nil {
 			return nil, err
@@ -44,7 +42,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg)
-		res := raw(ctx, cfg, client)
+		res := raw(ctx, cfg)
 		rep.Results = append(rep.Results, res)
 		return rep, ctx.Err()
 	}
@@ -73,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		res, err := runStrategy(ctx, cfg, client, admin, st, prefix+strconv.Itoa(i)+"-")
+		res, err := runStrategy(ctx, cfg, admin, st, prefix+strconv.Itoa(i)+"-")
 		if res != nil {
 			rep.Results = append(rep.Results, *res)
 		}
@@ -117,7 +115,7 @@ func resolveStrategies(ctx context.Context, admin api, names []string) ([]Strate
 
 // runStrategy resets the stock, runs the load under one strategy and reads
 // the audit. A nil Result comes with an error.
-func runStrategy(ctx context.Context, cfg Config, client *http.Client, admin api, st Strategy, prefix string) (*Result, error) {
+func runStrategy(ctx context.Context, cfg Config, admin api, st Strategy, prefix string) (*Result, error) {
 	if cfg.Stock > 0 {
 		if _, err := admin.setStock(ctx, cfg.ProductID, cfg.Stock); err != nil {
 			return nil, fmt.Errorf("driver: reset the stock: %w", err)
@@ -143,7 +141,7 @@ func runStrategy(ctx context.Context, cfg Config, client *http.Client, admin api
 		path += "?" + q.Encode()
 	}
 	p := &plan{
-		client:          client,
+		timeout:         cfg.Timeout,
 		targets:         targets(cfg.URLs, path),
 		purchase:        true,
 		head:            []byte(`{"user_id":"` + prefix),
@@ -199,9 +197,9 @@ func runStrategy(ctx context.Context, cfg Config, client *http.Client, admin api
 }
 
 // raw GETs cfg.Endpoint: the driver's own measure, with no product.
-func raw(ctx context.Context, cfg Config, client *http.Client) Result {
+func raw(ctx context.Context, cfg Config) Result {
 	p := &plan{
-		client:   client,
+		timeout:  cfg.Timeout,
 		targets:  targets(cfg.URLs, cfg.Endpoint),
 		n:        cfg.total(),
 		rate:     cfg.Rate,

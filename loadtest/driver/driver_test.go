@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,6 +250,51 @@ func TestRunUnreachableInstance(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), dead) {
 		t.Errorf("Run = %v; want an error naming %s", err, dead)
 	}
+}
+
+// TestRunCancelled: cancelling the run ends the requests in flight (the
+// load's client knows no context; the driver closes its connections) and
+// counts none of them as an answer.
+func TestRunCancelled(t *testing.T) {
+	in := apptest.Start(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const requests = 400
+	progress := &cancelAfter{n: 3, cancel: cancel}
+	rep, err := driver.Run(ctx, driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: requests,
+		Strategies: []string{"redlock"}, Requests: requests, Concurrency: 4,
+		Hold: 2 * time.Second, Progress: progress,
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v; want context.Canceled", err)
+	}
+	// Every purchase holds the lock for 2 s and the run is cancelled at
+	// its third progress write, well before: no purchase can have been
+	// answered, and the cut ones must not count as transport errors.
+	if rep == nil || len(rep.Results) != 1 {
+		t.Fatalf("Run returned %+v; want the report of the cancelled run", rep)
+	}
+	if res := rep.Results[0]; sumOutcomes(res) != 0 {
+		t.Errorf("outcomes %v after the cancel; want none (the requests in flight ended uncounted)", res.Outcomes)
+	}
+}
+
+// cancelAfter is a progress writer that cancels the run once it has been
+// written to n times: the run is then under way.
+type cancelAfter struct {
+	mu     sync.Mutex
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return len(p), nil
 }
 
 func TestRunOverrideDisabled(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/schollz/progressbar/v3"
+	"github.com/valyala/fasthttp"
 )
 
 // Outcomes: the keys of Result.Outcomes. Every answer counts under exactly
@@ -64,9 +66,9 @@ const (
 
 // plan is one run of the load: n requests at the targets.
 type plan struct {
-	client   *http.Client
-	targets  []string // full URL per instance
-	purchase bool     // POST a purchase; else GET
+	timeout  time.Duration // longest wait for an answer once a request is sent
+	targets  []string      // full URL per instance
+	purchase bool          // POST a purchase; else GET
 	// The body of purchase i is head + i + mid + i + tail.
 	head, mid, tail []byte
 	n               int
@@ -172,6 +174,16 @@ func (p *plan) run(ctx context.Context) *tally {
 	if !p.captureStrategy {
 		captured.Store(true)
 	}
+	lc, err := newLoadClient(ctx, p.targets, workers, p.timeout)
+	if err != nil {
+		panic(err) // the targets were checked by Config
+	}
+	defer lc.close()
+	// fasthttp knows no context: when ctx ends (Ctrl-C, or an instance
+	// refused the override), closing the connections ends the requests in
+	// flight at once, as net/http would have.
+	stopClose := context.AfterFunc(ctx, lc.close)
+	defer stopClose()
 	stopProgress := p.showProgress(&done)
 	var interval float64
 	if p.rate > 0 {
@@ -183,17 +195,8 @@ func (p *plan) run(ctx context.Context) *tally {
 		go func() {
 			defer wg.Done()
 			sh := &shards[w%len(shards)]
-			wk := worker{plan: p, buf: make([]byte, 512)}
-			if !p.purchase {
-				wk.gets = make([]*http.Request, len(p.targets))
-				for i, u := range p.targets {
-					req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-					if err != nil {
-						panic(err) // the targets were checked by Config
-					}
-					wk.gets[i] = req
-				}
-			}
+			wk := newWorker(p, lc)
+			defer wk.release()
 			var timer *time.Timer
 			for {
 				i := int(next.Add(1) - 1)
@@ -314,53 +317,95 @@ func (p *plan) showProgress(done *atomic.Int64) (stop func()) {
 	}
 }
 
-// worker sends one request at a time.
+// worker sends one request at a time. Its requests (one per target, their
+// URI, method and headers set once) and its response are reused from one
+// request to the next; nothing of a response is kept past the next one.
 type worker struct {
 	plan *plan
-	buf  []byte          // reads error bodies
-	gets []*http.Request // raw mode: one request per target, reused
+	lc   *loadClient
+	reqs []*fasthttp.Request
+	resp *fasthttp.Response
+	body []byte // the purchase being built
 }
+
+func newWorker(p *plan, lc *loadClient) *worker {
+	w := &worker{plan: p, lc: lc, reqs: make([]*fasthttp.Request, len(p.targets)), resp: fasthttp.AcquireResponse()}
+	for i, u := range p.targets {
+		req := fasthttp.AcquireRequest()
+		req.SetRequestURI(u)
+		if p.purchase {
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.Header.SetContentTypeBytes(jsonContentType)
+		} else {
+			req.Header.SetMethod(fasthttp.MethodGet)
+		}
+		w.reqs[i] = req
+	}
+	if p.purchase {
+		w.body = make([]byte, 0, len(p.head)+len(p.mid)+len(p.tail)+40)
+	}
+	return w
+}
+
+// release hands the worker's request and response back to fasthttp's
+// pools; the worker must not be used afterwards.
+func (w *worker) release() {
+	for _, req := range w.reqs {
+		fasthttp.ReleaseRequest(req)
+	}
+	fasthttp.ReleaseResponse(w.resp)
+	w.reqs, w.resp = nil, nil
+}
+
+// Of an error answer's body, the part searched for the code.
+const errorBodyPeek = 512
 
 func (w *worker) do(ctx context.Context, i int, captured *atomic.Bool) answer {
 	p := w.plan
 	k := i % len(p.targets)
-	var req *http.Request
+	req, resp := w.reqs[k], w.resp
 	if p.purchase {
-		body := make([]byte, 0, len(p.head)+len(p.mid)+len(p.tail)+40)
-		body = append(body, p.head...)
+		body := append(w.body[:0], p.head...)
 		body = strconv.AppendInt(body, int64(i), 10)
 		body = append(body, p.mid...)
 		body = strconv.AppendInt(body, int64(i), 10)
 		body = append(body, p.tail...)
-		var err error
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.targets[k], bytes.NewReader(body))
-		if err != nil {
-			panic(err) // the targets were checked by Config
-		}
-		req.Header["Content-Type"] = jsonContentType
+		w.body = body
+		req.SetBody(body) // copies into the request's own buffer
+	}
+	var err error
+	deadline, ok := ctx.Deadline()
+	if ok {
+		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
 	} else {
-		req = w.gets[k]
+		err = w.lc.hosts[k].Do(req, resp)
 	}
-	resp, err := p.client.Do(req)
 	if err != nil {
-		return answer{out: outTransport, sample: transportMessage(err)}
+		if ok && !time.Now().Before(deadline) {
+			// ctx's deadline cut the request short: wait for ctx to say so,
+			// so that the run does not count it (net/http ends such a
+			// request from ctx.Done, after ctx.Err is set).
+			<-ctx.Done()
+		}
+		return answer{out: outTransport, sample: transportMessage(err, p.purchase, p.targets[k])}
 	}
-	defer resp.Body.Close()
+	// body belongs to resp: it is only read here, and what is kept of it
+	// (the code, the strategy) is copied into strings.
+	body := resp.Body()
 	var a answer
-	switch s := resp.StatusCode; {
+	switch s := resp.StatusCode(); {
 	case s == http.StatusCreated && p.purchase:
 		a.out = outCreated
 		if !captured.Load() && captured.CompareAndSwap(false, true) {
 			var o struct{ Strategy string }
-			if json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&o) == nil {
+			if json.NewDecoder(bytes.NewReader(body[:min(len(body), 1<<16)])).Decode(&o) == nil {
 				a.strategy = o.Strategy
 			}
 		}
 	case s/100 == 2 && !p.purchase:
 		a.out = outOK
 	case s == http.StatusConflict, s == http.StatusServiceUnavailable, s/100 == 4, s/100 == 5:
-		n, _ := io.ReadFull(resp.Body, w.buf) // a short body is the usual case
-		code := errorCode(w.buf[:n])
+		code := errorCode(body[:min(len(body), errorBodyPeek)])
 		switch {
 		case s == http.StatusConflict && bytes.Equal(code, codeSoldOut):
 			a.out = outSoldOut
@@ -386,12 +431,11 @@ func (w *worker) do(ctx context.Context, i int, captured *atomic.Bool) answer {
 		a.out = outOther
 		a.code = strconv.Itoa(s)
 	}
-	drain(resp.Body, w.buf)
 	return a
 }
 
 var (
-	jsonContentType      = []string{"application/json"}
+	jsonContentType      = []byte("application/json")
 	codeSoldOut          = []byte("sold_out")
 	codeLimitExceeded    = []byte("limit_exceeded")
 	codeLockTimeout      = []byte("lock_timeout")
@@ -423,36 +467,151 @@ func errorCode(body []byte) []byte {
 	return rest[:end]
 }
 
-// drain reads what is left of a body (up to 1 MiB) so that its connection
-// goes back to the pool; buf saves an allocation per request.
-func drain(body io.Reader, buf []byte) {
-	for left := 1 << 20; left > 0; {
-		n, err := body.Read(buf)
-		left -= n
-		if err != nil {
-			return // io.EOF, or a broken body that only costs its connection
-		}
-	}
-}
-
-// transportMessage shortens a client error to what went wrong.
-func transportMessage(err error) string {
+// transportMessage shortens a client error to what went wrong: a network
+// error as it is, any other one after its request, as net/http words it.
+func transportMessage(err error, post bool, target string) string {
 	var op *net.OpError
 	if errors.As(err, &op) {
 		return op.Error()
 	}
-	return err.Error()
+	msg := err.Error()
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout):
+		msg = "timeout awaiting the answer"
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF):
+		msg = "the server closed the connection before answering"
+	}
+	method := "Get"
+	if post {
+		method = "Post"
+	}
+	return method + " " + strconv.Quote(target) + ": " + msg
 }
 
-// newClient returns a client whose pool keeps a connection per worker and
-// instance, that never goes through a proxy and never asks for gzip.
-func newClient(concurrency, instances int, timeout time.Duration) *http.Client {
+// Of the load's connections.
+const (
+	dialTimeout = 5 * time.Second
+	keepAlive   = 30 * time.Second
+	idleTimeout = 90 * time.Second
+)
+
+// loadClient sends the load: a fasthttp.HostClient per instance, whose
+// pool holds a connection per worker, that never goes through a proxy and
+// never asks for gzip. It opens every connection itself, so that close can
+// end them all, the busy ones included.
+type loadClient struct {
+	ctx    context.Context
+	hosts  []*fasthttp.HostClient // per target; targets on one host share one
+	mu     sync.Mutex
+	open   map[*loadConn]struct{}
+	closed bool
+}
+
+// errLoadClosed is what a dial after close returns.
+var errLoadClosed = errors.New("the run is over")
+
+func newLoadClient(ctx context.Context, targets []string, workers int, timeout time.Duration) (*loadClient, error) {
+	lc := &loadClient{ctx: ctx, hosts: make([]*fasthttp.HostClient, len(targets)), open: map[*loadConn]struct{}{}}
+	byHost := map[string]*fasthttp.HostClient{}
+	for i, t := range targets {
+		u, err := url.Parse(t)
+		if err != nil {
+			return nil, err
+		}
+		tls := u.Scheme == "https"
+		addr := fasthttp.AddMissingPort(u.Host, tls)
+		key := u.Scheme + "://" + addr
+		hc := byHost[key]
+		if hc == nil {
+			hc = &fasthttp.HostClient{
+				Addr:                   addr,
+				IsTLS:                  tls,
+				DialTimeout:            lc.dial,
+				MaxConns:               workers + 4,
+				MaxIdleConnDuration:    idleTimeout,
+				ReadTimeout:            timeout, // from the request's end to the answer's
+				DisablePathNormalizing: true,    // send the path as given
+				RetryIfErr:             retryIfErr,
+			}
+			byHost[key] = hc
+		}
+		lc.hosts[i] = hc
+	}
+	return lc, nil
+}
+
+// retryIfErr sends a GET again (never a purchase, which may have been
+// served) when its connection was closed before any byte of an answer, as
+// net/http does when a kept-alive connection turns out to be closed. A
+// timeout, or any other error, is counted at once.
+func retryIfErr(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	return false, req.Header.IsGet() && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+}
+
+// dial opens a connection of the load; it gives up when the run's context
+// ends.
+func (lc *loadClient) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	if timeout > 0 && timeout < d.Timeout {
+		d.Timeout = timeout
+	}
+	conn, err := d.DialContext(lc.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &loadConn{Conn: conn, lc: lc}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.closed {
+		conn.Close()
+		return nil, errLoadClosed
+	}
+	lc.open[c] = struct{}{}
+	return c, nil
+}
+
+// close closes every connection of the load, idle or busy: a request in
+// flight fails at once. It may be called more than once.
+func (lc *loadClient) close() {
+	lc.mu.Lock()
+	if lc.closed {
+		lc.mu.Unlock()
+		return
+	}
+	lc.closed = true
+	open := lc.open
+	lc.open = nil
+	lc.mu.Unlock()
+	for c := range open {
+		_ = c.Conn.Close() // closing is all that is asked of it
+	}
+	for _, hc := range lc.hosts {
+		hc.CloseIdleConnections()
+	}
+}
+
+// loadConn is a connection of the load; it leaves the set of open ones
+// when fasthttp closes it.
+type loadConn struct {
+	net.Conn
+	lc *loadClient
+}
+
+func (c *loadConn) Close() error {
+	c.lc.mu.Lock()
+	delete(c.lc.open, c)
+	c.lc.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// newClient returns the client of the bookkeeping calls (health, admin,
+// strategies, audit): net/http, never through a proxy, never asking for
+// gzip. The load itself goes through a loadClient.
+func newClient(timeout time.Duration) *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          concurrency*instances + 16,
-		MaxIdleConnsPerHost:   concurrency + 4,
-		MaxConnsPerHost:       concurrency + 4,
-		IdleConnTimeout:       90 * time.Second,
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}).DialContext,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       idleTimeout,
 		ResponseHeaderTimeout: timeout,
 		DisableCompression:    true,
 	}}
