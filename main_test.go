@@ -337,6 +337,9 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 
 // TestRunRejectsBadSettings: a setting that does not parse stops run at
 // once with an error naming the variable; nothing starts, nothing listens.
+// The test holds SECKILL_ADDR's port itself, so that no other test can take
+// it: a run that got as far as listening would fail there instead, with an
+// error of its own.
 func TestRunRejectsBadSettings(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{
@@ -355,25 +358,28 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{"SECKILL_PER_USER_LIMIT", "-1"},
 		{"SECKILL_FENCING", "sometimes"},
 	} {
-		env := map[string]string{"SECKILL_ADDR": freeAddr(t)}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"SECKILL_ADDR": ln.Addr().String()}
 		for k, v := range base {
 			env[k] = v
 		}
-		addr := env["SECKILL_ADDR"]
 		env[tc.variable] = tc.value
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var out syncBuffer
-		err := run(ctx, nil, func(k string) string { return env[k] }, &out)
+		err = run(ctx, nil, func(k string) string { return env[k] }, &out)
 		cancel()
+		ln.Close()
 		if err == nil || !strings.Contains(err.Error(), tc.variable) {
 			t.Errorf("run(%s=%q) = %v; want an error naming %s", tc.variable, tc.value, err, tc.variable)
 		}
+		if err != nil && strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("run(%s=%q) = %v; want it stopped before listening", tc.variable, tc.value, err)
+		}
 		if out.String() != "" {
 			t.Errorf("run(%s=%q) wrote %q; want nothing started", tc.variable, tc.value, out.String())
-		}
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			t.Errorf("run(%s=%q): something listens on %s", tc.variable, tc.value, addr)
 		}
 	}
 }
