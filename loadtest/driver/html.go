@@ -139,9 +139,7 @@ func barChart(title string, labels []string, ss []series, format func(float64) s
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
-		width, height, width, height, esc(title))
-	fmt.Fprintf(&b, `<text x="0" y="16" class="title">%s</text>`, esc(title))
+	openChart(&b, width, height, title)
 	for i, label := range labels {
 		y := top + i*groupH
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="label" text-anchor="end">%s</text>`,
@@ -186,9 +184,7 @@ func outcomeChart(results []Result, labels []string) template.HTML {
 	height := top + len(results)*rowH + 24
 	width := chartLabelW + chartBarW + chartValueW
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
-		width, height, width, height, esc(title))
-	fmt.Fprintf(&b, `<text x="0" y="16" class="title">%s</text>`, esc(title))
+	openChart(&b, width, height, title)
 	for i, res := range results {
 		y := top + i*rowH
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="label" text-anchor="end">%s</text>`, chartLabelW-8, y+chartBarH-3, esc(labels[i]))
@@ -273,3 +269,10 @@ driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch
 </body>
 </html>
 `))
+
+// openChart writes the opening of a chart: its svg element and its title.
+func openChart(b *strings.Builder, width, height int, title string) {
+	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
+		width, height, width, height, esc(title))
+	fmt.Fprintf(b, `<text x="0" y="16" class="title">%s</text>`, esc(title))
+}
