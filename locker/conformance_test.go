@@ -89,6 +89,8 @@ var conformanceCases = []conformanceCase{
 	{"HolderNeverUnlocks", locker.Options{TTL: 300 * time.Millisecond, Wait: 10 * time.Second}, testHolderNeverUnlocks},
 	{"UnlockAfterTakeover", locker.Options{TTL: 2 * time.Second, Wait: 10 * time.Second}, testUnlockAfterTakeover},
 	{"UnlockTwice", locker.Options{TTL: 20 * time.Second, Wait: time.Second}, testUnlockTwice},
+	{"TryLock", locker.Options{TTL: 20 * time.Second, Wait: 20 * time.Second}, testTryLock},
+	{"GiveUpMidAttempt", locker.Options{TTL: time.Minute, Wait: 20 * time.Second}, testGiveUpMidAttempt},
 }
 
 // TestConformance runs every case against every kind of lock on real
@@ -268,6 +270,71 @@ func testUnlockTwice(t *testing.T, _ kind, newLocker newLockerFunc, key string, 
 	}
 	if err := lease.Unlock(context.Background()); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("second Unlock() = %v; want an error wrapping %v", err, locker.ErrNotHeld)
+	}
+}
+
+// testTryLock: TryLock takes a free key at once, refuses a held one at once
+// (wrapping ErrNotAcquired, not ErrUnavailable: the nodes answered), and
+// takes it again once it is released.
+func testTryLock(t *testing.T, _ kind, newLocker newLockerFunc, key string, opts locker.Options) {
+	ctx := context.Background()
+	a, err := newLocker(time.Now).TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("TryLock(free key) = %v; want nil", err)
+	}
+	start := time.Now()
+	b, err := newLocker(time.Now).TryLock(ctx, key)
+	if !errors.Is(err, locker.ErrNotAcquired) || errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryLock(held key) = %v, %v; want an error wrapping %v and not %v", b, err, locker.ErrNotAcquired, locker.ErrUnavailable)
+	}
+	if elapsed := time.Since(start); elapsed > slack {
+		t.Errorf("TryLock(held key) returned after %v; want at once (the wait is %v)", elapsed, opts.Wait)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock() = %v; want nil", err)
+	}
+	c, err := newLocker(time.Now).TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("TryLock(released key) = %v; want nil", err)
+	}
+	if err := c.Unlock(ctx); err != nil {
+		t.Errorf("Unlock() = %v; want nil", err)
+	}
+}
+
+// testGiveUpMidAttempt: callers whose context ends a few hundred
+// microseconds into Lock (while the SET is on the wire, its answer lost to
+// the deadline, or just after the grant) never leave the lock behind: after
+// each one, with nothing else in flight, the key can be taken at once. The
+// TTL is a minute, so that a leaked lock would show.
+func testGiveUpMidAttempt(t *testing.T, _ kind, newLocker newLockerFunc, key string, _ locker.Options) {
+	const callers = 200
+	gotLock, gaveUp := 0, 0
+	for i := range callers {
+		l := newLocker(time.Now)
+		// Deadlines from 0 to 2 ms, spread over an attempt's round trip.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%40)*50*time.Microsecond)
+		lease, err := l.Lock(ctx, key)
+		cancel()
+		if err == nil {
+			gotLock++
+			if err := lease.Unlock(context.Background()); err != nil {
+				t.Fatalf("caller %d: Unlock() = %v; want nil", i, err)
+			}
+		} else {
+			gaveUp++
+		}
+		probe, err := newLocker(time.Now).TryLock(context.Background(), key)
+		if err != nil {
+			t.Fatalf("caller %d (deadline %v) left the lock behind: TryLock() = %v; want nil", i, time.Duration(i%40)*50*time.Microsecond, err)
+		}
+		if err := probe.Unlock(context.Background()); err != nil {
+			t.Fatalf("probe Unlock() = %v; want nil", err)
+		}
+	}
+	t.Logf("%d callers: %d got the lock in time, %d gave up", callers, gotLock, gaveUp)
+	if gaveUp == 0 {
+		t.Errorf("no caller gave up mid-attempt: the deadlines did not test anything")
 	}
 }
 

@@ -22,8 +22,9 @@
 //	|             |         | quorum, redsync (Redlock)          | keys; no overrun, no clock jumps    | restarts empty can grant a second majority      |
 //	| always-     | 004     | Unlock deferred on a context that  | always (it is how a lock is used)   | without it a buyer who hangs up leaves the lock |
 //	| release     |         | cannot be cancelled (service/)     |                                     | held until the TTL                              |
-//	| fencing     | -       | a per-product token from the DB;   | the DB holds the stock and the      | never oversells; a holder that was overtaken    |
-//	|             |         | write only while still the latest  | token (with setnx/token/redlock)    | writes nothing and answers lock_lost            |
+//	| fencing     | -       | the product's fence, read at the   | the DB holds the stock and the      | never oversells, whatever else writes; a holder |
+//	|             |         | grant, compared and moved on in    | fence (with setnx/token/redlock)    | overtaken by a writer or a reset writes nothing |
+//	|             |         | the write (service/)               |                                     | and answers lock_lost                           |
 //	| pessimistic | -       | SELECT ... FOR UPDATE in one       | the DB is up                        | never oversells; buyers queue on the row lock   |
 //	|             |         | transaction (service/)             |                                     |                                                 |
 //	| optimistic  | -       | one UPDATE ... WHERE stock >= q    | the DB is up                        | never oversells; a loser sees 0 rows: sold out  |
@@ -40,7 +41,10 @@
 //
 // Every way of not getting a lock wraps ErrNotAcquired, and the context's
 // error (context.Canceled, context.DeadlineExceeded) when the context or
-// the wait ended it. Unlock wraps ErrNotHeld when the
+// the wait ended it, and ErrUnavailable when too few nodes answered (an
+// outage, not contention). An attempt runs on a context of its own and
+// cleans up after itself, so that a caller who gives up at any moment
+// leaves no lock behind. Unlock wraps ErrNotHeld when the
 // lease had already run out or been taken over, so that nothing was
 // released; SetNX cannot always tell, which is one of its flaws.
 package locker

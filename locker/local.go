@@ -48,6 +48,27 @@ func NewLocal(opts Options) *Local {
 	return &Local{opts: opts.withDefaults(), keys: make(map[string]*localKey)}
 }
 
+// TryLock takes key if nobody holds it or waits for it, and returns at
+// once either way.
+func (l *Local) TryLock(ctx context.Context, key string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: local %s: %w", ErrNotAcquired, key, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k, ok := l.keys[key]
+	if !ok {
+		k = &localKey{name: key}
+		l.keys[key] = k
+	}
+	if k.holder != nil || k.waiters.Len() > 0 {
+		return nil, fmt.Errorf("%w: local %s is held", ErrNotAcquired, key)
+	}
+	lease := &localLease{l: l, key: key}
+	l.grantLocked(k, lease)
+	return lease, nil
+}
+
 // Lock takes key, waiting in line until it is released or its holder's
 // lease runs out, ctx ends or the wait runs out.
 func (l *Local) Lock(ctx context.Context, key string) (Lease, error) {

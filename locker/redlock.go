@@ -24,47 +24,80 @@ import (
 // without persistence forgets the locks it granted, which can hand the same
 // lock to two holders.
 type Redlock struct {
-	rs   *redsync.Redsync
-	opts Options
+	rs    *redsync.Redsync
+	pools []redsyncredis.Pool
+	opts  Options
 }
 
 var _ Locker = (*Redlock)(nil)
 
 // NewRedlock returns a Redlock over clients, one per independent node.
-// redsync's default random 50-250 ms retry delay is kept: short fixed delays
-// make contending buyers split the votes so that nobody gets a majority.
 func NewRedlock(clients []goredislib.UniversalClient, opts Options) *Redlock {
 	pools := make([]redsyncredis.Pool, len(clients))
 	for i, c := range clients {
 		pools[i] = goredis.NewPool(c)
 	}
-	return &Redlock{rs: redsync.New(pools...), opts: opts.withDefaults()}
+	return &Redlock{rs: redsync.New(pools...), pools: pools, opts: opts.withDefaults()}
 }
 
-// Lock takes key on a majority of the nodes, retrying until the wait runs out.
-func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Wait)
-	defer cancel()
+// TryLock runs one Redlock round of redsync for key: SET NX PX on every
+// node at once, held with a majority and lease left over, released on every
+// node otherwise. The round runs on a context the caller cannot cancel
+// (redsync bounds each step by its own timeout and, after a failed round,
+// releases on a fresh one), so a caller who hangs up mid-round leaves no
+// lock behind: what the round took is released before TryLock returns.
+func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
+	}
 	// A new Mutex per acquisition: a redsync Mutex must not be shared
-	// between goroutines. Tries are bounded by the wait, not a count.
-	m := r.rs.NewMutex(key,
-		redsync.WithExpiry(r.opts.TTL),
-		redsync.WithTries(maxTries(r.opts.Wait)),
-	)
-	if err := m.LockContext(ctx); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// redsync reports only ErrFailed when ctx ends; keep why.
-			return nil, fmt.Errorf("%w: redlock %s: %w (%w)", ErrNotAcquired, key, err, ctxErr)
+	// between goroutines.
+	m := r.rs.NewMutex(key, redsync.WithExpiry(r.opts.TTL), redsync.WithTries(1))
+	if err := m.TryLockContext(context.WithoutCancel(ctx)); err != nil {
+		if r.down(err) > len(r.pools)-r.quorum() {
+			return nil, fmt.Errorf("%w: %w: redlock %s: %w", ErrNotAcquired, ErrUnavailable, key, err)
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	return &redlockLease{m: m}, nil
+	lease := &redlockLease{m: m}
+	if ctx.Err() != nil {
+		return nil, handBack(ctx, "redlock", key, lease)
+	}
+	return lease, nil
 }
 
-// maxTries is an upper bound on the attempts that fit in wait with
-// redsync's shortest (50 ms) retry delay; the context ends them sooner.
-func maxTries(wait time.Duration) int {
-	return int(wait/(50*time.Millisecond)) + 2
+// Lock tries TryLock after a random 50-250 ms (redsync's own default
+// delay) until it holds key or the wait runs out.
+func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
+	return retry(ctx, r.opts.Wait, 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
+		return r.TryLock(ctx, key)
+	})
+}
+
+// quorum is the majority of the nodes: N/2+1.
+func (r *Redlock) quorum() int { return len(r.pools)/2 + 1 }
+
+// down counts the nodes a failed round could not reach: redsync joins one
+// *redsync.RedisError per node that did not answer.
+func (r *Redlock) down(err error) int {
+	n := 0
+	var walk func(error)
+	walk = func(err error) {
+		if _, ok := err.(*redsync.RedisError); ok {
+			n++
+			return
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return n
 }
 
 type redlockLease struct{ m *redsync.Mutex }

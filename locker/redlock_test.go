@@ -12,7 +12,7 @@ import (
 
 // TestRedlockQuorum: over three nodes, Redlock still grants the lock with
 // one node down (two of three is a majority) and refuses it with two down,
-// within the wait.
+// as unavailable (an outage, not contention), within the wait.
 func TestRedlockQuorum(t *testing.T) {
 	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
 	addrs := make([]string, len(nodes))
@@ -37,10 +37,34 @@ func TestRedlockQuorum(t *testing.T) {
 	start := time.Now()
 	lease, err = l.Lock(ctx, key)
 	elapsed := time.Since(start)
-	if !errors.Is(err, locker.ErrNotAcquired) {
-		t.Errorf("Lock() with 2 of 3 nodes down = %v, %v; want an error wrapping %v", lease, err, locker.ErrNotAcquired)
+	if !errors.Is(err, locker.ErrNotAcquired) || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Lock() with 2 of 3 nodes down = %v, %v; want an error wrapping %v and %v", lease, err, locker.ErrNotAcquired, locker.ErrUnavailable)
 	}
 	if limit := opts.Wait + slack; elapsed > limit {
 		t.Errorf("Lock() with 2 of 3 nodes down gave up after %v; want within %v", elapsed, limit)
+	}
+}
+
+// TestRedlockTakenIsNotUnavailable: with one node down and the lock held on
+// the other two, a round is refused as contention (ErrNotAcquired without
+// ErrUnavailable): enough nodes answered to say the lock is taken.
+func TestRedlockTakenIsNotUnavailable(t *testing.T) {
+	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	key := testenv.KeyPrefix(t, addrs) + "lock"
+	l := locker.NewRedlock(testenv.Clients(t, addrs), locker.Options{TTL: 10 * time.Second, Wait: time.Second})
+	ctx := context.Background()
+	nodes[2].Stop()
+	holder, err := l.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("TryLock() with 1 of 3 nodes down = %v; want nil", err)
+	}
+	defer holder.Unlock(ctx)
+	lease, err := l.TryLock(ctx, key)
+	if !errors.Is(err, locker.ErrNotAcquired) || errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("TryLock(held key) with 1 of 3 nodes down = %v, %v; want %v without %v", lease, err, locker.ErrNotAcquired, locker.ErrUnavailable)
 	}
 }

@@ -51,46 +51,83 @@ func NewSetNX(client redis.UniversalClient, opts Options, now func() time.Time) 
 	return &SetNX{client: client, opts: opts.withDefaults(), now: now}
 }
 
-// Lock takes key with SETNX, or with GETSET when the expiry stored in it
-// has passed by this client's clock, retrying every 50-200 ms.
-func (s *SetNX) Lock(ctx context.Context, key string) (Lease, error) {
-	var expires string
-	err := retry(ctx, s.opts.Wait, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		expires = strconv.FormatInt(s.now().Add(s.opts.TTL).UnixMilli()+1, 10)
-		ok, err := s.client.SetNX(ctx, key, expires, 0).Result()
-		if err != nil || ok {
-			return ok, err
-		}
-		current, err := s.client.Get(ctx, key).Result()
-		if errors.Is(err, redis.Nil) {
-			return false, nil // released in between: sleep, then SETNX again
-		}
-		if err != nil {
-			return false, err
-		}
-		until, err := strconv.ParseInt(current, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("locker: setnx %s holds %q, not a time: %w", key, current, err)
-		}
-		if until >= s.now().UnixMilli() {
-			return false, nil // held and not expired
-		}
-		old, err := s.client.GetSet(ctx, key, expires).Result()
-		if errors.Is(err, redis.Nil) {
-			return false, nil // deleted in between; our GETSET wrote a lock nobody owns
-		}
-		if err != nil {
-			return false, err
-		}
-		// Only one of the clients that read the same expired value gets it
-		// back; the others have overwritten the winner's expiry regardless.
-		return old == current, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("locker: setnx %s: %w", key, err)
+// TryLock takes key with SETNX, or with GETSET when the expiry stored in it
+// has passed by this client's clock, once. The commands run on a context of
+// their own; when an answer is lost the value written may be this
+// attempt's, so it is taken back with a compare-and-delete of that value
+// (the recipe's own unlock is a plain DEL) before TryLock returns.
+func (s *SetNX) TryLock(ctx context.Context, key string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: setnx %s: %w", ErrNotAcquired, key, err)
 	}
-	until, _ := strconv.ParseInt(expires, 10, 64) // it is a number we formatted
-	return &setnxLease{s: s, key: key, until: until}, nil
+	until := s.now().Add(s.opts.TTL).UnixMilli() + 1
+	expires := strconv.FormatInt(until, 10)
+	actx, cancel := detached(ctx, s.opts.attemptTimeout())
+	defer cancel()
+	ok, wrote, err := s.try(actx, key, expires)
+	if err != nil {
+		err = fmt.Errorf("%w: setnx %s: %w", ErrNotAcquired, key, err)
+		if wrote {
+			cctx, cancel := detached(ctx, cleanupBudget)
+			defer cancel()
+			if cerr := unlockScript.Run(cctx, s.client, []string{key}, expires).Err(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("locker: setnx %s: take back an unanswered write: %w", key, cerr))
+			}
+		}
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: setnx %s is held", ErrNotAcquired, key)
+	}
+	lease := &setnxLease{s: s, key: key, until: until}
+	if ctx.Err() != nil {
+		return nil, handBack(ctx, "setnx", key, lease)
+	}
+	return lease, nil
+}
+
+// try is one pass of the recipe. wrote says a command that may have
+// written expires was sent and its answer is unknown.
+func (s *SetNX) try(ctx context.Context, key, expires string) (ok, wrote bool, err error) {
+	ok, err = s.client.SetNX(ctx, key, expires, 0).Result()
+	if err != nil {
+		return false, true, unavailable(err)
+	}
+	if ok {
+		return true, false, nil
+	}
+	current, err := s.client.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, false, nil // released in between: try again later
+	}
+	if err != nil {
+		return false, false, unavailable(err)
+	}
+	held, err := strconv.ParseInt(current, 10, 64)
+	if err != nil {
+		return false, false, fmt.Errorf("holds %q, not a time: %w", current, err)
+	}
+	if held >= s.now().UnixMilli() {
+		return false, false, nil // held and not expired
+	}
+	old, err := s.client.GetSet(ctx, key, expires).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, false, nil // deleted in between; our GETSET wrote a lock nobody owns
+	}
+	if err != nil {
+		return false, true, unavailable(err)
+	}
+	// Only one of the clients that read the same expired value gets it
+	// back; the others have overwritten the winner's expiry regardless.
+	return old == current, false, nil
+}
+
+// Lock tries TryLock every 50-200 ms until it holds key or the wait runs
+// out.
+func (s *SetNX) Lock(ctx context.Context, key string) (Lease, error) {
+	return retry(ctx, s.opts.Wait, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (Lease, error) {
+		return s.TryLock(ctx, key)
+	})
 }
 
 type setnxLease struct {

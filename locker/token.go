@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,18 +43,41 @@ func NewToken(client redis.UniversalClient, opts Options) *Token {
 	return &Token{client: client, opts: opts.withDefaults()}
 }
 
-// Lock sets key to a fresh random token if it does not exist, retrying
-// every 25-75 ms (50 ms on average, as in article 002) until the wait runs
-// out.
-func (t *Token) Lock(ctx context.Context, key string) (Lease, error) {
-	token := rand.Text() // 26 base32 characters, 130 random bits
-	err := retry(ctx, t.opts.Wait, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (bool, error) {
-		return t.client.SetNX(ctx, key, token, t.opts.TTL).Result()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("locker: token %s: %w", key, err)
+// TryLock sets key to a fresh random token if it does not exist, once. The
+// SET runs on a context of its own: when its answer is lost (a timeout, the
+// node dropping the connection) the token may still have been set, so it is
+// taken back with the compare-and-delete before TryLock returns.
+func (t *Token) TryLock(ctx context.Context, key string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: token %s: %w", ErrNotAcquired, key, err)
 	}
-	return &tokenLease{client: t.client, key: key, token: token}, nil
+	lease := &tokenLease{client: t.client, key: key, token: rand.Text()} // 26 base32 characters, 130 random bits
+	actx, cancel := detached(ctx, t.opts.attemptTimeout())
+	defer cancel()
+	ok, err := t.client.SetNX(actx, key, lease.token, t.opts.TTL).Result()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %w: token %s: %w", ErrNotAcquired, ErrUnavailable, key, err)
+		cctx, cancel := detached(ctx, cleanupBudget)
+		defer cancel()
+		if uerr := lease.Unlock(cctx); uerr != nil && !errors.Is(uerr, ErrNotHeld) {
+			err = errors.Join(err, fmt.Errorf("locker: token %s: take back an unanswered SET: %w", key, uerr))
+		}
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%w: token %s is held", ErrNotAcquired, key)
+	case ctx.Err() != nil:
+		return nil, handBack(ctx, "token", key, lease)
+	}
+	return lease, nil
+}
+
+// Lock tries TryLock every 25-75 ms (50 ms on average, as in article 002)
+// until it holds key or the wait runs out.
+func (t *Token) Lock(ctx context.Context, key string) (Lease, error) {
+	return retry(ctx, t.opts.Wait, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (Lease, error) {
+		return t.TryLock(ctx, key)
+	})
 }
 
 type tokenLease struct {

@@ -91,3 +91,33 @@ func TestTokenUnlockUsesScript(t *testing.T) {
 		t.Errorf("SCRIPT EXISTS %s = %v, %v; want [true]: Unlock ran unlock.lua", locker.UnlockScriptSHA, got, err)
 	}
 }
+
+// TestTokenNodeDownIsUnavailable: with its one node down, token answers at
+// once with ErrUnavailable (beside ErrNotAcquired), not after the wait, and
+// takes the lock again once the node is back.
+func TestTokenNodeDownIsUnavailable(t *testing.T) {
+	node := testenv.StartRedis(t)
+	key := testenv.KeyPrefix(t, []string{node.Addr}) + "lock"
+	opts := locker.Options{TTL: 10 * time.Second, Wait: 20 * time.Second}
+	l := locker.NewToken(testenv.Clients(t, []string{node.Addr})[0], opts)
+	ctx := context.Background()
+
+	node.Stop()
+	start := time.Now()
+	lease, err := l.Lock(ctx, key)
+	if !errors.Is(err, locker.ErrNotAcquired) || !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Lock() with the node down = %v, %v; want an error wrapping %v and %v", lease, err, locker.ErrNotAcquired, locker.ErrUnavailable)
+	}
+	if elapsed := time.Since(start); elapsed > slack {
+		t.Errorf("Lock() with the node down gave up after %v; want at once, not after the %v wait", elapsed, opts.Wait)
+	}
+
+	node.Restart(t)
+	lease, err = l.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("Lock() with the node back = %v; want nil", err)
+	}
+	if err := lease.Unlock(ctx); err != nil {
+		t.Errorf("Unlock() = %v; want nil", err)
+	}
+}

@@ -45,6 +45,19 @@ func MySQLServerDSN() string {
 // when t ends, and returns a DSN for it (with parseTime=true).
 func MySQL(t testing.TB) string {
 	t.Helper()
+	return mysqlDatabase(t, true)
+}
+
+// MySQLNotCreated returns a DSN (with parseTime=true) for a database with a
+// random name that does not exist yet, and drops it, if something created
+// it, when t ends.
+func MySQLNotCreated(t testing.TB) string {
+	t.Helper()
+	return mysqlDatabase(t, false)
+}
+
+func mysqlDatabase(t testing.TB, create bool) string {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(MySQLServerDSN())
 	if err != nil {
 		t.Fatalf("testenv: SECKILL_TEST_MYSQL_DSN: %v", err)
@@ -56,10 +69,12 @@ func MySQL(t testing.TB) string {
 	}
 	t.Cleanup(func() { server.Close() })
 	name := RandomName("seckill_test_")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := server.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		t.Fatalf("testenv: create database (is MariaDB running? make test starts it): %v", err)
+	if create {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := server.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+			t.Fatalf("testenv: create database (is MariaDB running? make test starts it): %v", err)
+		}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -87,12 +102,14 @@ func RedisAddrs(t testing.TB) []string {
 	return addrs
 }
 
-// Clients returns a client per address, closed when t ends.
+// Clients returns a client per address, closed when t ends. Like the
+// program's clients they do not retry, so that a node that is down answers
+// at once.
 func Clients(t testing.TB, addrs []string) []redis.UniversalClient {
 	t.Helper()
 	clients := make([]redis.UniversalClient, len(addrs))
 	for i, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: time.Second})
 		t.Cleanup(func() { c.Close() })
 		clients[i] = c
 	}
@@ -108,7 +125,7 @@ func KeyPrefix(t testing.TB, addrs []string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, a := range addrs {
-			c := redis.NewClient(&redis.Options{Addr: a})
+			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: time.Second})
 			iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
 			for iter.Next(ctx) {
 				c.Del(ctx, iter.Val())
