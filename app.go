@@ -8,13 +8,12 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
 )
 
 // serve runs one instance of the service until ctx ends.
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (err error) {
-	cfg, err := config.Load(getenv, false)
+	cfg, err := app.LoadConfig(getenv, false)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func demo(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(getenv, true)
+	cfg, err := app.LoadConfig(getenv, true)
 	if err != nil {
 		return err
 	}

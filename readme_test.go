@@ -40,16 +40,15 @@ func readmeTable(t *testing.T, readme, heading string) [][]string {
 }
 
 // TestReadmeStrategiesMatchTheCode holds the README's strategy tables
-// against what the service serves: every strategy, in order, with the safe
-// flag of GET /api/v1/strategies, and every one in the lock table.
+// against the service's table of strategies: every strategy, in order, with
+// its safe flag, and every one in the lock table.
 func TestReadmeStrategiesMatchTheCode(t *testing.T) {
 	b, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	svc := service.New(nil, nil, nil, service.Config{}, nil, nil)
-	served := svc.Strategies()
+	served := service.StrategyTable()
 
 	rows := readmeTable(t, readme, "## The strategies")
 	if len(rows) != len(served) {
@@ -67,7 +66,7 @@ func TestReadmeStrategiesMatchTheCode(t *testing.T) {
 	for _, row := range readmeTable(t, readme, "### Every lock side by side") {
 		locks[strings.Trim(row[0], "`")] = true
 	}
-	for _, name := range config.Strategies() {
+	for _, name := range service.StrategyNames() {
 		if !locks[name] {
 			t.Errorf("README's lock table has no row for %s", name)
 		}

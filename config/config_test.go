@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,28 +116,6 @@ func TestLoadOverrideUnderDemo(t *testing.T) {
 	}
 }
 
-func TestLoadAcceptsEveryStrategy(t *testing.T) {
-	names := config.Strategies()
-	want := []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"}
-	if !slices.Equal(names, want) {
-		t.Fatalf("Strategies() = %q; want %q", names, want)
-	}
-	for _, name := range names {
-		c, err := config.Load(env(map[string]string{"SECKILL_LOCK": name}), false)
-		if err != nil || c.Lock != name {
-			t.Errorf("Load(SECKILL_LOCK=%s) = %q, %v; want %q, nil", name, c.Lock, err, name)
-		}
-		if !config.Known(name) {
-			t.Errorf("Known(%q) = false; want true", name)
-		}
-	}
-	for _, name := range []string{"", "Redlock", "bogus"} {
-		if config.Known(name) {
-			t.Errorf("Known(%q) = true; want false", name)
-		}
-	}
-}
-
 func TestLoadAcceptsListenAddresses(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", ":8080", "[::1]:8080", "localhost:65535"} {
 		c, err := config.Load(env(map[string]string{"SECKILL_ADDR": addr}), false)
@@ -152,8 +129,6 @@ func TestLoadRejectsBadValues(t *testing.T) {
 	tests := []struct {
 		variable, value string
 	}{
-		{"SECKILL_LOCK", "bogus"},
-		{"SECKILL_LOCK", "REDLOCK"},
 		{"SECKILL_LOCK_TTL", "abc"},
 		{"SECKILL_LOCK_TTL", "8"},
 		{"SECKILL_LOCK_TTL", "0"},

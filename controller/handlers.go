@@ -2,16 +2,17 @@ package controller
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json"
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
@@ -36,6 +37,16 @@ type orderJSON struct {
 	RequestID      *string `json:"request_id"`
 	Strategy       string  `json:"strategy"`
 	RemainingStock int64   `json:"remaining_stock"`
+}
+
+func toOrder(o model.Order) orderJSON {
+	out := orderJSON{OrderID: o.ID, ProductID: o.ProductID, UserID: string(o.UserID), Quantity: o.Quantity,
+		Strategy: o.Strategy, RemainingStock: o.RemainingStock}
+	if o.RequestID != nil {
+		rid := string(*o.RequestID)
+		out.RequestID = &rid
+	}
+	return out
 }
 
 type auditJSON struct {
@@ -150,13 +161,18 @@ func handlePurchase(svc *service.Seckill, log *slog.Logger, override bool) gin.H
 		if r.Replayed {
 			status = http.StatusOK
 		}
-		o := r.Order
-		c.JSON(status, orderJSON{
-			OrderID: o.ID, ProductID: o.ProductID, UserID: o.UserID, Quantity: o.Quantity,
-			RequestID: o.RequestID, Strategy: o.Strategy, RemainingStock: o.RemainingStock,
-		})
+		c.JSON(status, toOrder(r.Order))
 	}
 }
+
+// invalidf is a 400 invalid_argument with a formatted message.
+func invalidf(format string, args ...any) error {
+	return apiError(service.CodeInvalid, fmt.Sprintf(format, args...))
+}
+
+// overrideParams are the query parameters that only the strategy override
+// allows.
+func overrideParams() []string { return []string{"strategy", "hold_ms", "fencing"} }
 
 // purchaseFrom reads a purchase from the path, the body and, under the
 // strategy override, the query.
@@ -165,42 +181,62 @@ func purchaseFrom(c *gin.Context, override bool) (service.Purchase, error) {
 	if err != nil {
 		return service.Purchase{}, err
 	}
-	var body purchaseRequest
-	if err := decodeBody(c, &body); err != nil {
+	body, err := readBody(c)
+	if err != nil {
+		return service.Purchase{}, err
+	}
+	return decodePurchase(id, body, c.Request.URL.RawQuery, override)
+}
+
+// decodePurchase reads a purchase of product id from its JSON body and its
+// raw query. Nothing is rewritten on the way: a body that is not exactly
+// one object of the documented shape, or a query that does not parse, is
+// refused.
+func decodePurchase(id int64, body []byte, rawQuery string, override bool) (service.Purchase, error) {
+	var req purchaseRequest
+	if err := decodeJSON(body, &req); err != nil {
 		return service.Purchase{}, err
 	}
 	switch {
-	case body.UserID == nil:
-		return service.Purchase{}, fmt.Errorf("%w: user_id is required", service.ErrInvalid)
-	case body.Quantity == nil:
-		return service.Purchase{}, fmt.Errorf("%w: quantity is required", service.ErrInvalid)
+	case req.UserID == nil:
+		return service.Purchase{}, invalidf("user_id is required")
+	case req.Quantity == nil:
+		return service.Purchase{}, invalidf("quantity is required")
 	}
-	p := service.Purchase{ProductID: id, UserID: *body.UserID, Quantity: *body.Quantity, RequestID: body.RequestID}
-	q := c.Request.URL.Query()
-	for _, name := range []string{"strategy", "hold_ms", "fencing"} {
+	p := service.Purchase{ProductID: id, UserID: *req.UserID, Quantity: *req.Quantity, RequestID: req.RequestID}
+	// A parameter dropped for a bad escape would silently buy under the
+	// defaults: the whole query must parse.
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return service.Purchase{}, invalidf("the query does not parse: %v", err)
+	}
+	for _, name := range overrideParams() {
 		if !q.Has(name) {
 			continue
 		}
 		if !override {
-			return service.Purchase{}, fmt.Errorf("%w: query parameter %s needs SECKILL_STRATEGY_OVERRIDE=true", errOverrideDisabled, name)
+			return service.Purchase{}, apiError(codeOverrideDisabled, fmt.Sprintf("query parameter %s needs SECKILL_STRATEGY_OVERRIDE=true", name))
+		}
+		if len(q[name]) > 1 {
+			return service.Purchase{}, invalidf("query parameter %s is given %d times", name, len(q[name]))
 		}
 		v := q.Get(name)
 		switch name {
 		case "strategy":
-			p.Strategy = v
 			if v == "" {
-				return service.Purchase{}, fmt.Errorf("%w: strategy is empty", service.ErrInvalid)
+				return service.Purchase{}, invalidf("strategy is empty")
 			}
+			p.Strategy = v
 		case "hold_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || ms < 0 || ms > service.MaxHold.Milliseconds() {
-				return service.Purchase{}, fmt.Errorf("%w: hold_ms must be an integer from 0 to %d", service.ErrInvalid, service.MaxHold.Milliseconds())
+				return service.Purchase{}, invalidf("hold_ms must be an integer from 0 to %d", service.MaxHold.Milliseconds())
 			}
 			p.Hold = time.Duration(ms) * time.Millisecond
 		case "fencing":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return service.Purchase{}, fmt.Errorf("%w: fencing must be true or false", service.ErrInvalid)
+				return service.Purchase{}, invalidf("fencing must be true or false")
 			}
 			p.Fencing = &b
 		}
@@ -220,9 +256,9 @@ func handleCreateProduct(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc
 		switch {
 		case err != nil:
 		case body.Name == nil:
-			err = fmt.Errorf("%w: name is required", service.ErrInvalid)
+			err = invalidf("name is required")
 		case body.Stock == nil:
-			err = fmt.Errorf("%w: stock is required", service.ErrInvalid)
+			err = invalidf("stock is required")
 		}
 		if err == nil {
 			var p model.Product
@@ -247,7 +283,7 @@ func handleSetStock(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 			err = decodeBody(c, &body)
 		}
 		if err == nil && body.Stock == nil {
-			err = fmt.Errorf("%w: stock is required", service.ErrInvalid)
+			err = invalidf("stock is required")
 		}
 		if err == nil {
 			var p model.Product
@@ -264,29 +300,44 @@ func handleSetStock(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 func productID(c *gin.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%w: product id %q must be a positive integer", service.ErrInvalid, c.Param("id"))
+		return 0, invalidf("product id %q must be a positive integer", c.Param("id"))
 	}
 	return id, nil
 }
 
-// decodeBody reads at most maxBody bytes of JSON object into v. Numbers must
-// be integers where v says so; trailing data is an error.
+// decodeBody reads the body (readBody) and decodes it into v (decodeJSON).
 func decodeBody(c *gin.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v)
+}
+
+// readBody reads at most maxBody bytes of body.
+func readBody(c *gin.Context) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return fmt.Errorf("%w: the body may be at most %d bytes", errTooLarge, maxBody)
+		return nil, apiError(codePayloadTooLarge, fmt.Sprintf("the body may be at most %d bytes", maxBody))
 	}
 	if err != nil {
-		return fmt.Errorf("%w: read body: %v", service.ErrInvalid, err)
+		return nil, invalidf("read body: %v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body must be a JSON object of the documented shape: %v", service.ErrInvalid, err)
+	return body, nil
+}
+
+// decodeJSON decodes one JSON object into v, strictly: numbers must be
+// integers where v says so, a key may not be given twice (which would
+// silently take the last), strings must be valid UTF-8 (no invalid bytes
+// or lone surrogates, which would silently become U+FFFD), and nothing may
+// follow the object.
+func decodeJSON(body []byte, v any) error {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
+		return invalidf("body must be a JSON object of the documented shape")
 	}
-	// More would miss a stray ] or }: only the end of the body may follow.
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: body must hold one JSON object and nothing after it", service.ErrInvalid)
+	if err := json.Unmarshal(body, v); err != nil {
+		return invalidf("body must be one JSON object of the documented shape: %v", err)
 	}
 	return nil
 }

@@ -76,6 +76,18 @@ func TestMalformedRequests(t *testing.T) {
 		{"quantity -1", "POST", purchase, `{"user_id":"u-1","quantity":-1}`, "", 400, "invalid_argument"},
 		{"quantity 101", "POST", purchase, `{"user_id":"u-1","quantity":101}`, "", 400, "invalid_argument"},
 		{"request_id 65 characters", "POST", purchase, fmt.Sprintf(`{"user_id":"u-1","quantity":1,"request_id":%q}`, strings.Repeat("r", 65)), "", 400, "invalid_argument"},
+		// Input that would silently merge identities or change the purchase.
+		{"user_id of invalid UTF-8", "POST", purchase, "{\"user_id\":\"u-\xff\",\"quantity\":1}", "", 400, "invalid_argument"},
+		{"user_id with a lone surrogate", "POST", purchase, `{"user_id":"u-\ud800","quantity":1}`, "", 400, "invalid_argument"},
+		{"request_id of invalid UTF-8", "POST", purchase, "{\"user_id\":\"u-1\",\"quantity\":1,\"request_id\":\"r-\xc3\"}", "", 400, "invalid_argument"},
+		{"user_id with NUL", "POST", purchase, `{"user_id":"u\u0000","quantity":1}`, "", 400, "invalid_argument"},
+		{"user_id with a tab", "POST", purchase, `{"user_id":"u\t1","quantity":1}`, "", 400, "invalid_argument"},
+		{"user_id with a newline", "POST", purchase, `{"user_id":"u\n1","quantity":1}`, "", 400, "invalid_argument"},
+		{"request_id with a newline", "POST", purchase, `{"user_id":"u-1","quantity":1,"request_id":"r\n1"}`, "", 400, "invalid_argument"},
+		{"quantity given twice", "POST", purchase, `{"user_id":"u-1","quantity":1,"quantity":100}`, "", 400, "invalid_argument"},
+		{"user_id given twice", "POST", purchase, `{"user_id":"u-1","user_id":"u-2","quantity":1}`, "", 400, "invalid_argument"},
+		{"strategy=%zz", "POST", purchasePath(id, "strategy=%zz"), ok, "", 400, "invalid_argument"},
+		{"strategy given twice", "POST", purchasePath(id, "strategy=none&strategy=redlock"), ok, "", 400, "invalid_argument"},
 		{"body over 4 KiB", "POST", purchase, fmt.Sprintf(`{"user_id":"u-1","quantity":1,"pad":%q}`, strings.Repeat("x", 5000)), "", 413, "payload_too_large"},
 
 		// Query parameters under the override.

@@ -40,8 +40,10 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(recovery(log), requestMetrics(opts.Registerer), requestLog(log))
-	r.NoRoute(func(c *gin.Context) { writeError(c, log, errRouteNotFound) })
-	r.NoMethod(func(c *gin.Context) { writeError(c, log, errMethodNotAllowed) })
+	r.NoRoute(func(c *gin.Context) { writeError(c, log, apiError(codeRouteNotFound, "no such route")) })
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, log, apiError(codeMethodNotAllowed, "method not allowed on this route"))
+	})
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", handleReady(svc))
@@ -67,7 +69,7 @@ func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			writeError(c, log, errUnauthorized)
+			writeError(c, log, apiError(codeUnauthorized, "the admin API needs Authorization: Bearer <SECKILL_ADMIN_TOKEN>"))
 			return
 		}
 		c.Next()

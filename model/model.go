@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
 )
 
 // Product is a thing on sale and its stock.
@@ -16,32 +17,88 @@ type Product struct {
 	Name         string `gorm:"size:128;not null"`
 	Stock        int64  `gorm:"not null"`
 	InitialStock int64  `gorm:"not null"`
-	// Fence is the fencing token of the latest lock holder that claimed the
-	// product; a stock write under fencing applies only while it is still
-	// the writer's own.
+	// Fence is the product's fencing token: a lock holder reads it when it
+	// is granted the lock and writes only if it is unchanged, moving it on
+	// as it writes; a stock reset moves it too. A holder overtaken by
+	// another writer, or by a reset, writes nothing.
 	Fence     int64 `gorm:"not null;default:0"`
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
+// BinaryString is a string the database stores and compares byte for byte,
+// as Go does: no case folding, no accent folding, no trailing-space padding,
+// every 4-byte character its own. It is VARBINARY on MySQL and MariaDB
+// (whose default collations fold all of these) and TEXT on SQLite (whose
+// default collation is already binary).
+type BinaryString string
+
+// GormDBDataType gives the column type per database.
+func (BinaryString) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "mysql" {
+		return "VARBINARY(256)" // 64 characters of up to 4 bytes
+	}
+	return "TEXT"
+}
+
 // Order is one successful purchase.
 type Order struct {
-	ID        int64  `gorm:"primaryKey"`
-	ProductID int64  `gorm:"not null;index:idx_orders_product_user,priority:1"`
-	UserID    string `gorm:"size:64;not null;index:idx_orders_product_user,priority:2"`
-	Quantity  int64  `gorm:"not null"`
+	ID        int64        `gorm:"primaryKey"`
+	ProductID int64        `gorm:"not null;index:idx_orders_product_user,priority:1"`
+	UserID    BinaryString `gorm:"not null;index:idx_orders_product_user,priority:2"`
+	Quantity  int64        `gorm:"not null"`
 	// RequestID is unique where present; NULL when the buyer sent none.
-	RequestID *string `gorm:"size:64;uniqueIndex"`
-	Strategy  string  `gorm:"size:16;not null"`
+	RequestID *BinaryString `gorm:"uniqueIndex"`
+	Strategy  string        `gorm:"size:16;not null"`
 	// RemainingStock is the product's stock right after this order, kept
 	// so that a replayed request answers with the first order as it was.
 	RemainingStock int64 `gorm:"not null"`
 	CreatedAt      time.Time
 }
 
-// Migrate creates or updates the tables.
+// UserUnits is how many units of a product one user holds. The per-user
+// limit is checked and raised on this row, under its row lock, in the
+// transaction that writes the order, so that two purchases of one user can
+// never both pass it, whatever instance or strategy sells them.
+type UserUnits struct {
+	ProductID int64        `gorm:"primaryKey;autoIncrement:false"`
+	UserID    BinaryString `gorm:"primaryKey"`
+	Units     int64        `gorm:"not null"`
+}
+
+// migrateLock names the MySQL advisory lock that serialises migrations of
+// one database: instances that start at once take turns, and all but the
+// first find the tables in place.
+const migrateLock = "CONCAT('seckill_migrate_', MD5(DATABASE()))"
+
+// Migrate creates or updates the tables. On MySQL it holds a named lock
+// (GET_LOCK) while it does, so that any number of instances may start at
+// once against an empty database; the server drops the lock if the
+// instance dies.
 func Migrate(ctx context.Context, db *gorm.DB) error {
-	if err := db.WithContext(ctx).AutoMigrate(&Product{}, &Order{}); err != nil {
+	db = db.WithContext(ctx)
+	if db.Dialector.Name() != "mysql" {
+		return migrate(db)
+	}
+	return db.Connection(func(conn *gorm.DB) (err error) {
+		var got *int64
+		if err := conn.Raw("SELECT GET_LOCK(" + migrateLock + ", 60)").Scan(&got).Error; err != nil {
+			return fmt.Errorf("model: migrate: take the migration lock: %w", err)
+		}
+		if got == nil || *got != 1 {
+			return fmt.Errorf("model: migrate: the migration lock was not granted within 60s")
+		}
+		defer func() {
+			if rerr := conn.Exec("DO RELEASE_LOCK(" + migrateLock + ")").Error; rerr != nil && err == nil {
+				err = fmt.Errorf("model: migrate: release the migration lock: %w", rerr)
+			}
+		}()
+		return migrate(conn)
+	})
+}
+
+func migrate(db *gorm.DB) error {
+	if err := db.AutoMigrate(&Product{}, &Order{}, &UserUnits{}); err != nil {
 		return fmt.Errorf("model: migrate: %w", err)
 	}
 	return nil

@@ -17,7 +17,8 @@ const benchGoroutines = 32
 
 // BenchmarkPurchase buys one unit of one hot product per operation, from
 // about benchGoroutines concurrent buyers with users of their own, under
-// each strategy, on the real MySQL and Redis nodes. The stock is reset to
+// each strategy, on the real MySQL and Redis nodes, with the default
+// per-user limit of one unit (so the limit's row is written every time). The stock is reset to
 // b.N before each run so that every purchase sells (none oversells nothing
 // it could not sell anyway: it is measured only). Besides ns/op it reports
 // purchases/s over the whole run.
@@ -27,7 +28,7 @@ func BenchmarkPurchase(b *testing.B) {
 	for _, strategy := range strategies {
 		// A wait long enough that no buyer gives up: the benchmark measures
 		// throughput, not timeouts.
-		in := f.instance(settings{Strategy: strategy, Fencing: true, Wait: time.Minute})
+		in := f.instance(settings{Strategy: strategy, Fencing: true, PerUserLimit: 1, Wait: time.Minute})
 		prod := in.product(b, 0)
 		b.Run(strategy, func(b *testing.B) {
 			if _, err := in.svc.SetStock(ctx, prod.ID, int64(b.N)); err != nil {

@@ -23,8 +23,8 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// strategies are every strategy, in the order of config.Strategies.
-var strategies = config.Strategies()
+// strategies are every strategy, in the order of service.StrategyTable.
+var strategies = service.StrategyNames()
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial to stderr; TestRedlockNodesDown makes
@@ -58,6 +58,11 @@ func newFixture(t testing.TB, addrs []string) *fixture {
 	db, err := store.OpenMySQL(ctx, testenv.MySQL(t))
 	if err != nil {
 		t.Fatalf("OpenMySQL: %v", err)
+	}
+	// Many tests run at once against one server: a pool of 16 each keeps
+	// them within its connection limit.
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.SetMaxOpenConns(16)
 	}
 	t.Cleanup(func() {
 		if err := store.CloseSQL(db); err != nil {

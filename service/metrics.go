@@ -1,15 +1,26 @@
 package service
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the service's Prometheus instruments.
+// Metrics are the service's Prometheus instruments. Every series a
+// strategy can have is there from the start, at zero.
 type Metrics struct {
 	purchases    *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
 	lockWait     *prometheus.HistogramVec
 	lockFailures *prometheus.CounterVec
-	duration     *prometheus.HistogramVec
+}
+
+// PurchaseOutcomes are the outcomes of a purchase as the metrics label
+// them: ok (201), replayed (200), or the code of the error it answered.
+func PurchaseOutcomes() []string {
+	return []string{"ok", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
+		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeLockTimeout), string(CodeLockLost),
+		string(CodeUnavailable), string(CodeInternal)}
 }
 
 // NewMetrics makes the instruments and registers them with reg.
@@ -17,23 +28,61 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_purchases_total",
-			Help: "Purchase attempts by strategy and outcome (ok, replayed, sold_out, limit_exceeded, lock_timeout, lock_lost, ...).",
+			Help: "Purchases answered, by strategy and outcome: ok (201), replayed (200), or the error code answered.",
+		}, []string{"strategy", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seckill_purchase_duration_seconds",
+			Help:    "Time to answer a purchase, by strategy and outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"strategy", "outcome"}),
 		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "seckill_lock_wait_seconds",
-			Help:    "Time spent waiting for a purchase's lock, granted or not.",
+			Help:    "Time spent waiting for a purchase's lock, by strategy and result: acquired, timeout (held by others the whole wait) or unavailable (too few nodes answered).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"strategy"}),
+		}, []string{"strategy", "result"}),
 		lockFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_lock_failures_total",
-			Help: "Lock failures by strategy and reason: timeout (not acquired), lost (fenced write refused), expired (lease gone by unlock time), unlock_error.",
+			Help: "Lock failures by strategy and reason: timeout (not acquired within the wait), unavailable (too few nodes answered), lost (fenced write refused), expired (lease gone by unlock time), unlock_error.",
 		}, []string{"strategy", "reason"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "seckill_purchase_duration_seconds",
-			Help:    "Time to answer a purchase, by strategy.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"strategy"}),
 	}
-	reg.MustRegister(m.purchases, m.lockWait, m.lockFailures, m.duration)
+	reg.MustRegister(m.purchases, m.duration, m.lockWait, m.lockFailures)
+	for _, st := range StrategyTable() {
+		for _, o := range PurchaseOutcomes() {
+			m.purchases.WithLabelValues(st.Name, o)
+			m.duration.WithLabelValues(st.Name, o)
+		}
+		if !st.Locked && st.Name != "pessimistic" {
+			continue
+		}
+		for _, r := range []string{"acquired", "timeout", "unavailable"} {
+			m.lockWait.WithLabelValues(st.Name, r)
+		}
+		for _, r := range []string{"timeout", "unavailable", "lost", "expired", "unlock_error"} {
+			m.lockFailures.WithLabelValues(st.Name, r)
+		}
+	}
 	return m
+}
+
+// observePurchase counts a purchase's answer and how long it took.
+func (m *Metrics) observePurchase(strategy string, r Receipt, err error, d time.Duration) {
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = string(ErrorCode(err))
+	case r.Replayed:
+		outcome = "replayed"
+	}
+	m.purchases.WithLabelValues(strategy, outcome).Inc()
+	m.duration.WithLabelValues(strategy, outcome).Observe(d.Seconds())
+}
+
+// lockWaited records a wait for a lock and how it ended.
+func (m *Metrics) lockWaited(strategy, result string, d time.Duration) {
+	m.lockWait.WithLabelValues(strategy, result).Observe(d.Seconds())
+}
+
+// lockFailed counts a lock failure.
+func (m *Metrics) lockFailed(strategy, reason string) {
+	m.lockFailures.WithLabelValues(strategy, reason).Inc()
 }

@@ -42,12 +42,12 @@ func (s *Seckill) Product(ctx context.Context, id int64) (model.Product, error) 
 
 func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Product, error) {
 	if id <= 0 {
-		return model.Product{}, fmt.Errorf("%w: product id must be a positive integer", ErrInvalid)
+		return model.Product{}, errorf(CodeInvalid, "product id must be a positive integer")
 	}
 	var p model.Product
 	err := db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return model.Product{}, fmt.Errorf("product %d: %w", id, ErrNotFound)
+		return model.Product{}, errorf(CodeNotFound, "product %d not found", id)
 	}
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("read product %d", id), err)
@@ -58,7 +58,7 @@ func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Pro
 // CreateProduct puts a new product on sale with stock units.
 func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (model.Product, error) {
 	if n := utf8.RuneCountInString(name); n < 1 || n > 128 || !utf8.ValidString(name) {
-		return model.Product{}, fmt.Errorf("%w: name must be 1 to 128 characters", ErrInvalid)
+		return model.Product{}, errorf(CodeInvalid, "name must be 1 to 128 characters")
 	}
 	if err := checkStock(stock); err != nil {
 		return model.Product{}, err
@@ -85,9 +85,12 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		if err := tx.Where("product_id = ?", id).Delete(&model.Order{}).Error; err != nil {
 			return fmt.Errorf("delete orders: %w", err)
 		}
-		// The fence is kept: it only ever grows, so a holder from before
-		// the reset cannot write after it.
-		err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock}).Error
+		if err := tx.Where("product_id = ?", id).Delete(&model.UserUnits{}).Error; err != nil {
+			return fmt.Errorf("delete the units users hold: %w", err)
+		}
+		// The fence moves on: a lock holder from before the reset writes
+		// nothing into the new sale (it gets ErrLockLost).
+		err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock, "fence": gorm.Expr("fence + 1")}).Error
 		if err != nil {
 			return fmt.Errorf("update stock: %w", err)
 		}
@@ -102,7 +105,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 
 func checkStock(stock int64) error {
 	if stock < 0 || stock > MaxStock {
-		return fmt.Errorf("%w: stock must be an integer from 0 to %d", ErrInvalid, MaxStock)
+		return errorf(CodeInvalid, "stock must be an integer from 0 to %d", MaxStock)
 	}
 	return nil
 }

@@ -4,25 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
-	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 )
 
 // Limits of a purchase request.
 const (
-	MaxQuantity  = 100
-	MaxHold      = 10 * time.Second
-	maxIDLength  = 64
-	unlockBudget = 2 * time.Second
+	MaxQuantity = 100
+	MaxHold     = 10 * time.Second
+	maxIDLength = 64
 )
 
 // Purchase is one buyer's attempt to buy a product.
@@ -50,21 +46,40 @@ type Receipt struct {
 	Replayed bool
 }
 
-func (p Purchase) validate() error {
+// validate checks p and returns its strategy: Config.Strategy when p names
+// none.
+func (s *Seckill) validate(p Purchase) (Strategy, error) {
+	name := p.Strategy
+	if name == "" {
+		name = s.cfg.Strategy
+	}
+	st, known := LookupStrategy(name)
 	switch {
 	case p.ProductID <= 0:
-		return fmt.Errorf("%w: product id must be a positive integer", ErrInvalid)
-	case utf8.RuneCountInString(p.UserID) < 1 || utf8.RuneCountInString(p.UserID) > maxIDLength ||
-		!utf8.ValidString(p.UserID) || strings.TrimSpace(p.UserID) == "":
-		return fmt.Errorf("%w: user_id must be 1 to %d characters", ErrInvalid, maxIDLength)
+		return st, errorf(CodeInvalid, "product id must be a positive integer")
+	case checkID(p.UserID) != nil || strings.TrimSpace(p.UserID) == "":
+		return st, errorf(CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, not blank, without control characters", maxIDLength)
 	case p.Quantity < 1 || p.Quantity > MaxQuantity:
-		return fmt.Errorf("%w: quantity must be an integer from 1 to %d", ErrInvalid, MaxQuantity)
-	case utf8.RuneCountInString(p.RequestID) > maxIDLength || !utf8.ValidString(p.RequestID):
-		return fmt.Errorf("%w: request_id must be at most %d characters", ErrInvalid, maxIDLength)
-	case p.Strategy != "" && !config.Known(p.Strategy):
-		return fmt.Errorf("%w: unknown strategy %q (one of %s)", ErrInvalid, p.Strategy, strings.Join(config.Strategies(), ", "))
+		return st, errorf(CodeInvalid, "quantity must be an integer from 1 to %d", MaxQuantity)
+	case p.RequestID != "" && checkID(p.RequestID) != nil:
+		return st, errorf(CodeInvalid, "request_id must be at most %d characters of valid UTF-8, without control characters", maxIDLength)
+	case !known:
+		return st, errorf(CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
 	case p.Hold < 0 || p.Hold > MaxHold:
-		return fmt.Errorf("%w: hold_ms must be from 0 to %d", ErrInvalid, MaxHold.Milliseconds())
+		return st, errorf(CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
+	}
+	return st, nil
+}
+
+// checkID accepts 1 to maxIDLength characters of valid UTF-8 without control
+// characters: IDs are compared byte for byte, so nothing that could make
+// two different inputs look alike, or be rewritten on the way, gets in.
+func checkID(id string) error {
+	if n := utf8.RuneCountInString(id); n < 1 || n > maxIDLength || !utf8.ValidString(id) {
+		return errors.New("bad length or encoding")
+	}
+	if strings.ContainsFunc(id, unicode.IsControl) {
+		return errors.New("control character")
 	}
 	return nil
 }
@@ -74,16 +89,14 @@ func (p Purchase) validate() error {
 // decrements the stock and writes the order. A sold-out product answers
 // ErrSoldOut at once, without waiting for a lock.
 func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err error) {
-	if err := p.validate(); err != nil {
+	st, err := s.validate(p)
+	if err != nil {
 		return Receipt{}, err
 	}
-	if p.Strategy == "" {
-		p.Strategy = s.cfg.Strategy
-	}
+	p.Strategy = st.Name
 	start := time.Now()
 	defer func() {
-		s.metrics.duration.WithLabelValues(p.Strategy).Observe(time.Since(start).Seconds())
-		s.metrics.purchases.WithLabelValues(p.Strategy, outcome(r, err)).Inc()
+		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
 	// Every store call needs a deadline: on the embedded store one
 	// connection serves all, and a stuck call would stall every buyer.
@@ -91,7 +104,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer cancel()
 
 	if p.RequestID != "" {
-		if r, ok, err := s.replay(ctx, p); ok || err != nil {
+		if r, ok, err := s.replay(ctx, s.db, p); ok || err != nil {
 			return r, err
 		}
 	}
@@ -100,23 +113,25 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		return Receipt{}, err
 	}
 	if prod.Stock < p.Quantity {
-		return s.replayRaced(ctx, p, fmt.Errorf("product %d has %d left: %w", p.ProductID, max(prod.Stock, 0), ErrSoldOut))
+		return s.replayRaced(ctx, p, soldOut(p.ProductID, prod.Stock))
 	}
-
-	switch p.Strategy {
-	case "pessimistic":
-		r, err = s.sellPessimistic(ctx, p)
-	case "optimistic":
+	switch {
+	case st.Name == "optimistic":
 		r, err = s.sellOptimistic(ctx, p)
-	case "none":
-		r, err = s.sell(ctx, p, false)
+	case st.Name == "none":
+		r, err = s.sellNone(ctx, p)
 	default:
-		r, err = s.sellLocked(ctx, p)
+		r, err = s.sellHeld(ctx, st, p)
 	}
 	if err != nil {
 		return s.replayRaced(ctx, p, storeErr(fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy), err))
 	}
 	return r, nil
+}
+
+// soldOut is the answer to a purchase of a product with left units.
+func soldOut(productID, left int64) error {
+	return errorf(CodeSoldOut, "product %d has %d left", productID, max(left, 0))
 }
 
 // replayRaced answers with the order of another purchase with p's request
@@ -127,256 +142,33 @@ func (s *Seckill) replayRaced(ctx context.Context, p Purchase, err error) (Recei
 	if p.RequestID == "" || !(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrSoldOut) || errors.Is(err, ErrLimitExceeded)) {
 		return Receipt{}, err
 	}
-	if r, ok, rerr := s.replay(ctx, p); ok || rerr != nil {
+	if r, ok, rerr := s.replay(ctx, s.db, p); ok || rerr != nil {
 		return r, rerr
 	}
 	return Receipt{}, err
 }
 
 // replay finds the order an earlier purchase with p's request ID made.
-func (s *Seckill) replay(ctx context.Context, p Purchase) (Receipt, bool, error) {
+func (s *Seckill) replay(ctx context.Context, db *gorm.DB, p Purchase) (Receipt, bool, error) {
 	var o model.Order
-	err := s.db.WithContext(ctx).Where("request_id = ?", p.RequestID).Take(&o).Error
+	err := db.WithContext(ctx).Where("request_id = ?", p.RequestID).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Receipt{}, false, nil
 	}
 	if err != nil {
 		return Receipt{}, false, storeErr("look up request_id", err)
 	}
-	if o.ProductID != p.ProductID || o.UserID != p.UserID || o.Quantity != p.Quantity {
-		return Receipt{}, false, fmt.Errorf("request_id %q: %w", p.RequestID, ErrRequestIDReused)
-	}
-	return Receipt{Order: o, Replayed: true}, true, nil
+	r, err := replayOf(p, o)
+	return r, true, err
 }
 
-// sellLocked takes the strategy's lock for the product, sells inside it and
-// gives the lock back, even when the buyer has hung up.
-func (s *Seckill) sellLocked(ctx context.Context, p Purchase) (r Receipt, err error) {
-	lk, ok := s.lockers[p.Strategy]
-	if !ok {
-		return Receipt{}, fmt.Errorf("%w: strategy %s has no lock configured", ErrUnavailable, p.Strategy)
+// replayOf answers p with o, the order its request ID already made: o
+// itself when p asks for the same thing, ErrRequestIDReused otherwise.
+func replayOf(p Purchase, o model.Order) (Receipt, error) {
+	if o.ProductID != p.ProductID || string(o.UserID) != p.UserID || o.Quantity != p.Quantity {
+		return Receipt{}, errorf(CodeRequestIDReused, "request_id %q was used by another purchase", p.RequestID)
 	}
-	key := s.cfg.KeyPrefix + "lock:product:" + strconv.FormatInt(p.ProductID, 10)
-	waitStart := time.Now()
-	lease, err := lk.Lock(ctx, key)
-	s.metrics.lockWait.WithLabelValues(p.Strategy).Observe(time.Since(waitStart).Seconds())
-	if err != nil {
-		s.metrics.lockFailures.WithLabelValues(p.Strategy, "timeout").Inc()
-		return Receipt{}, fmt.Errorf("%w: %w", ErrLockTimeout, err)
-	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockBudget)
-		defer cancel()
-		uerr := lease.Unlock(uctx)
-		switch {
-		case uerr == nil:
-		case errors.Is(uerr, locker.ErrNotHeld):
-			// The lease ran out while we worked: someone else may have held
-			// the lock too. Fencing decided above whether our write counted.
-			s.metrics.lockFailures.WithLabelValues(p.Strategy, "expired").Inc()
-			s.log.WarnContext(ctx, "lease expired before unlock", "strategy", p.Strategy, "product", p.ProductID, "err", uerr)
-		case err != nil:
-			err = errors.Join(err, uerr)
-		default:
-			// The order is committed and the buyer has it; the lock still
-			// expires at its TTL. Reported, not turned into a failure.
-			s.metrics.lockFailures.WithLabelValues(p.Strategy, "unlock_error").Inc()
-			s.log.ErrorContext(ctx, "unlock failed", "strategy", p.Strategy, "product", p.ProductID, "err", uerr)
-		}
-	}()
-	fencing := s.cfg.Fencing
-	if p.Fencing != nil {
-		fencing = *p.Fencing
-	}
-	return s.sell(ctx, p, fencing && fenced(p.Strategy))
-}
-
-// sell is the critical section of none and of every lock: read the stock
-// and the user's units, check them, do the held work, then decrement and
-// write the order in one transaction. The reads are not part of the write
-// transaction, so without a lock (or with one that failed) two buyers read
-// the same stock and both write: that is the oversell this project shows.
-//
-// With fence, the purchase first claims the product with a new fencing
-// token (products.fence = fence + 1) and the stock write applies only while
-// the fence is still its own: a holder whose lease was overtaken by a later
-// holder writes nothing and gets ErrLockLost.
-func (s *Seckill) sell(ctx context.Context, p Purchase, fence bool) (Receipt, error) {
-	db := s.db.WithContext(ctx)
-	var token int64
-	if fence {
-		var err error
-		if token, err = s.claim(ctx, p.ProductID); err != nil {
-			return Receipt{}, err
-		}
-	}
-	prod, err := s.product(ctx, s.db, p.ProductID)
-	if err != nil {
-		return Receipt{}, err
-	}
-	if prod.Stock < p.Quantity {
-		return Receipt{}, fmt.Errorf("product %d has %d left: %w", p.ProductID, max(prod.Stock, 0), ErrSoldOut)
-	}
-	if err := s.checkLimit(ctx, db, p); err != nil {
-		return Receipt{}, err
-	}
-	if err := hold(ctx, p.Hold); err != nil {
-		return Receipt{}, err
-	}
-	var o model.Order
-	err = db.Transaction(func(tx *gorm.DB) error {
-		q := tx.Model(&model.Product{}).Where("id = ?", p.ProductID)
-		if fence {
-			q = q.Where("fence = ?", token)
-		}
-		res := q.Update("stock", gorm.Expr("stock - ?", p.Quantity))
-		if res.Error != nil {
-			return fmt.Errorf("decrement stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("fencing token %d overtaken: %w", token, ErrLockLost)
-		}
-		var err error
-		o, err = s.writeOrder(tx, p)
-		return err
-	})
-	if errors.Is(err, ErrLockLost) {
-		s.metrics.lockFailures.WithLabelValues(p.Strategy, "lost").Inc()
-	}
-	return Receipt{Order: o}, err
-}
-
-// claim issues the product's next fencing token and makes it the product's
-// fence, in one short transaction of its own: the token comes from the
-// database that holds the stock, so it grows per product whatever happens
-// to the Redis nodes, and every later claim makes earlier tokens stale.
-func (s *Seckill) claim(ctx context.Context, productID int64) (int64, error) {
-	var token int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&model.Product{}).Where("id = ?", productID).Update("fence", gorm.Expr("fence + 1"))
-		if res.Error != nil {
-			return fmt.Errorf("claim fence: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("product %d: %w", productID, ErrNotFound)
-		}
-		return tx.Model(&model.Product{}).Where("id = ?", productID).Select("fence").Scan(&token).Error
-	})
-	return token, err
-}
-
-// sellPessimistic does everything in one transaction that holds the
-// product's row lock (SELECT ... FOR UPDATE) from the read to the commit.
-func (s *Seckill) sellPessimistic(ctx context.Context, p Purchase) (Receipt, error) {
-	var o model.Order
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
-		defer cancel()
-		waitStart := time.Now()
-		var prod model.Product
-		err := tx.WithContext(lockCtx).Clauses(clause.Locking{Strength: "UPDATE"}).Take(&prod, p.ProductID).Error
-		s.metrics.lockWait.WithLabelValues(p.Strategy).Observe(time.Since(waitStart).Seconds())
-		if lockCtx.Err() != nil && ctx.Err() == nil {
-			s.metrics.lockFailures.WithLabelValues(p.Strategy, "timeout").Inc()
-			return fmt.Errorf("%w: row lock of product %d: %w", ErrLockTimeout, p.ProductID, lockCtx.Err())
-		}
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("product %d: %w", p.ProductID, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("lock product row: %w", err)
-		}
-		if prod.Stock < p.Quantity {
-			return fmt.Errorf("product %d has %d left: %w", p.ProductID, max(prod.Stock, 0), ErrSoldOut)
-		}
-		if err := s.checkLimit(ctx, tx, p); err != nil {
-			return err
-		}
-		if err := hold(ctx, p.Hold); err != nil {
-			return err
-		}
-		err = tx.Model(&prod).Update("stock", gorm.Expr("stock - ?", p.Quantity)).Error
-		if err != nil {
-			return fmt.Errorf("decrement stock: %w", err)
-		}
-		o, err = s.writeOrder(tx, p)
-		return err
-	})
-	return Receipt{Order: o}, err
-}
-
-// sellOptimistic reads the stock, does the held work, then lets one
-// conditional UPDATE decide: stock = stock - q WHERE stock >= q. The
-// per-user limit is checked after that UPDATE, when the row lock it took
-// orders this buyer after every earlier one.
-func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
-	if err := hold(ctx, p.Hold); err != nil {
-		return Receipt{}, err
-	}
-	var o model.Order
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&model.Product{}).Where("id = ? AND stock >= ?", p.ProductID, p.Quantity).
-			Update("stock", gorm.Expr("stock - ?", p.Quantity))
-		if res.Error != nil {
-			return fmt.Errorf("decrement stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return fmt.Errorf("product %d: %w", p.ProductID, ErrSoldOut)
-		}
-		if err := s.checkLimit(ctx, tx, p); err != nil {
-			return err
-		}
-		var err error
-		o, err = s.writeOrder(tx, p)
-		return err
-	})
-	return Receipt{Order: o}, err
-}
-
-// checkLimit fails with ErrLimitExceeded when the user would own more than
-// the per-user limit of the product.
-func (s *Seckill) checkLimit(ctx context.Context, db *gorm.DB, p Purchase) error {
-	if s.cfg.PerUserLimit <= 0 {
-		return nil
-	}
-	if p.Quantity > s.cfg.PerUserLimit {
-		return fmt.Errorf("user %s asks %d, the limit is %d: %w", p.UserID, p.Quantity, s.cfg.PerUserLimit, ErrLimitExceeded)
-	}
-	var bought int64
-	err := db.WithContext(ctx).Model(&model.Order{}).
-		Where("product_id = ? AND user_id = ?", p.ProductID, p.UserID).
-		Select("COALESCE(SUM(quantity), 0)").Scan(&bought).Error
-	if err != nil {
-		return fmt.Errorf("count units bought: %w", err)
-	}
-	if bought+p.Quantity > s.cfg.PerUserLimit {
-		return fmt.Errorf("user %s has %d, the limit is %d: %w", p.UserID, bought, s.cfg.PerUserLimit, ErrLimitExceeded)
-	}
-	return nil
-}
-
-// writeOrder inserts the order inside tx, after the stock was decremented,
-// and records the stock it left.
-func (s *Seckill) writeOrder(tx *gorm.DB, p Purchase) (model.Order, error) {
-	var remaining int64
-	err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&remaining).Error
-	if err != nil {
-		return model.Order{}, fmt.Errorf("read remaining stock: %w", err)
-	}
-	o := model.Order{
-		ProductID:      p.ProductID,
-		UserID:         p.UserID,
-		Quantity:       p.Quantity,
-		Strategy:       p.Strategy,
-		RemainingStock: remaining,
-	}
-	if p.RequestID != "" {
-		o.RequestID = &p.RequestID
-	}
-	if err := tx.Create(&o).Error; err != nil {
-		return model.Order{}, fmt.Errorf("write order: %w", err)
-	}
-	return o, nil
+	return Receipt{Order: o, Replayed: true}, nil
 }
 
 // hold does the simulated business work: it waits d or until ctx ends.
@@ -392,31 +184,4 @@ func hold(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// outcome is the metrics label of a purchase's result.
-func outcome(r Receipt, err error) string {
-	switch {
-	case err == nil && r.Replayed:
-		return "replayed"
-	case err == nil:
-		return "ok"
-	case errors.Is(err, ErrSoldOut):
-		return "sold_out"
-	case errors.Is(err, ErrLimitExceeded):
-		return "limit_exceeded"
-	case errors.Is(err, ErrLockTimeout):
-		return "lock_timeout"
-	case errors.Is(err, ErrLockLost):
-		return "lock_lost"
-	case errors.Is(err, ErrNotFound):
-		return "not_found"
-	case errors.Is(err, ErrRequestIDReused):
-		return "request_id_reused"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	case errors.Is(err, ErrUnavailable):
-		return "unavailable"
-	}
-	return "error"
 }

@@ -178,7 +178,7 @@ func TestPurchaseRequestIDReused(t *testing.T) {
 		{ProductID: prod.ID, UserID: "u-1", Quantity: 2, RequestID: "req-1"},
 		{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1", Strategy: "redlock"}, // the strategy is not part of it
 	} {
-		want := service.ErrRequestIDReused
+		var want error = service.ErrRequestIDReused
 		if p.Strategy != "" {
 			want = nil
 		}

@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,18 +13,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/locker"
-)
-
-// The errors a caller tells apart; each maps to one of the contract's codes.
-var (
-	ErrInvalid         = errors.New("invalid argument")
-	ErrNotFound        = errors.New("product not found")
-	ErrSoldOut         = errors.New("sold out")
-	ErrLimitExceeded   = errors.New("per-user limit exceeded")
-	ErrRequestIDReused = errors.New("request_id already used for another purchase")
-	ErrLockTimeout     = errors.New("lock not acquired within the wait")
-	ErrLockLost        = errors.New("lock lost before the stock was written")
-	ErrUnavailable     = errors.New("a store is unavailable")
 )
 
 // Config holds the service's settings.
@@ -50,7 +37,10 @@ type Config struct {
 
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
-	db      *gorm.DB
+	db *gorm.DB
+	// mysql says db is MySQL (or MariaDB), not the embedded SQLite: a few
+	// statements differ.
+	mysql   bool
 	lockers map[string]locker.Locker
 	redis   []redis.UniversalClient
 	cfg     Config
@@ -68,7 +58,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 5 * time.Second
 	}
-	return &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
+	return &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
 }
 
 // DependencyError says which dependency is down.
@@ -110,18 +100,4 @@ func (s *Seckill) Ready(ctx context.Context) error {
 			Err: fmt.Errorf("%d of %d nodes answer, a majority needs %d", n, len(s.redis), need)}
 	}
 	return nil
-}
-
-// storeErr wraps a database error as ErrUnavailable, with what was being
-// done, unless it is already one of the service's own errors.
-func storeErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, known := range []error{ErrNotFound, ErrSoldOut, ErrLimitExceeded, ErrRequestIDReused, ErrLockLost, ErrLockTimeout, ErrInvalid, ErrUnavailable} {
-		if errors.Is(err, known) {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 }

@@ -1,42 +1,78 @@
 package service
 
-import "github.com/seckill/seckill/config"
-
-// Strategy describes one way of guarding the stock.
+// Strategy is one way of guarding the stock, and which of the service's
+// mechanisms apply to it. Everything that lists strategies (the purchase
+// path, /api/v1/strategies, the metrics' labels, the demo's rows) reads
+// them from StrategyTable.
 type Strategy struct {
-	Name        string
+	Name string
+	// Guard says in a few words what guards the stock, for a table read
+	// from the back of a room.
+	Guard string
+	// Description says what the strategy does and when it fails.
 	Description string
 	// Safe says the strategy keeps the stock invariant under any number of
-	// concurrent buyers and instances, as deployed here.
+	// concurrent buyers and instances, as deployed here (with fencing on
+	// for the Redis locks).
 	Safe bool
+	// Locked says the strategy takes a lock of package locker, by its name.
+	Locked bool
+	// Fenced says fencing tokens guard its stock writes (SECKILL_FENCING).
+	Fenced bool
+	// Lined says its buyers wait in line per product on each instance and
+	// are sold in batches of up to SECKILL_BATCH per hold.
+	Lined bool
 }
 
-// Strategies returns every strategy, described honestly, in the order of
-// the articles.
+// StrategyTable returns every strategy, in the order of the articles: no
+// lock, in-process, the classic SETNX recipe, the token lock, Redlock, then
+// the two that leave it to MySQL.
+func StrategyTable() []Strategy {
+	return []Strategy{
+		{Name: "none", Guard: "nothing: read, check, write",
+			Description: "No lock: read the stock, check it, then stock = stock - q as separate statements. Oversells under concurrency: stock goes negative."},
+		{Name: "local", Guard: "a mutex inside each instance", Locked: true, Lined: true,
+			Description: "An in-process lock per product. Correct with one instance; oversells as soon as two instances share the database."},
+		{Name: "setnx", Guard: "SETNX + GETSET, expiry in value", Locked: true, Fenced: true, Lined: true,
+			Description: "The classic recipe: SETNX with the expiry time in the value, GET + GETSET to take over an expired lock. Trusts every client's clock, and its unlock can delete another holder's lock."},
+		{Name: "token", Guard: "SET NX PX + Lua compare-and-delete", Safe: true, Locked: true, Fenced: true, Lined: true,
+			Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
+		{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true,
+			Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
+		{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true,
+			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct."},
+		{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true,
+			Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct."},
+	}
+}
+
+// LookupStrategy returns the strategy called name.
+func LookupStrategy(name string) (Strategy, bool) {
+	for _, st := range StrategyTable() {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return Strategy{}, false
+}
+
+// StrategyNames returns the names of StrategyTable, in its order.
+func StrategyNames() []string {
+	var names []string
+	for _, st := range StrategyTable() {
+		names = append(names, st.Name)
+	}
+	return names
+}
+
+// Strategies returns StrategyTable as this instance runs it: on the
+// embedded SQLite, pessimistic's description says what holds it there.
 func (s *Seckill) Strategies() []Strategy {
-	pessimistic := "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct."
-	if s.cfg.EmbeddedSQL {
-		pessimistic = "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."
+	all := StrategyTable()
+	for i := range all {
+		if all[i].Name == "pessimistic" && s.cfg.EmbeddedSQL {
+			all[i].Description = "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."
+		}
 	}
-	all := map[string]Strategy{
-		"none":        {Description: "No lock: read the stock, check it, then stock = stock - q as separate statements. Oversells under concurrency: stock goes negative."},
-		"local":       {Description: "An in-process lock per product. Correct with one instance; oversells as soon as two instances share the database."},
-		"setnx":       {Description: "The classic recipe: SETNX with the expiry time in the value, GET + GETSET to take over an expired lock. Trusts every client's clock, and its unlock can delete another holder's lock."},
-		"token":       {Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease.", Safe: true},
-		"redlock":     {Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease.", Safe: true},
-		"pessimistic": {Description: pessimistic, Safe: true},
-		"optimistic":  {Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct.", Safe: true},
-	}
-	out := make([]Strategy, 0, len(all))
-	for _, name := range config.Strategies() {
-		st := all[name]
-		st.Name = name
-		out = append(out, st)
-	}
-	return out
-}
-
-// fenced says the strategy takes a Redis lock whose writes can be fenced.
-func fenced(strategy string) bool {
-	return strategy == "setnx" || strategy == "token" || strategy == "redlock"
+	return all
 }

@@ -111,6 +111,9 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 		return nil, fmt.Errorf("store: parse mysql dsn: %w", err)
 	}
 	cfg.ParseTime = true
+	// Affected rows must count rows changed, not rows matched: the per-user
+	// limit's conditional upsert reads "nothing changed" as "over the limit".
+	cfg.ClientFoundRows = false
 	if cfg.DBName != "" {
 		if err := createDatabase(ctx, *cfg); err != nil {
 			return nil, err

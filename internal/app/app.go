@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,21 @@ import (
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/store"
 )
+
+// LoadConfig reads the configuration (config.Load) and checks the names in
+// it against the service's: SECKILL_LOCK must name a strategy. Its errors
+// name the variable.
+func LoadConfig(getenv func(string) string, demo bool) (config.Config, error) {
+	cfg, err := config.Load(getenv, demo)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if _, ok := service.LookupStrategy(cfg.Lock); !ok {
+		return config.Config{}, fmt.Errorf("config: SECKILL_LOCK %q: unknown strategy (one of %s)",
+			cfg.Lock, strings.Join(service.StrategyNames(), ", "))
+	}
+	return cfg, nil
+}
 
 // Stores are what every instance of a process shares: the database and the
 // Redis nodes.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func Start(t testing.TB, env map[string]string) *Instance {
 	for k, v := range env {
 		vars[k] = v
 	}
-	cfg, err := config.Load(func(k string) string { return vars[k] }, false)
+	cfg, err := app.LoadConfig(func(k string) string { return vars[k] }, false)
 	if err != nil {
 		t.Fatalf("apptest: %v", err)
 	}
@@ -70,6 +71,11 @@ func (in *Instance) Another(t testing.TB) *Instance {
 	other := *in
 	other.serve(t)
 	return &other
+}
+
+// LockKey is the Redis key of a product's lock on the instance's nodes.
+func (in *Instance) LockKey(productID int64) string {
+	return in.keyPrefix + "lock:product:" + strconv.FormatInt(productID, 10)
 }
 
 func (in *Instance) serve(t testing.TB) {

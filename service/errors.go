@@ -1,0 +1,110 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Code is one of the contract's error codes. The controller maps it to an
+// HTTP status, and it is the outcome label of the purchase metrics.
+type Code string
+
+// The codes the service answers with.
+const (
+	CodeInvalid         Code = "invalid_argument"
+	CodeNotFound        Code = "product_not_found"
+	CodeSoldOut         Code = "sold_out"
+	CodeLimitExceeded   Code = "limit_exceeded"
+	CodeRequestIDReused Code = "request_id_reused"
+	CodeLockTimeout     Code = "lock_timeout"
+	CodeLockLost        Code = "lock_lost"
+	CodeUnavailable     Code = "unavailable"
+	// CodeInternal is a bug: an error that carries no code.
+	CodeInternal Code = "internal"
+)
+
+// Error is an error with its code, a message for the person who made the
+// request and, for the log, its cause.
+type Error struct {
+	Code Code
+	// Message names nothing internal: it is safe to show a client.
+	Message string
+	// Err is the cause, if any, for the log.
+	Err error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Err == nil:
+		return e.Message
+	case e.Message == "":
+		return e.Err.Error()
+	}
+	return e.Message + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is an *Error of the same code, so that
+// errors.Is(err, ErrSoldOut) holds for every sold-out answer.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// The errors a caller tells apart, one per code: compare with errors.Is.
+var (
+	ErrInvalid         = &Error{Code: CodeInvalid, Message: "invalid argument"}
+	ErrNotFound        = &Error{Code: CodeNotFound, Message: "product not found"}
+	ErrSoldOut         = &Error{Code: CodeSoldOut, Message: "sold out"}
+	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded, Message: "per-user limit exceeded"}
+	ErrRequestIDReused = &Error{Code: CodeRequestIDReused, Message: "request_id already used for another purchase"}
+	ErrLockTimeout     = &Error{Code: CodeLockTimeout, Message: "the product's lock was held by others for the whole wait"}
+	ErrLockLost        = &Error{Code: CodeLockLost, Message: "the lock's lease ran out and a later holder took over; nothing was written"}
+	ErrUnavailable     = &Error{Code: CodeUnavailable, Message: "a store the service needs is unavailable"}
+)
+
+// errorf makes an *Error of code whose message is formatted.
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code err carries. A context that ended is
+// CodeUnavailable (the purchase was not decided); anything else without a
+// code is CodeInternal.
+func ErrorCode(err error) Code {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return CodeUnavailable
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the message for a person: that of the first *Error
+// in err's chain, without the operations around it.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// storeErr makes a database error an ErrUnavailable that says what was
+// being done, unless it already carries a code or is a context's end.
+func storeErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: fmt.Errorf("%s: %w", op, err)}
+}

@@ -1,0 +1,263 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/service"
+)
+
+// safeStrategies are the strategies the Guarantees call safe (with fencing
+// on for the Redis locks).
+var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
+
+// TestMixedStrategiesSellExactlyStock is a rolling change of SECKILL_LOCK
+// seen from the database: buyers of one product under every safe strategy,
+// spread over two instances, the lock holders working 30 ms between their
+// read and their write while optimistic and pessimistic buyers sell around
+// them. Exactly the stock is sold, every unit once.
+func TestMixedStrategiesSellExactlyStock(t *testing.T) {
+	t.Parallel()
+	const rounds, stock, buyersN = 4, 10, 80
+	f := newFixture(t, nil)
+	ins := []*instance{
+		f.instance(settings{Strategy: "redlock", Fencing: true}),
+		f.instance(settings{Strategy: "token", Fencing: true}),
+	}
+	prod := ins[0].product(t, stock)
+	// A sale can only oversell at its end, when a holder read the last
+	// units: a few sales in a row give the flaw its chances.
+	for round := range rounds {
+		if _, err := ins[0].svc.SetStock(t.Context(), prod.ID, stock); err != nil {
+			t.Fatalf("SetStock(%d, %d) = %v; want nil", prod.ID, stock, err)
+		}
+		attempts := make([]attempt, buyersN)
+		for i := range attempts {
+			st := safeStrategies[i%len(safeStrategies)]
+			p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d-%d", round, i), Quantity: 1, Strategy: st}
+			if st == "token" || st == "redlock" {
+				p.Hold = 30 * time.Millisecond
+			}
+			attempts[i] = attempt{svc: ins[(i/len(safeStrategies))%2].svc, p: p}
+		}
+		sold, remaining := 0, map[int64]bool{}
+		for _, res := range purchaseAll(t.Context(), attempts) {
+			switch {
+			case res.err == nil:
+				sold++
+				if remaining[res.r.Order.RemainingStock] {
+					t.Errorf("round %d: Purchase(%s) left stock %d, as an earlier order did", round, show(res.p), res.r.Order.RemainingStock)
+				}
+				remaining[res.r.Order.RemainingStock] = true
+			case !errors.Is(res.err, service.ErrSoldOut) && !errors.Is(res.err, service.ErrLockLost):
+				t.Errorf("round %d: Purchase(%s) = %v; want nil, %v or %v", round, show(res.p), res.err, service.ErrSoldOut, service.ErrLockLost)
+			}
+		}
+		if sold != stock {
+			t.Errorf("round %d: %d of %d purchases succeeded; want %d", round, sold, buyersN, stock)
+		}
+		ins[0].wantAudit(t, consistentAudit(prod.ID, stock, stock))
+	}
+}
+
+// TestPerUserLimitRace: users try many purchases at once, spread over every
+// safe strategy and two instances, with a limit of two units: every user
+// ends with exactly two, whatever sold them. The lock holders work 20 ms
+// between their read and their write, and the other buyers arrive spread
+// over that time, so that a limit checked by a read outside the write would
+// be passed. A few sales in a row give the race its chances.
+func TestPerUserLimitRace(t *testing.T) {
+	t.Parallel()
+	const rounds, users, tries, limit = 3, 8, 6, 2
+	f := newFixture(t, nil)
+	ins := []*instance{
+		f.instance(settings{Strategy: "redlock", Fencing: true, PerUserLimit: limit}),
+		f.instance(settings{Strategy: "redlock", Fencing: true, PerUserLimit: limit}),
+	}
+	prod := ins[0].product(t, 1000)
+	for round := range rounds {
+		if _, err := ins[0].svc.SetStock(t.Context(), prod.ID, 1000); err != nil {
+			t.Fatalf("SetStock(%d, 1000) = %v; want nil", prod.ID, err)
+		}
+		var attempts []attempt
+		for u := range users {
+			for i := range tries {
+				p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("user-%d", u), Quantity: 1,
+					Strategy: safeStrategies[(u+i)%len(safeStrategies)]}
+				switch p.Strategy {
+				case "token", "redlock":
+					p.Hold = 20 * time.Millisecond
+				case "optimistic":
+					p.Hold = time.Duration(rand.N(100)) * time.Millisecond
+				}
+				attempts = append(attempts, attempt{svc: ins[i%2].svc, p: p})
+			}
+		}
+		rand.Shuffle(len(attempts), func(i, j int) { attempts[i], attempts[j] = attempts[j], attempts[i] })
+		bought := map[string]int64{}
+		for _, res := range purchaseAll(t.Context(), attempts) {
+			switch {
+			case res.err == nil:
+				bought[res.p.UserID] += res.p.Quantity
+			case !errors.Is(res.err, service.ErrLimitExceeded) && !errors.Is(res.err, service.ErrLockLost):
+				t.Errorf("round %d: Purchase(%s) = %v; want nil, %v or %v", round, show(res.p), res.err, service.ErrLimitExceeded, service.ErrLockLost)
+			}
+		}
+		for u := range users {
+			if got := bought[fmt.Sprintf("user-%d", u)]; got != limit {
+				t.Errorf("round %d: user-%d bought %d units; want exactly the limit, %d", round, u, got, limit)
+			}
+		}
+		ins[0].wantAudit(t, consistentAudit(prod.ID, 1000, users*limit))
+	}
+}
+
+// TestIDsCompareByteForByte: user and request IDs that a case-, accent- or
+// pad-insensitive collation would take for one another are different IDs,
+// under every strategy: each makes an order of its own (the limit is one
+// unit per user, so a user taken for another would be refused).
+func TestIDsCompareByteForByte(t *testing.T) {
+	for _, strategy := range strategies {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+			prod := in.product(t, 100)
+			twoUnits := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 2, Fencing: true})
+			other := twoUnits.product(t, 100)
+			for _, pair := range []struct {
+				in         *instance
+				product    int64
+				first, too service.Purchase
+			}{
+				{in, prod.ID, service.Purchase{UserID: "carol"}, service.Purchase{UserID: "Carol"}},
+				{in, prod.ID, service.Purchase{UserID: "😀"}, service.Purchase{UserID: "🎉"}},
+				{in, prod.ID, service.Purchase{UserID: "élan"}, service.Purchase{UserID: "elan"}},
+				{in, prod.ID, service.Purchase{UserID: "pad"}, service.Purchase{UserID: "pad "}},
+				{in, prod.ID, service.Purchase{UserID: "r-1", RequestID: "Req-aB"}, service.Purchase{UserID: "r-2", RequestID: "req-Ab"}},
+				{in, prod.ID, service.Purchase{UserID: "r-3", RequestID: "y1"}, service.Purchase{UserID: "r-4", RequestID: "y1 "}},
+				{in, prod.ID, service.Purchase{UserID: "r-5", RequestID: "😀"}, service.Purchase{UserID: "r-6", RequestID: "🎉"}},
+				// One user, two request IDs that differ in case only: two orders.
+				{twoUnits, other.ID, service.Purchase{UserID: "u-1", RequestID: "ord-1"}, service.Purchase{UserID: "u-1", RequestID: "Ord-1"}},
+			} {
+				first, too := pair.first, pair.too
+				first.ProductID, first.Quantity = pair.product, 1
+				too.ProductID, too.Quantity = pair.product, 1
+				a, err := pair.in.svc.Purchase(ctx, first)
+				if err != nil || a.Replayed {
+					t.Fatalf("Purchase(%s) = %+v, %v; want a new order", show(first), a, err)
+				}
+				b, err := pair.in.svc.Purchase(ctx, too)
+				if err != nil || b.Replayed || b.Order.ID == a.Order.ID {
+					t.Errorf("Purchase(%s) after Purchase(%s) = %+v, %v; want a new order of its own", show(too), show(first), b, err)
+				}
+				if err == nil && string(b.Order.UserID) != too.UserID {
+					t.Errorf("Purchase(%s) made an order for user %q", show(too), b.Order.UserID)
+				}
+			}
+			// The same bytes still replay and still count against the limit.
+			again := service.Purchase{ProductID: prod.ID, UserID: "r-2", Quantity: 1, RequestID: "req-Ab"}
+			if r, err := in.svc.Purchase(ctx, again); err != nil || !r.Replayed {
+				t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order", show(again), r, err)
+			}
+			carol := service.Purchase{ProductID: prod.ID, UserID: "Carol", Quantity: 1}
+			if _, err := in.svc.Purchase(ctx, carol); !errors.Is(err, service.ErrLimitExceeded) {
+				t.Errorf("Purchase(%s) again = %v; want %v", show(carol), err, service.ErrLimitExceeded)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 100, 14))
+			twoUnits.wantAudit(t, consistentAudit(other.ID, 100, 2))
+		})
+	}
+}
+
+// TestHungUpBuyersLeaveNoLock: 300 buyers, 30 at a time, hang up 1 to 30 ms
+// into their purchase (while waiting for the lock, while its SET is in
+// flight, while holding it). With a lease of a minute, a lock left behind
+// would block the product: afterwards no node holds its key and the next
+// purchase gets the lock at once.
+func TestHungUpBuyersLeaveNoLock(t *testing.T) {
+	for _, strategy := range []string{"setnx", "token", "redlock"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			in := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute})
+			prod := in.product(t, 1000)
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 30)
+			for i := range 300 {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rand.N(30))*time.Millisecond)
+					defer cancel()
+					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Hold: time.Duration(rand.N(5)) * time.Millisecond}
+					_, _ = in.svc.Purchase(ctx, p) // most give up; what they got is not the point
+				})
+			}
+			wg.Wait()
+			for i, c := range f.clients {
+				if n, err := c.Exists(context.Background(), in.lockKey(prod.ID)).Result(); err != nil || n != 0 {
+					t.Errorf("after the buyers hung up, node %d has the lock key: EXISTS = %d, %v; want 0", i, n, err)
+				}
+			}
+			quick := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute, Wait: time.Second})
+			p := service.Purchase{ProductID: prod.ID, UserID: "next", Quantity: 1}
+			if _, err := quick.svc.Purchase(t.Context(), p); err != nil {
+				t.Errorf("Purchase(%s) after the hung-up buyers = %v; want nil at once (a 1 s wait, a 1 min lease)", show(p), err)
+			}
+			a := in.audit(t, prod.ID)
+			if !a.Consistent {
+				t.Errorf("Audit(%d) = %+v; want consistent", prod.ID, a)
+			}
+		})
+	}
+}
+
+// TestResetFencesOffHolder: a holder that read the product before a stock
+// reset writes nothing after it: it answers ErrLockLost and the new sale
+// starts whole.
+func TestResetFencesOffHolder(t *testing.T) {
+	for _, strategy := range []string{"token", "redlock"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			in := f.instance(settings{Strategy: strategy, Fencing: true})
+			prod := in.product(t, 5)
+			p := service.Purchase{ProductID: prod.ID, UserID: "before", Quantity: 1, Hold: time.Second}
+			done := make(chan error, 1)
+			go func() {
+				_, err := in.svc.Purchase(t.Context(), p)
+				done <- err
+			}()
+			waitForKey(t, f, in.lockKey(prod.ID))
+			time.Sleep(300 * time.Millisecond) // the holder has read the product and works
+			if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
+				t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)
+			}
+			if err := <-done; !errors.Is(err, service.ErrLockLost) {
+				t.Errorf("Purchase(%s) across a reset = %v; want %v", show(p), err, service.ErrLockLost)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 10, 0))
+		})
+	}
+}
+
+// waitForKey waits until the first node has key.
+func waitForKey(t *testing.T, f *fixture, key string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, err := f.clients[0].Exists(context.Background(), key).Result(); err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody took %s within 10s", key)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,522 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/model"
+)
+
+// ticket is one purchase in a hold: what it asked for and what it got.
+type ticket struct {
+	p   Purchase
+	r   Receipt
+	err error
+	// order is the order the purchase is to make, once accepted.
+	order *model.Order
+	// first is the ticket of this hold with the same request ID that was
+	// accepted before this one: this one replays its order.
+	first *ticket
+}
+
+// fencing says whether p's stock write is fenced under st.
+func (s *Seckill) fencing(st Strategy, p Purchase) bool {
+	on := s.cfg.Fencing
+	if p.Fencing != nil {
+		on = *p.Fencing
+	}
+	return on && st.Fenced
+}
+
+// sellHeld sells p under st's lock (or, for pessimistic, its row lock).
+func (s *Seckill) sellHeld(ctx context.Context, st Strategy, p Purchase) (Receipt, error) {
+	t := &ticket{p: p}
+	if err := s.sellUnderLock(ctx, st, []*ticket{t}); err != nil {
+		return Receipt{}, err
+	}
+	return t.r, t.err
+}
+
+// sellUnderLock takes st's lock for the tickets' product, sells them
+// inside it and gives the lock back, even when the buyers have hung up.
+// Its error is the whole hold's (no lock, the store down, the lease
+// overtaken); otherwise each ticket carries its own answer.
+func (s *Seckill) sellUnderLock(ctx context.Context, st Strategy, ts []*ticket) (err error) {
+	if !st.Locked {
+		return s.sellBatch(ctx, st, ts)
+	}
+	lease, err := s.lock(ctx, st, ts[0].p.ProductID)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.unlock(ctx, st, ts[0].p.ProductID, lease, err)) }()
+	return s.sellBatch(ctx, st, ts)
+}
+
+// lockKey is the Redis key (or local key) of a product's lock.
+func (s *Seckill) lockKey(productID int64) string {
+	return s.cfg.KeyPrefix + "lock:product:" + strconv.FormatInt(productID, 10)
+}
+
+// lock takes st's lock for the product.
+func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locker.Lease, error) {
+	lk, ok := s.lockers[st.Name]
+	if !ok {
+		return nil, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message,
+			Err: fmt.Errorf("strategy %s has no lock configured", st.Name)}
+	}
+	start := time.Now()
+	lease, err := lk.Lock(ctx, s.lockKey(productID))
+	switch {
+	case err == nil:
+		s.metrics.lockWaited(st.Name, "acquired", time.Since(start))
+		return lease, nil
+	case errors.Is(err, locker.ErrUnavailable):
+		s.metrics.lockWaited(st.Name, "unavailable", time.Since(start))
+		s.metrics.lockFailed(st.Name, "unavailable")
+		return nil, &Error{Code: CodeUnavailable, Message: "too few Redis nodes answer for the strategy's lock", Err: err}
+	case ctx.Err() != nil:
+		// The buyer went away while waiting: not the lock's doing.
+		return nil, fmt.Errorf("wait for the lock of product %d: %w", productID, ctx.Err())
+	}
+	s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
+	s.metrics.lockFailed(st.Name, "timeout")
+	return nil, &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message, Err: err}
+}
+
+// unlockBudget bounds giving a lock back.
+const unlockBudget = 2 * time.Second
+
+// unlock gives the lease back on a context the buyer hanging up cannot
+// cancel. An error matters only when the hold failed too (sold is the
+// hold's error): once orders are committed, a lock that could not be given
+// back still expires at its TTL, so it is reported, not returned.
+func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, lease locker.Lease, sold error) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockBudget)
+	defer cancel()
+	err := lease.Unlock(uctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, locker.ErrNotHeld):
+		// The lease ran out while we worked: someone else may have held
+		// the lock too. Fencing decided whether our write counted.
+		s.metrics.lockFailed(st.Name, "expired")
+		s.log.WarnContext(ctx, "lease expired before unlock", "strategy", st.Name, "product", productID, "err", err)
+		return nil
+	case sold != nil:
+		return err
+	}
+	s.metrics.lockFailed(st.Name, "unlock_error")
+	s.log.ErrorContext(ctx, "unlock failed", "strategy", st.Name, "product", productID, "err", err)
+	return nil
+}
+
+// sellBatch is the critical section of a hold: it sells the tickets, all
+// of one product and strategy, in line order, as if one by one, in one
+// transaction.
+//
+//   - pessimistic reads the stock with SELECT ... FOR UPDATE and keeps the
+//     row lock to the commit, the held work included.
+//   - A fenced hold reads the stock and the fence when it is granted the
+//     lock, does the held work, then writes only if the fence is unchanged
+//     (moving it on, under the row lock) and sells from the stock it reads
+//     there: a holder overtaken by a later writer, or by a stock reset,
+//     writes nothing and gets ErrLockLost, and no decrement can take the
+//     stock below zero whoever else writes.
+//   - An unfenced hold (local, setnx and the others with fencing off)
+//     trusts its lock: it sells from the stock it read before the work and
+//     writes the decrement unconditionally. Two holders at once oversell;
+//     that is what the unsafe strategies are kept to show.
+func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) error {
+	id := ts[0].p.ProductID
+	work := time.Duration(0)
+	for _, t := range ts {
+		work = max(work, t.p.Hold)
+	}
+	if st.Name == "pessimistic" {
+		return s.writeBatch(ctx, st, ts, true, func(tx *gorm.DB) (int64, error) {
+			stock, err := s.lockRow(ctx, tx, st, id)
+			if err != nil {
+				return 0, err
+			}
+			return stock, hold(ctx, work)
+		})
+	}
+	prod, err := s.product(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	if least := leastQuantity(ts); prod.Stock < least {
+		for _, t := range ts {
+			t.err = soldOut(id, prod.Stock)
+		}
+		return nil
+	}
+	if err := hold(ctx, work); err != nil {
+		return err
+	}
+	fenced := s.fencing(st, ts[0].p)
+	return s.writeBatch(ctx, st, ts, fenced, func(tx *gorm.DB) (int64, error) {
+		if !fenced {
+			return prod.Stock, nil
+		}
+		return s.passFence(ctx, tx, st, id, prod.Fence)
+	})
+}
+
+// leastQuantity is the smallest quantity the tickets ask for.
+func leastQuantity(ts []*ticket) int64 {
+	least := ts[0].p.Quantity
+	for _, t := range ts[1:] {
+		least = min(least, t.p.Quantity)
+	}
+	return least
+}
+
+// lockRow reads the product's stock with SELECT ... FOR UPDATE, waiting at
+// most the lock wait for the row lock.
+func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int64) (int64, error) {
+	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
+	defer cancel()
+	start := time.Now()
+	var prod model.Product
+	err := tx.WithContext(lockCtx).Clauses(clause.Locking{Strength: "UPDATE"}).Take(&prod, id).Error
+	switch {
+	case lockCtx.Err() != nil && ctx.Err() == nil:
+		s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
+		s.metrics.lockFailed(st.Name, "timeout")
+		return 0, &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message,
+			Err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return 0, errorf(CodeNotFound, "product %d not found", id)
+	case err != nil:
+		return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
+	}
+	s.metrics.lockWaited(st.Name, "acquired", time.Since(start))
+	return prod.Stock, nil
+}
+
+// passFence moves the product's fence on from token, the value the holder
+// read when it was granted the lock, and reads the stock under the row lock
+// this takes. A fence that moved meanwhile means a later holder wrote, or
+// the stock was reset: ErrLockLost, nothing written.
+func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id, token int64) (int64, error) {
+	res := tx.Model(&model.Product{}).Where("id = ? AND fence = ?", id, token).Update("fence", gorm.Expr("fence + 1"))
+	if res.Error != nil {
+		return 0, fmt.Errorf("pass the fence of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		s.metrics.lockFailed(st.Name, "lost")
+		return 0, &Error{Code: CodeLockLost, Message: ErrLockLost.Message,
+			Err: fmt.Errorf("the fence of product %d moved on from %d", id, token)}
+	}
+	var stock int64
+	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).
+		Where("id = ?", id).Select("stock").Scan(&stock).Error
+	if err != nil {
+		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
+	}
+	return stock, nil
+}
+
+// writeBatch decides every ticket in line order against the stock that
+// stockFor returns inside the transaction, the request IDs already used and
+// the units each user holds, then writes what was sold: one decrement, the
+// users' new units and the orders, in one statement each. exact says the
+// stock was read under the row lock; otherwise the decrement is written
+// whatever the stock is now (the unsafe strategies' flaw). A request ID
+// that another purchase wrote meanwhile (a duplicate key) makes it decide
+// again, with that order in view.
+func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exact bool, stockFor func(tx *gorm.DB) (int64, error)) error {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			stock, err := stockFor(tx)
+			if err != nil {
+				return err
+			}
+			return s.decideAndWrite(tx, st, ts, stock, exact)
+		})
+		if !errors.Is(err, gorm.ErrDuplicatedKey) || attempt == attempts {
+			return err
+		}
+	}
+}
+
+// decideAndWrite is writeBatch's transaction once the stock is known.
+func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock int64, exact bool) error {
+	id := ts[0].p.ProductID
+	used, err := usedRequestIDs(tx, ts)
+	if err != nil {
+		return err
+	}
+	units, err := s.unitsHeld(tx, ts)
+	if err != nil {
+		return err
+	}
+	// Decide, one by one in line order.
+	accepted := map[string]*ticket{} // by request ID
+	var orders []model.Order
+	left, total := stock, int64(0)
+	for _, t := range ts {
+		t.r, t.err, t.order, t.first = Receipt{}, nil, nil, nil
+		p := t.p
+		if p.RequestID != "" {
+			if o, ok := used[p.RequestID]; ok {
+				t.r, t.err = replayOf(p, o)
+				continue
+			}
+			if first, ok := accepted[p.RequestID]; ok {
+				t.first = first
+				if _, err := replayOf(p, *first.order); err != nil {
+					t.err, t.first = err, nil
+				}
+				continue
+			}
+		}
+		if p.Quantity > left {
+			t.err = soldOut(id, left)
+			continue
+		}
+		if limit := s.cfg.PerUserLimit; limit > 0 && units[p.UserID]+p.Quantity > limit {
+			t.err = errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, units[p.UserID], id, limit)
+			continue
+		}
+		left -= p.Quantity
+		total += p.Quantity
+		units[p.UserID] += p.Quantity
+		orders = append(orders, newOrder(p, st.Name, left))
+		t.order = &orders[len(orders)-1]
+		if p.RequestID != "" {
+			accepted[p.RequestID] = t
+		}
+	}
+	if len(orders) == 0 {
+		return nil
+	}
+	// Write.
+	q := tx.Model(&model.Product{}).Where("id = ?", id)
+	if exact {
+		q = q.Where("stock >= ?", total)
+	}
+	res := q.Update("stock", gorm.Expr("stock - ?", total))
+	if res.Error != nil {
+		return fmt.Errorf("decrement the stock of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, total)
+	}
+	if !exact {
+		// Unfenced: another holder may have written since the stock was
+		// read; the orders say what the stock really became.
+		var after int64
+		if err := tx.Model(&model.Product{}).Where("id = ?", id).Select("stock").Scan(&after).Error; err != nil {
+			return fmt.Errorf("read the stock of product %d: %w", id, err)
+		}
+		for i := range orders {
+			orders[i].RemainingStock += after - left
+		}
+	}
+	if err := s.setUnits(tx, id, ts, units); err != nil {
+		return err
+	}
+	if err := tx.Create(&orders).Error; err != nil {
+		return fmt.Errorf("write %d orders: %w", len(orders), err)
+	}
+	for _, t := range ts {
+		switch {
+		case t.order != nil:
+			t.r = Receipt{Order: *t.order}
+		case t.first != nil:
+			t.r = Receipt{Order: *t.first.order, Replayed: true}
+		}
+	}
+	return nil
+}
+
+// newOrder is the order p makes, leaving stock left.
+func newOrder(p Purchase, strategy string, left int64) model.Order {
+	o := model.Order{
+		ProductID:      p.ProductID,
+		UserID:         model.BinaryString(p.UserID),
+		Quantity:       p.Quantity,
+		Strategy:       strategy,
+		RemainingStock: left,
+	}
+	if p.RequestID != "" {
+		rid := model.BinaryString(p.RequestID)
+		o.RequestID = &rid
+	}
+	return o
+}
+
+// usedRequestIDs returns the orders already made with the tickets' request
+// IDs, by request ID.
+func usedRequestIDs(tx *gorm.DB, ts []*ticket) (map[string]model.Order, error) {
+	var ids []string
+	for _, t := range ts {
+		if t.p.RequestID != "" {
+			ids = append(ids, t.p.RequestID)
+		}
+	}
+	used := map[string]model.Order{}
+	if len(ids) == 0 {
+		return used, nil
+	}
+	var orders []model.Order
+	if err := tx.Where("request_id IN ?", ids).Find(&orders).Error; err != nil {
+		return nil, fmt.Errorf("look up request IDs: %w", err)
+	}
+	for _, o := range orders {
+		used[string(*o.RequestID)] = o
+	}
+	return used, nil
+}
+
+// unitsHeld returns the units of the product that the tickets' users
+// already hold, under those rows' locks (nil when there is no limit).
+func (s *Seckill) unitsHeld(tx *gorm.DB, ts []*ticket) (map[string]int64, error) {
+	units := map[string]int64{}
+	if s.cfg.PerUserLimit <= 0 {
+		return units, nil
+	}
+	var users []string
+	for _, t := range ts {
+		users = append(users, t.p.UserID)
+	}
+	var rows []model.UserUnits
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).
+		Where("product_id = ? AND user_id IN ?", ts[0].p.ProductID, users).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read the units users hold: %w", err)
+	}
+	for _, r := range rows {
+		units[string(r.UserID)] = r.Units
+	}
+	return units, nil
+}
+
+// setUnits writes the new units of the users the tickets sold to.
+func (s *Seckill) setUnits(tx *gorm.DB, productID int64, ts []*ticket, units map[string]int64) error {
+	if s.cfg.PerUserLimit <= 0 {
+		return nil
+	}
+	var rows []model.UserUnits
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if t.order != nil && !seen[t.p.UserID] {
+			seen[t.p.UserID] = true
+			rows = append(rows, model.UserUnits{ProductID: productID, UserID: model.BinaryString(t.p.UserID), Units: units[t.p.UserID]})
+		}
+	}
+	err := tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "product_id"}, {Name: "user_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"units"}),
+	}).Create(&rows).Error
+	if err != nil {
+		return fmt.Errorf("write the units users hold: %w", err)
+	}
+	return nil
+}
+
+// sellOptimistic reads the stock, does the held work, then lets one
+// conditional UPDATE decide: stock = stock - q WHERE stock >= q. The
+// per-user limit is raised after that UPDATE, under the row lock it took,
+// by one conditional upsert of the user's units.
+func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
+	if err := hold(ctx, p.Hold); err != nil {
+		return Receipt{}, err
+	}
+	var o model.Order
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&model.Product{}).Where("id = ? AND stock >= ?", p.ProductID, p.Quantity).
+			Update("stock", gorm.Expr("stock - ?", p.Quantity))
+		if res.Error != nil {
+			return fmt.Errorf("decrement stock: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			prod, err := s.product(ctx, tx, p.ProductID)
+			if err != nil {
+				return err
+			}
+			return soldOut(p.ProductID, prod.Stock)
+		}
+		return s.finishOrder(tx, p, &o)
+	})
+	return Receipt{Order: o}, err
+}
+
+// sellNone is the unguarded purchase: the stock was read and checked
+// before (Purchase did), the work is done, then the decrement is written
+// whatever the stock is now.
+func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
+	if err := hold(ctx, p.Hold); err != nil {
+		return Receipt{}, err
+	}
+	var o model.Order
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Update("stock", gorm.Expr("stock - ?", p.Quantity))
+		if res.Error != nil {
+			return fmt.Errorf("decrement stock: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return errorf(CodeNotFound, "product %d not found", p.ProductID)
+		}
+		return s.finishOrder(tx, p, &o)
+	})
+	return Receipt{Order: o}, err
+}
+
+// finishOrder is the end of a single purchase's transaction, after its
+// decrement: raise the user's units within the limit, then write the order
+// with the stock the decrement left.
+func (s *Seckill) finishOrder(tx *gorm.DB, p Purchase, o *model.Order) error {
+	if err := s.raiseUnits(tx, p); err != nil {
+		return err
+	}
+	var left int64
+	if err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&left).Error; err != nil {
+		return fmt.Errorf("read remaining stock: %w", err)
+	}
+	*o = newOrder(p, p.Strategy, left)
+	if err := tx.Create(o).Error; err != nil {
+		return fmt.Errorf("write order: %w", err)
+	}
+	return nil
+}
+
+// raiseUnits adds p's units to the user's, in one conditional upsert that
+// changes nothing when the sum would pass the limit: the row lock it takes
+// orders this user's concurrent purchases, whatever sells them.
+func (s *Seckill) raiseUnits(tx *gorm.DB, p Purchase) error {
+	limit := s.cfg.PerUserLimit
+	if limit <= 0 {
+		return nil
+	}
+	exceeded := errorf(CodeLimitExceeded, "user %s would hold more than %d of product %d", p.UserID, limit, p.ProductID)
+	if p.Quantity > limit {
+		return exceeded
+	}
+	q := "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
+		"ON CONFLICT (product_id, user_id) DO UPDATE SET units = units + excluded.units WHERE units + excluded.units <= ?"
+	if s.mysql {
+		q = "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
+			"ON DUPLICATE KEY UPDATE units = IF(units + VALUES(units) <= ?, units + VALUES(units), units)"
+	}
+	res := tx.Exec(q, p.ProductID, p.UserID, p.Quantity, limit)
+	if res.Error != nil {
+		return fmt.Errorf("raise the units of user %s: %w", p.UserID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return exceeded
+	}
+	return nil
+}
