@@ -522,9 +522,6 @@ func (p *plan) run(ctx context.Context) *tally {
 func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duration) {
 	us := max(1, min((since-r.intended).Microseconds(), histMax))
 	sec := secondOf(since, warmup)
-	if r.warm {
-		sec = min(sec, -1) // an answer of the warmup stays in it
-	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.t

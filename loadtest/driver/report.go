@@ -121,7 +121,8 @@ type Result struct {
 	// Steps has one entry per rate of the open loop.
 	Steps []Step `json:"steps,omitempty"`
 	// Series has one entry per second of the run, from its first to its
-	// last answer; the warmup's seconds are numbered below 0.
+	// last answer: the answers that came in during it, whatever their
+	// send time. The warmup's seconds are numbered below 0.
 	Series []Second `json:"series"`
 	// Instances says how each instance fared.
 	Instances []Instance `json:"instances"`
