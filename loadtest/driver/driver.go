@@ -356,8 +356,11 @@ func result(p *plan, t *tally, raw bool) Result {
 		}
 	}
 	for _, s := range t.series {
-		sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: outcomeMap(s.counts, true)}
+		sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
 		for i, n := range s.counts {
+			if n > 0 {
+				sec.Outcomes[outcomeNames[i]] = int(n)
+			}
 			sec.Answers += int(n)
 			switch outcome(i) {
 			case outCreated, outOK:
