@@ -3,10 +3,12 @@
 //
 //	go run ./loadtest -url http://127.0.0.1:8080 -admin-token T -strategy all -stock 100
 //
-// It prints one row per strategy; -json and -report also write every figure
-// to a file. It exits 1 when a strategy marked safe broke the invariant, the
-// audit disagrees with the driver's count of 201s, or an instance cannot be
-// reached; 2 on a usage error.
+// It prints per strategy its answers, its latency by outcome and its audit,
+// within 100 columns (-wide: every column in one table); -json, -csv and
+// -report also write every figure, the per-second series, or a page with
+// charts to a file. It exits 1 when a strategy marked safe broke the
+// invariant, the audit disagrees with the driver's count of 201s or fails,
+// or an instance cannot be reached or goes down; 2 on a usage error.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -59,8 +62,8 @@ var errFailed = errors.New("FAILED")
 
 // options are the flags that are not fields of driver.Config.
 type options struct {
-	json, report string
-	quiet        bool
+	json, csv, report string
+	quiet, wide       bool
 }
 
 // run is the whole command: it parses args, runs the driver, prints the
@@ -83,16 +86,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil && len(rep.Results) == 0 {
 		return err
 	}
-	if werr := rep.WriteTable(stdout); werr != nil {
+	table := rep.WriteTable
+	if opt.wide {
+		table = rep.WriteWideTable
+	}
+	if werr := table(stdout); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if opt.json != "" {
-		if werr := writeFile(opt.json, rep.WriteJSON); werr != nil {
-			return errors.Join(err, werr)
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{opt.json, rep.WriteJSON}, {opt.csv, rep.WriteCSV}, {opt.report, rep.WriteHTML}} {
+		if out.path == "" {
+			continue
 		}
-	}
-	if opt.report != "" {
-		if werr := writeFile(opt.report, rep.WriteHTML); werr != nil {
+		if werr := writeFile(out.path, out.write); werr != nil {
 			return errors.Join(err, werr)
 		}
 	}
@@ -112,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		cfg                       driver.Config
 		opt                       options
 		urls, strategies, fencing string
-		get                       string
+		get, rates                string
 	)
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -125,17 +133,22 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	fs.Int64Var(&cfg.Stock, "stock", 0, "reset the product's stock to this before each run, deleting its orders (needs -admin-token); 0: leave it")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer `token` of the admin API (SECKILL_ADMIN_TOKEN of the service)")
 	fs.StringVar(&strategies, "strategy", "", "strategy `name`, a comma-separated list, or all; empty: the server's default")
-	fs.IntVar(&cfg.Requests, "requests", driver.DefaultRequests, "closed loop: requests in all, per strategy")
+	fs.IntVar(&cfg.Requests, "requests", driver.DefaultRequests, "closed loop: requests in all, per strategy (after the warmup)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", driver.DefaultConcurrency, "workers (closed loop) or most requests in flight (open loop)")
-	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: requests per second (with -duration); latency counts from the intended send time")
-	fs.DurationVar(&cfg.Duration, "duration", 0, "open loop: how long to send at -rate (default 10s with -rate)")
+	fs.StringVar(&rates, "rate", "", "open loop: requests per second, or steps `r1,r2,...` each run for -duration; latency counts from the intended send time")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "closed loop: run this long instead of -requests; open loop: length of each -rate step (default 10s)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load this long first (at the first -rate in the open loop) and leave its answers out of the figures")
 	fs.DurationVar(&cfg.Hold, "hold", 0, "simulated work inside the critical section of every purchase (hold_ms, whole milliseconds, at most 10s)")
+	fs.DurationVar(&cfg.Pause, "pause", 0, "simulated process pause inside the critical section of every purchase (pause_ms, whole milliseconds, at most 10s)")
+	fs.IntVar(&cfg.Batch, "batch", 0, "most purchases sold under one hold of the lock (batch=, 1 to 1000); 0: the server's SECKILL_BATCH")
 	fs.StringVar(&fencing, "fencing", "", "true or false: fencing of the Redis locks for every purchase; empty: the server's default")
 	fs.Int64Var(&cfg.Quantity, "quantity", 1, "units per purchase (1 to 100)")
 	fs.DurationVar(&cfg.Timeout, "timeout", driver.DefaultTimeout, "longest wait for an answer once its request is sent")
 	fs.StringVar(&get, "get", "", "raw mode: GET this `path` (e.g. /healthz) instead of purchasing, to measure the driver itself")
 	fs.StringVar(&get, "endpoint", "", "the same as -get")
 	fs.StringVar(&opt.json, "json", "", "also write every figure as JSON to this `file`")
+	fs.StringVar(&opt.csv, "csv", "", "also write one row per second of each run to this `file` (CSV)")
+	fs.BoolVar(&opt.wide, "wide", false, "print every column in one table (wider than 100 columns)")
 	fs.StringVar(&opt.report, "report", "", "also write a self-contained HTML page with charts to this `file`")
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (there is none when stderr is not a terminal)")
 	if err := fs.Parse(args); err != nil {
@@ -182,42 +195,56 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		cfg.Fencing = &b
 	}
 	cfg.Endpoint = get
+	if rates != "" {
+		for _, f := range strings.Split(rates, ",") {
+			r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(r > 0) || math.IsInf(r, 0) {
+				return bad("-rate %q: want positive numbers of requests per second, comma-separated", rates)
+			}
+			cfg.Rates = append(cfg.Rates, r)
+		}
+	}
+	open := len(cfg.Rates) > 0
 	switch {
-	case set["rate"] && cfg.Rate <= 0:
-		return bad("-rate %g: want a positive number of requests per second", cfg.Rate)
-	case set["duration"] && !set["rate"]:
-		return bad("-duration needs -rate (the open loop); the closed loop runs -requests")
-	case set["rate"] && set["requests"]:
+	case set["rate"] && !open:
+		return bad("-rate %q: want a positive number of requests per second", rates)
+	case open && set["requests"]:
 		return bad("-requests is the closed loop's, -rate with -duration the open loop's: give one")
+	case set["duration"] && set["requests"]:
+		return bad("the closed loop runs -requests or -duration, not both")
+	case set["duration"] && cfg.Duration <= 0:
+		return bad("-duration %s: want a positive duration", cfg.Duration)
+	case cfg.Warmup < 0:
+		return bad("-warmup %s: want 0 or a positive duration", cfg.Warmup)
 	case cfg.Requests < 1:
 		return bad("-requests %d: want at least 1", cfg.Requests)
 	case cfg.Concurrency < 1:
 		return bad("-concurrency %d: want at least 1", cfg.Concurrency)
-	case cfg.Duration < 0:
-		return bad("-duration %s: want a positive duration", cfg.Duration)
 	case cfg.Timeout <= 0:
 		return bad("-timeout %s: want a positive duration", cfg.Timeout)
 	case cfg.Quantity < 1 || cfg.Quantity > 100:
 		return bad("-quantity %d: want 1 to 100", cfg.Quantity)
-	case cfg.Hold < 0 || cfg.Hold > driver.MaxHold:
-		return bad("-hold %s: want 0 to %s", cfg.Hold, driver.MaxHold)
-	case cfg.Hold%time.Millisecond != 0:
-		return bad("-hold %s: the service takes whole milliseconds", cfg.Hold)
+	case cfg.Hold < 0 || cfg.Hold > driver.MaxHold || cfg.Pause < 0 || cfg.Pause > driver.MaxHold:
+		return bad("-hold %s, -pause %s: want 0 to %s", cfg.Hold, cfg.Pause, driver.MaxHold)
+	case cfg.Hold%time.Millisecond != 0 || cfg.Pause%time.Millisecond != 0:
+		return bad("-hold %s, -pause %s: the service takes whole milliseconds", cfg.Hold, cfg.Pause)
+	case set["batch"] && (cfg.Batch < 1 || cfg.Batch > driver.MaxBatch):
+		return bad("-batch %d: want 1 to %d", cfg.Batch, driver.MaxBatch)
 	case cfg.Stock < 0:
 		return bad("-stock %d: want 0 or more", cfg.Stock)
 	case cfg.ProductID < 0:
 		return bad("-product %d: want a product id, or 0 to create one", cfg.ProductID)
-	case get != "" && (set["strategy"] || set["hold"] || set["fencing"] || set["product"] || set["stock"] || set["quantity"]):
-		return bad("-get fires plain GETs: -strategy, -hold, -fencing, -product, -stock and -quantity do not apply")
+	case get != "" && (set["strategy"] || set["hold"] || set["pause"] || set["batch"] || set["fencing"] || set["product"] || set["stock"] || set["quantity"]):
+		return bad("-get fires plain GETs: -strategy, -hold, -pause, -batch, -fencing, -product, -stock and -quantity do not apply")
 	case get == "" && cfg.Stock > 0 && cfg.AdminToken == "":
 		return bad("-stock resets the stock through the admin API: give -admin-token")
 	case get == "" && cfg.ProductID == 0 && cfg.AdminToken == "":
 		return bad("no -product: give one, or -admin-token to create one")
 	}
-	if cfg.Rate > 0 && cfg.Duration == 0 {
+	if open && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
 	}
-	if cfg.Rate > 0 {
+	if open || set["duration"] {
 		cfg.Requests = 0
 	}
 	return cfg, opt, nil

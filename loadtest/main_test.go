@@ -22,7 +22,14 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-product", "1", "-concurrency", "0"},
 		{"-product", "1", "-requests", "0"},
 		{"-product", "1", "-rate", "-5"},
-		{"-product", "1", "-duration", "5s"},
+		{"-product", "1", "-duration", "5s", "-requests", "10"},
+		{"-product", "1", "-duration", "0s"},
+		{"-product", "1", "-warmup", "-1s"},
+		{"-product", "1", "-batch", "0"},
+		{"-product", "1", "-batch", "1001"},
+		{"-product", "1", "-pause", "1500us"},
+		{"-product", "1", "-rate", "10,x"},
+		{"-product", "1", "-rate", "10,0"},
 		{"-product", "1", "-rate", "10", "-requests", "5"},
 		{"-product", "1", "-fencing", "maybe"},
 		{"-product", "1", "-hold", "1500us"},
@@ -59,8 +66,8 @@ func TestParseFlagsAccepts(t *testing.T) {
 		t.Errorf("URLs = %q", cfg.URLs)
 	case len(cfg.Strategies) != 2 || cfg.Strategies[0] != "token":
 		t.Errorf("Strategies = %q", cfg.Strategies)
-	case cfg.Rate != 50 || cfg.Duration != 10*time.Second || cfg.Requests != 0:
-		t.Errorf("open loop: rate %g, duration %s, requests %d; want 50/s for the default 10s", cfg.Rate, cfg.Duration, cfg.Requests)
+	case len(cfg.Rates) != 1 || cfg.Rates[0] != 50 || cfg.Duration != 10*time.Second || cfg.Requests != 0:
+		t.Errorf("open loop: rates %v, duration %s, requests %d; want 50/s for the default 10s", cfg.Rates, cfg.Duration, cfg.Requests)
 	case cfg.Hold != 3*time.Millisecond || cfg.Fencing == nil || *cfg.Fencing:
 		t.Errorf("hold %s, fencing %v", cfg.Hold, cfg.Fencing)
 	case cfg.Stock != 100 || cfg.AdminToken != "T" || opt.json != "out.json" || !opt.quiet:

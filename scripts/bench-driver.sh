@@ -62,25 +62,24 @@ run_wrk() { # sets w (req/s), wn (requests), wcpu (CPU seconds)
 	wn=$(awk '/requests in/ {print $1}' "$work/wrk.out")
 	wcpu=$(awk '{print $1 + $2}' "$work/wrk.time")
 }
-run_driver() { # $1: requests; sets d (req/s), dcpu (CPU seconds)
-	{ time "$work/loadtest" -url "$url" -get /healthz -concurrency "$CONCURRENCY" -requests "$1" -quiet \
+run_driver() { # sets d (req/s), dn (requests), dcpu (CPU seconds)
+	{ time "$work/loadtest" -url "$url" -get /healthz -concurrency "$CONCURRENCY" -duration "${DURATION}s" -quiet \
 		-json "$work/driver.json" >/dev/null; } 2>"$work/driver.time"
 	d=$(awk -F': ' '/"throughput"/ {gsub(/,/, "", $2); print $2; exit}' "$work/driver.json")
+	dn=$(awk -F': ' '/"results"/ {r = 1} r && /"requests"/ {gsub(/,/, "", $2); print $2; exit}' "$work/driver.json")
 	dcpu=$(awk '{print $1 + $2}' "$work/driver.time")
 }
 
 echo "bench-driver: GET /healthz, $CONCURRENCY connections, $ROUNDS rounds of ${DURATION}s, $(nproc) CPUs" >&2
 wrk -t "$THREADS" -c "$CONCURRENCY" -d 1s "$url/healthz" >/dev/null # warm up the service
-"$work/loadtest" -url "$url" -get /healthz -concurrency "$CONCURRENCY" -requests 20000 -quiet >/dev/null
+"$work/loadtest" -url "$url" -get /healthz -concurrency "$CONCURRENCY" -duration 1s -quiet >/dev/null
 
 sums="0 0 0 0" # wrk req/s, driver req/s, wrk CPU µs/req, driver CPU µs/req
 printf '%-6s %12s %14s %7s %16s %19s\n' round "wrk req/s" "driver req/s" ratio "wrk CPU µs/req" "driver CPU µs/req"
 for round in $(seq 1 "$ROUNDS"); do
 	run_wrk
-	# The driver's closed loop runs a request count: about DURATION at wrk's rate.
-	n=$(awk -v r="$w" -v t="$DURATION" 'BEGIN {printf "%d", r * t}')
-	run_driver "$n"
-	line=$(awk -v w="$w" -v d="$d" -v wn="$wn" -v wc="$wcpu" -v n="$n" -v dc="$dcpu" \
+	run_driver # its closed loop runs DURATION, as wrk -d does
+	line=$(awk -v w="$w" -v d="$d" -v wn="$wn" -v wc="$wcpu" -v n="$dn" -v dc="$dcpu" \
 		'BEGIN {printf "%.0f %.0f %.2f %.1f %.1f", w, d, d / w, wc * 1e6 / wn, dc * 1e6 / n}')
 	read -r lw ld lr lwc ldc <<<"$line"
 	printf '%-6s %12s %14s %7s %16s %19s\n' "$round" "$lw" "$ld" "$lr" "$lwc" "$ldc"

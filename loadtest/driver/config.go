@@ -14,7 +14,8 @@ import (
 const (
 	// DefaultConcurrency is the number of workers when Config.Concurrency is 0.
 	DefaultConcurrency = 64
-	// DefaultRequests is the closed loop's request count when Config.Requests is 0.
+	// DefaultRequests is the closed loop's request count when neither
+	// Config.Requests nor Config.Duration is set.
 	DefaultRequests = 1000
 	// DefaultStock is the stock of a product the driver creates when
 	// Config.Stock is 0.
@@ -22,8 +23,11 @@ const (
 	// DefaultTimeout is the longest wait for an answer when Config.Timeout
 	// is 0.
 	DefaultTimeout = 30 * time.Second
-	// MaxHold is the longest hold the service accepts (hold_ms=10000).
+	// MaxHold is the longest hold (and pause) the service accepts
+	// (hold_ms=10000).
 	MaxHold = 10 * time.Second
+	// MaxBatch is the largest batch the service accepts (batch=1000).
+	MaxBatch = 1000
 )
 
 // Config says what to fire at which instances.
@@ -43,25 +47,41 @@ type Config struct {
 	// is every strategy the server lists, [""] the server's default (no
 	// strategy parameter).
 	Strategies []string
-	// Requests is the closed loop's number of requests per strategy;
-	// 0 means DefaultRequests.
+	// Requests is the closed loop's number of requests per strategy
+	// (warmup not included). 0 means Duration, or DefaultRequests when
+	// Duration is 0 too.
 	Requests int
 	// Concurrency is the number of workers of the closed loop and the most
 	// requests in flight of the open loop; 0 means DefaultConcurrency.
 	Concurrency int
-	// Rate > 0 selects the open loop: this many requests per second for
-	// Duration.
-	Rate float64
-	// Duration is the open loop's length.
+	// Rates, when not empty, select the open loop: Rates[0] requests per
+	// second for Duration, then Rates[1] for Duration, and so on. A
+	// request that cannot be sent within one interval (at least 1 ms) of
+	// its time, because Concurrency requests are in flight, is dropped:
+	// counted apart, never sent.
+	Rates []float64
+	// Duration is the closed loop's length when Requests is 0 (requests in
+	// flight at its end are waited for and counted), and the length of
+	// each of the open loop's steps.
 	Duration time.Duration
+	// Warmup is a stretch of load before the measured one (at Rates[0] in
+	// the open loop) whose answers are left out of the figures; they are
+	// still checked against the audit.
+	Warmup time.Duration
 	// Hold is passed to every purchase as hold_ms (whole milliseconds);
 	// 0 passes nothing.
 	Hold time.Duration
+	// Pause is passed to every purchase as pause_ms (whole milliseconds);
+	// 0 passes nothing.
+	Pause time.Duration
+	// Batch > 0 is passed to every purchase as batch.
+	Batch int
 	// Fencing, when not nil, is passed to every purchase as fencing=.
 	Fencing *bool
 	// Quantity is the units of every purchase; 0 means 1.
 	Quantity int64
-	// Progress receives a progress bar per run; nil draws none.
+	// Progress receives a progress line per run, redrawn in place; nil
+	// draws none.
 	Progress io.Writer
 	// Endpoint, when not empty, is a path (e.g. /healthz) that the driver
 	// GETs instead of purchasing: the raw mode, for measuring the driver
@@ -79,7 +99,7 @@ type Config struct {
 var ErrConfig = errors.New("driver: invalid config")
 
 // Open says the config selects the open loop.
-func (c Config) Open() bool { return c.Rate > 0 }
+func (c Config) Open() bool { return len(c.Rates) > 0 }
 
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
@@ -107,21 +127,30 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	for _, r := range c.Rates {
+		if !(r > 0) || math.IsInf(r, 0) {
+			return bad("rate %g must be a positive number", r)
+		}
+	}
 	switch {
 	case c.Concurrency < 0:
 		return bad("concurrency %d must be positive", c.Concurrency)
-	case c.Rate < 0:
-		return bad("rate %g must not be negative", c.Rate)
-	case c.Rate > 0 && c.Duration <= 0:
-		return bad("the open loop (rate %g/s) needs a positive duration", c.Rate)
-	case c.Rate > 0 && c.total() < 1:
-		return bad("rate %g/s for %s sends no request", c.Rate, c.Duration)
-	case c.Rate == 0 && c.Requests < 0:
+	case c.Requests < 0:
 		return bad("requests %d must be positive", c.Requests)
+	case c.Duration < 0 || c.Warmup < 0:
+		return bad("duration %s and warmup %s must not be negative", c.Duration, c.Warmup)
+	case c.Open() && c.Duration <= 0:
+		return bad("the open loop (rates %v) needs a positive duration", c.Rates)
+	case c.Open() && c.Requests > 0:
+		return bad("requests %d belongs to the closed loop; the open loop runs its rates for a duration", c.Requests)
+	case c.Open() && c.scheduled() < 1:
+		return bad("rates %v for %s send no request", c.Rates, c.Duration)
+	case !c.Open() && c.Requests > 0 && c.Duration > 0:
+		return bad("the closed loop runs a request count (%d) or a duration (%s), not both", c.Requests, c.Duration)
 	case c.Timeout < 0:
 		return bad("timeout %s must be positive", c.Timeout)
 	}
-	if c.Rate == 0 && c.Requests == 0 {
+	if !c.Open() && c.Requests == 0 && c.Duration == 0 {
 		c.Requests = DefaultRequests
 	}
 	if c.Endpoint != "" {
@@ -133,10 +162,12 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Quantity < 1 || c.Quantity > 100:
 		return bad("quantity %d must be from 1 to 100", c.Quantity)
-	case c.Hold < 0 || c.Hold > MaxHold:
-		return bad("hold %s must be from 0 to %s", c.Hold, MaxHold)
-	case c.Hold%time.Millisecond != 0:
-		return bad("hold %s must be whole milliseconds", c.Hold)
+	case c.Hold < 0 || c.Hold > MaxHold || c.Pause < 0 || c.Pause > MaxHold:
+		return bad("hold %s and pause %s must be from 0 to %s", c.Hold, c.Pause, MaxHold)
+	case c.Hold%time.Millisecond != 0 || c.Pause%time.Millisecond != 0:
+		return bad("hold %s and pause %s must be whole milliseconds", c.Hold, c.Pause)
+	case c.Batch < 0 || c.Batch > MaxBatch:
+		return bad("batch %d must be from 1 to %d (0: the server's)", c.Batch, MaxBatch)
 	case c.Stock < 0:
 		return bad("stock %d must not be negative", c.Stock)
 	case c.ProductID < 0:
@@ -149,10 +180,56 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// total is the number of requests of one run.
-func (c Config) total() int {
-	if c.Open() {
-		return int(math.Round(c.Rate * c.Duration.Seconds()))
+// phase is a stretch of the load: the warmup, or one step of the open loop
+// (the closed loop has its warmup and one measured phase).
+type phase struct {
+	warm   bool
+	rate   float64       // open loop: requests per second
+	start  time.Duration // since the load's start
+	length time.Duration // 0: the closed loop's request count
+	first  int           // open loop: index of its first request
+	n      int           // open loop: its requests
+}
+
+// phases lays out the load of one run.
+func (c Config) phases() []phase {
+	var out []phase
+	var at time.Duration
+	first := 0
+	add := func(warm bool, rate float64, length time.Duration) {
+		n := 0
+		if rate > 0 {
+			n = int(math.Round(rate * length.Seconds()))
+		}
+		out = append(out, phase{warm: warm, rate: rate, start: at, length: length, first: first, n: n})
+		at += length
+		first += n
 	}
-	return c.Requests
+	rate := 0.0
+	if c.Open() {
+		rate = c.Rates[0]
+	}
+	if c.Warmup > 0 {
+		add(true, rate, c.Warmup)
+	}
+	if !c.Open() {
+		add(false, 0, c.Duration)
+		return out
+	}
+	for _, r := range c.Rates {
+		add(false, r, c.Duration)
+	}
+	return out
+}
+
+// scheduled is the number of requests the open loop schedules in its
+// measured steps.
+func (c Config) scheduled() int {
+	n := 0
+	for _, p := range c.phases() {
+		if !p.warm {
+			n += p.n
+		}
+	}
+	return n
 }

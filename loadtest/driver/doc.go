@@ -4,23 +4,32 @@
 // endpoint.
 //
 // Two loops are offered. The closed loop (the default) runs
-// Config.Concurrency workers that send Config.Requests purchases in all,
-// each worker sending its next request when the previous one answered. The
-// open loop (Config.Rate > 0) schedules Config.Rate requests per second for
-// Config.Duration whatever the server does, and counts every latency from
-// the intended send time: a server that stalls cannot hide behind
-// coordinated omission, because the requests it delayed are charged for the
-// wait.
+// Config.Concurrency workers, each sending its next request when the
+// previous one answered, for Config.Requests requests in all or for
+// Config.Duration. The open loop (Config.Rates) schedules each rate's
+// requests per second for Config.Duration whatever the server does, and
+// counts every latency from the intended send time: a server that stalls
+// cannot hide behind coordinated omission. A request that cannot leave
+// within one interval of its time, because Config.Concurrency requests are
+// in flight, is dropped: never sent, counted apart, named in the verdict,
+// so that the schedule keeps its length. Either loop may start with a
+// warmup (Config.Warmup) whose answers are left out of the figures.
 //
 // The load goes through github.com/valyala/fasthttp: a HostClient per
 // instance holding a connection per worker, and per worker a request per
 // instance and a response, reused from one request to the next, so that the
 // driver spends about as much CPU per request as wrk and does not become the
 // bottleneck (scripts/bench-driver.sh measures it). The driver's own calls
-// (health, admin, audit) go through net/http.
+// (health, strategies, products, stock resets, audits) go through
+// loadtest/client, over net/http.
 //
-// Latency goes into an HDR histogram. Every answer is counted under one
-// outcome (see Outcomes), and after each run the driver reads the product's
-// audit and cross-checks it with its own count of 201 answers. Run returns a
-// Report; Report.Failures says why the run should be called a failure.
+// Every answer is counted under one outcome (see Outcomes), its latency in
+// an HDR histogram of that outcome, and in the second it came in: a Result
+// has the figures of the whole run, of each outcome, of each rate step and
+// of each second (Result.Series, WriteCSV). After each run the driver asks
+// every instance for /healthz, reads the product's audit and cross-checks
+// it with its own count of 201 answers. Run returns a Report; its
+// Failures say why the run should be called a failure. WriteTable prints
+// it within TableWidth columns, WriteWideTable with every column, WriteJSON
+// every figure, WriteHTML a page with charts.
 package driver

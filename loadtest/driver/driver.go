@@ -6,25 +6,39 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
+	"math"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seckill/seckill/loadtest/client"
 )
 
 // ErrOverrideDisabled is wrapped by Run's error when an instance answered
 // 403 strategy_override_disabled.
 var ErrOverrideDisabled = errors.New("driver: strategy override disabled")
 
+// healthTimeout bounds one health check.
+const healthTimeout = 5 * time.Second
+
+// probeProduct is a product id no sale uses: the override probe's purchase
+// of it can only be refused.
+const probeProduct = math.MaxInt64
+
 // Run fires the load of cfg at its instances, once per strategy, and
 // reports what it measured and what the audit said. It first checks every
-// instance's /healthz and fails when one cannot be reached. Errors of the
-// run itself (a transport error, a 5xx) are counted, not returned; Run
-// returns an error when it cannot run at all, when an instance refuses the
-// strategy override, or when ctx ends (with what was measured so far).
+// instance's /healthz and fails when one cannot be reached; before it
+// creates a product, it checks that every instance takes the purchase's
+// query parameters, so that a run that cannot start leaves nothing behind.
+// Errors of the run itself (a transport error, a 5xx, an instance that
+// goes down, an audit that fails) are counted and reported, not returned;
+// Run returns an error when it cannot run at all, when an instance refuses
+// the strategy override, or when ctx ends (with what was measured so far).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -32,36 +46,43 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// The bookkeeping calls go through net/http; each run of the load
 	// opens a fasthttp client of its own (see plan.run).
-	client := newClient(cfg.Timeout)
-	defer client.CloseIdleConnections()
-	for _, u := range cfg.URLs {
-		if err := (api{client: client, base: u}).healthz(ctx); err != nil {
+	hc := client.NewHTTPClient(cfg.Timeout)
+	defer hc.CloseIdleConnections()
+	clients := make([]*client.Client, len(cfg.URLs))
+	for i, u := range cfg.URLs {
+		clients[i] = &client.Client{BaseURL: u, AdminToken: cfg.AdminToken, HTTP: hc}
+		if err := healthz(ctx, clients[i]); err != nil {
 			return nil, err
 		}
 	}
 	rep := &Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg)
-		res := raw(ctx, cfg)
+		res := raw(ctx, cfg, clients)
 		rep.Results = append(rep.Results, res)
 		return rep, ctx.Err()
 	}
 
-	admin := api{client: client, base: cfg.URLs[0], token: cfg.AdminToken}
+	admin := clients[0]
 	strategies, err := resolveStrategies(ctx, admin, cfg.Strategies)
 	if err != nil {
 		return nil, err
+	}
+	for _, st := range strategies {
+		if err := probeOverride(ctx, clients, override(cfg, st)); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.ProductID == 0 {
 		if cfg.Stock == 0 {
 			cfg.Stock = DefaultStock
 		}
-		p, err := admin.createProduct(ctx, "loadtest "+time.Now().UTC().Format(time.RFC3339), cfg.Stock)
+		p, err := admin.CreateProduct(ctx, "loadtest "+time.Now().UTC().Format(time.RFC3339), cfg.Stock)
 		if err != nil {
 			return nil, fmt.Errorf("driver: create a product: %w", err)
 		}
 		cfg.ProductID = p.ID
-	} else if _, err := admin.product(ctx, cfg.ProductID); err != nil {
+	} else if _, err := admin.Product(ctx, cfg.ProductID); err != nil {
 		return nil, fmt.Errorf("driver: product %d: %w", cfg.ProductID, err)
 	}
 	rep.Config = settings(cfg)
@@ -71,24 +92,74 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		res, err := runStrategy(ctx, cfg, admin, st, prefix+strconv.Itoa(i)+"-")
+		res, err := runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-")
 		if res != nil {
 			rep.Results = append(rep.Results, *res)
 		}
 		if err != nil {
 			return rep, err
 		}
+		if res.instanceDown() {
+			return rep, nil // the next strategies would only measure the outage
+		}
 	}
 	return rep, nil
 }
 
+func healthz(ctx context.Context, c *client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	if err := c.Healthz(ctx); err != nil {
+		return fmt.Errorf("driver: instance %s cannot be reached: %w", c.BaseURL, err)
+	}
+	return nil
+}
+
+// override is what every purchase of a run under st carries.
+func override(cfg Config, st Strategy) client.Override {
+	return client.Override{Strategy: st.Name, Hold: cfg.Hold, Pause: cfg.Pause, Batch: cfg.Batch, Fencing: cfg.Fencing}
+}
+
+// probeOverride asks every instance whether it takes o's query parameters:
+// a purchase of a product that does not exist, with o (its hold and pause
+// cut to 0), should answer 404. A 403 strategy_override_disabled or a 400
+// means the run could not make a single purchase.
+func probeOverride(ctx context.Context, clients []*client.Client, o client.Override) error {
+	if o.Query() == "" {
+		return nil
+	}
+	if o.Hold > 0 {
+		o.Hold = time.Millisecond // the probe does no work: hold_ms=1 on a product that does not exist
+	}
+	if o.Pause > 0 {
+		o.Pause = time.Millisecond
+	}
+	for _, c := range clients {
+		_, err := c.Buy(ctx, probeProduct, client.Purchase{UserID: "loadtest-probe", Quantity: 1}, o)
+		var e *client.Error
+		switch {
+		case errors.As(err, &e) && e.Status == 403 && e.Code == "strategy_override_disabled":
+			return overrideDisabled(c.BaseURL)
+		case errors.As(err, &e) && e.Status == 400:
+			return fmt.Errorf("%w: %s refuses the purchase's parameters %s: %s", ErrConfig, c.BaseURL, o.Query(), e.Message)
+		case err != nil && !errors.As(err, &e):
+			return fmt.Errorf("driver: check the strategy override: %w", err)
+		}
+	}
+	return nil
+}
+
+func overrideDisabled(url string) error {
+	return fmt.Errorf("%w: %s answered 403 strategy_override_disabled: the service must run with SECKILL_STRATEGY_OVERRIDE=true for a purchase to choose its strategy, hold, pause, batch or fencing", ErrOverrideDisabled, url)
+}
+
 // resolveStrategies turns Config.Strategies into what to run, with the
 // server's descriptions.
-func resolveStrategies(ctx context.Context, admin api, names []string) ([]Strategy, error) {
+func resolveStrategies(ctx context.Context, admin *client.Client, names []string) ([]Strategy, error) {
 	if len(names) == 1 && names[0] == "" {
 		return []Strategy{{}}, nil
 	}
-	listed, err := admin.strategies(ctx)
+	listed, err := admin.Strategies(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("driver: list strategies: %w", err)
 	}
@@ -113,58 +184,39 @@ func resolveStrategies(ctx context.Context, admin api, names []string) ([]Strate
 	return out, nil
 }
 
-// runStrategy resets the stock, runs the load under one strategy and reads
-// the audit. A nil Result comes with an error.
-func runStrategy(ctx context.Context, cfg Config, admin api, st Strategy, prefix string) (*Result, error) {
+// runStrategy resets the stock, runs the load under one strategy, checks
+// the instances and reads the audit. A nil Result comes with an error; a
+// failed audit is reported in the Result.
+func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string) (*Result, error) {
+	admin := clients[0]
 	if cfg.Stock > 0 {
-		if _, err := admin.setStock(ctx, cfg.ProductID, cfg.Stock); err != nil {
+		if _, err := admin.SetStock(ctx, cfg.ProductID, cfg.Stock); err != nil {
 			return nil, fmt.Errorf("driver: reset the stock: %w", err)
 		}
 	}
-	before, err := admin.audit(ctx, cfg.ProductID)
+	before, err := admin.Audit(ctx, cfg.ProductID)
 	if err != nil {
 		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
 	}
 
-	q := url.Values{}
-	if st.Name != "" {
-		q.Set("strategy", st.Name)
-	}
-	if cfg.Hold > 0 {
-		q.Set("hold_ms", strconv.FormatInt(cfg.Hold.Milliseconds(), 10))
-	}
-	if cfg.Fencing != nil {
-		q.Set("fencing", strconv.FormatBool(*cfg.Fencing))
-	}
-	path := "/api/v1/products/" + strconv.FormatInt(cfg.ProductID, 10) + "/purchase"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	p := &plan{
-		timeout:         cfg.Timeout,
-		targets:         targets(cfg.URLs, path),
-		purchase:        true,
-		head:            []byte(`{"user_id":"` + prefix),
-		mid:             []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix),
-		tail:            []byte(`"}`),
-		n:               cfg.total(),
-		rate:            cfg.Rate,
-		workers:         cfg.Concurrency,
-		progress:        cfg.Progress,
-		label:           label(st),
-		captureStrategy: st.Name == "",
-	}
+	p := newPlan(cfg, client.PurchasePath(cfg.ProductID, override(cfg, st)), label(st))
+	p.purchase = true
+	p.head = []byte(`{"user_id":"` + prefix)
+	p.mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
+	p.tail = []byte(`"}`)
+	p.stock = before.Stock
+	p.captureStrategy = st.Name == ""
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
-		return nil, fmt.Errorf("%w: %s answered 403 strategy_override_disabled: the service must run with SECKILL_STRATEGY_OVERRIDE=true for a purchase to choose its strategy, hold or fencing", ErrOverrideDisabled, t.overrideDisabled)
+		return nil, overrideDisabled(t.overrideDisabled)
 	}
-	res := result(t, false)
+	res := result(p, t, false)
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
 	if st.Name == "" {
 		res.Default = true
 		res.Strategy = t.orderStrategy
 		res.Safe = true // judged strictly: the driver cannot tell which strategy served
-		if listed, err := admin.strategies(ctx); err == nil && t.orderStrategy != "" {
+		if listed, err := admin.Strategies(ctx); err == nil && t.orderStrategy != "" {
 			for _, s := range listed {
 				if s.Name == t.orderStrategy {
 					res.Description, res.Safe = s.Description, s.Safe
@@ -172,91 +224,208 @@ func runStrategy(ctx context.Context, cfg Config, admin api, st Strategy, prefix
 			}
 		}
 	}
+	res.setStock(before.Stock, cfg.Quantity)
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
 		return &res, err
 	}
+	checkInstances(ctx, clients, &res)
 
-	after, err := admin.audit(ctx, cfg.ProductID)
+	res.AuditBefore = before
+	after, err := admin.Audit(ctx, cfg.ProductID)
 	if err != nil {
-		return nil, fmt.Errorf("driver: audit after %s: %w", label(st), err)
+		res.AuditError = err.Error()
+	} else {
+		res.Audited = true
+		res.Audit = after
+		res.RunOrders = after.Orders - before.Orders
+		res.RunUnits = after.UnitsSold - before.UnitsSold
+		made := int64(res.Successes + res.warmSuccesses())
+		res.CountsAgree = res.RunOrders == made && res.RunUnits == made*cfg.Quantity
 	}
-	res.Audited = true
-	res.AuditBefore, res.Audit = before, after
-	res.RunOrders = after.Orders - before.Orders
-	res.RunUnits = after.UnitsSold - before.UnitsSold
-	res.CountsAgree = res.RunOrders == int64(res.Successes) && res.RunUnits == int64(res.Successes)*cfg.Quantity
+	res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
+	if res.SoldOut && t.lastCreated >= 0 {
+		res.TimeToSoldOut = t.lastCreated - p.warmup()
+		if res.TimeToSoldOut == 0 {
+			res.TimeToSoldOut = -1 // sold out exactly as the warmup ended: count it in the warmup
+		}
+	}
 	switch {
-	case t.firstSoldOut >= 0:
-		res.TimeToSoldOut = t.firstSoldOut
-	case after.Stock <= 0 && t.lastCreated >= 0:
-		res.TimeToSoldOut = t.lastCreated
+	case res.TimeToSoldOut > 0:
+		res.SellRate = float64(res.Successes) / res.TimeToSoldOut.Seconds()
+	case res.TimeToSoldOut == 0 && res.Elapsed > 0:
+		res.SellRate = res.SuccessThroughput
 	}
 	res.Verdict = res.verdict()
 	return &res, nil
 }
 
-// raw GETs cfg.Endpoint: the driver's own measure, with no product.
-func raw(ctx context.Context, cfg Config) Result {
-	p := &plan{
-		timeout:  cfg.Timeout,
-		targets:  targets(cfg.URLs, cfg.Endpoint),
-		n:        cfg.total(),
-		rate:     cfg.Rate,
-		workers:  cfg.Concurrency,
-		progress: cfg.Progress,
-		label:    "GET " + cfg.Endpoint,
+// checkInstances asks every instance for /healthz after the run and marks
+// those that do not answer as down.
+func checkInstances(ctx context.Context, clients []*client.Client, res *Result) {
+	for i, c := range clients {
+		if err := healthz(ctx, c); err != nil {
+			res.Instances[i].Down = true
+			res.Instances[i].Error = err.Error()
+		}
 	}
-	res := result(p.run(ctx), true)
+}
+
+// raw GETs cfg.Endpoint: the driver's own measure, with no product.
+func raw(ctx context.Context, cfg Config, clients []*client.Client) Result {
+	p := newPlan(cfg, cfg.Endpoint, "GET "+cfg.Endpoint)
+	res := result(p, p.run(ctx), true)
 	res.Strategy = "GET " + cfg.Endpoint
 	res.Description = "raw mode: GET " + cfg.Endpoint + " instead of purchases"
+	if ctx.Err() == nil {
+		checkInstances(ctx, clients, &res)
+	}
 	res.Verdict = res.verdict()
 	return res
 }
 
-// result turns a tally into a Result without the audit.
-func result(t *tally, raw bool) Result {
-	res := Result{
-		Requests:     int(t.total()),
-		Outcomes:     map[string]int{},
-		Codes:        map[string]int{},
-		Elapsed:      t.elapsed,
-		MaxSendDelay: t.maxSendDelay,
-		Samples:      t.samples,
-		Raw:          raw,
+// newPlan is the plan of cfg's load at path of every instance, GETs until
+// told otherwise.
+func newPlan(cfg Config, path, label string) *plan {
+	return &plan{
+		timeout:  cfg.Timeout,
+		bases:    cfg.URLs,
+		targets:  targets(cfg.URLs, path),
+		phases:   cfg.phases(),
+		open:     cfg.Open(),
+		requests: cfg.Requests,
+		workers:  cfg.Concurrency,
+		progress: cfg.Progress,
+		label:    label,
+		stock:    -1,
+		quantity: cfg.Quantity,
 	}
-	for i, n := range t.counts {
-		name := outcomeNames[i]
-		if n > 0 || (raw && i == int(outOK)) || (!raw && i != int(outOK) && i != int(outOther)) {
-			res.Outcomes[name] = int(n)
-		}
+}
+
+// result turns a tally into a Result without the audit.
+func result(p *plan, t *tally, raw bool) Result {
+	res := Result{
+		Requests:         int(t.total()),
+		Outcomes:         outcomeMap(t.counts, raw),
+		Dropped:          int(t.dropped),
+		Codes:            map[string]int{},
+		Elapsed:          t.elapsed,
+		MaxSendDelay:     t.maxSendDelay,
+		Samples:          t.samples,
+		Raw:              raw,
+		Latency:          latency(t.all()),
+		LatencyByOutcome: map[string]Latency{},
 	}
 	for k, v := range t.codes {
 		res.Codes[k] = int(v)
 	}
+	success := outCreated
 	if raw {
-		res.Successes = int(t.counts[outOK])
-	} else {
-		res.Successes = int(t.counts[outCreated])
+		success = outOK
 	}
+	res.Successes = int(t.counts[success])
 	if s := t.elapsed.Seconds(); s > 0 {
 		res.Throughput = float64(res.Requests) / s
 		res.SuccessThroughput = float64(res.Successes) / s
 	}
-	if t.hist.TotalCount() > 0 {
-		us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-		res.Latency = Latency{
-			Min:  us(t.hist.Min()),
-			Mean: time.Duration(t.hist.Mean() * float64(time.Microsecond)),
-			P50:  us(t.hist.ValueAtQuantile(50)),
-			P90:  us(t.hist.ValueAtQuantile(90)),
-			P95:  us(t.hist.ValueAtQuantile(95)),
-			P99:  us(t.hist.ValueAtQuantile(99)),
-			P999: us(t.hist.ValueAtQuantile(99.9)),
-			Max:  us(t.hist.Max()),
+	for i, h := range t.hists {
+		if h != nil {
+			res.LatencyByOutcome[outcomeNames[i]] = latency(h)
 		}
 	}
+	if p.warmup() > 0 {
+		w := &Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
+		for _, n := range t.warm {
+			w.Requests += int(n)
+		}
+		res.Warmup = w
+	}
+	if p.open {
+		for i, ph := range p.phases {
+			if ph.warm {
+				continue
+			}
+			st := t.steps[i]
+			step := Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
+				Successes: int(st.counts[success]), Latency: latency(st.hist)}
+			for _, n := range st.counts {
+				step.Requests += int(n)
+			}
+			step.Throughput = float64(step.Requests) / ph.length.Seconds()
+			res.Steps = append(res.Steps, step)
+		}
+	}
+	for _, s := range t.series {
+		sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
+		for i, n := range s.counts {
+			if n > 0 {
+				sec.Outcomes[outcomeNames[i]] = int(n)
+			}
+			sec.Answers += int(n)
+			switch outcome(i) {
+			case outCreated, outOK:
+				sec.Created += int(n)
+			case outSoldOut:
+				sec.SoldOut += int(n)
+			case outLockTimeout, outLockLost:
+				sec.LockFailures += int(n)
+			default:
+				sec.OtherFailures += int(n)
+			}
+		}
+		if raw {
+			sec.Created = 0 // the 201 column counts purchases only
+		}
+		if l := latency(s.hist); l.Count > 0 {
+			sec.P50, sec.P99, sec.Max = l.P50, l.P99, l.Max
+		}
+		res.Series = append(res.Series, sec)
+	}
+	for i, tt := range t.targets {
+		res.Instances = append(res.Instances, Instance{URL: p.bases[i], Requests: int(tt.answers), Transport: int(tt.transport)})
+	}
 	return res
+}
+
+// setStock fills in each second's stock left, from the stock before the
+// run and the units of each second's 201s.
+func (r *Result) setStock(before, quantity int64) {
+	stock := before
+	for i := range r.Series {
+		stock -= int64(r.Series[i].Created) * quantity
+		left := stock
+		r.Series[i].Stock = &left
+	}
+}
+
+// outcomeMap names the counts of c: every failure that has a column of its
+// own, and any other that is not 0.
+func outcomeMap(c [numOutcomes]int64, raw bool) map[string]int {
+	m := map[string]int{}
+	for i, n := range c {
+		if n > 0 || (raw && i == int(outOK)) || (!raw && i != int(outOK) && i != int(outOther)) {
+			m[outcomeNames[i]] = int(n)
+		}
+	}
+	return m
+}
+
+func latency(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return Latency{
+		Count: int(h.TotalCount()),
+		Min:   us(h.Min()),
+		Mean:  time.Duration(h.Mean() * float64(time.Microsecond)),
+		P50:   us(h.ValueAtQuantile(50)),
+		P90:   us(h.ValueAtQuantile(90)),
+		P95:   us(h.ValueAtQuantile(95)),
+		P99:   us(h.ValueAtQuantile(99)),
+		P999:  us(h.ValueAtQuantile(99.9)),
+		Max:   us(h.Max()),
+	}
 }
 
 func targets(bases []string, path string) []string {
@@ -283,12 +452,13 @@ func randomHex(n int) string {
 func settings(cfg Config) Settings {
 	s := Settings{
 		URLs: cfg.URLs, ProductID: cfg.ProductID, Stock: cfg.Stock, Strategies: cfg.Strategies,
-		Mode: "closed", Requests: cfg.total(), Concurrency: cfg.Concurrency, Rate: cfg.Rate,
-		Duration: cfg.Duration, Hold: cfg.Hold, Fencing: cfg.Fencing, Quantity: cfg.Quantity,
-		Endpoint: cfg.Endpoint, Timeout: cfg.Timeout,
+		Mode: "closed", Requests: cfg.Requests, Concurrency: cfg.Concurrency, Rates: cfg.Rates,
+		Duration: cfg.Duration, Warmup: cfg.Warmup, Hold: cfg.Hold, Pause: cfg.Pause, Batch: cfg.Batch,
+		Fencing: cfg.Fencing, Quantity: cfg.Quantity, Endpoint: cfg.Endpoint, Timeout: cfg.Timeout,
 	}
 	if cfg.Open() {
 		s.Mode = "open"
+		s.Requests = cfg.scheduled()
 	}
 	return s
 }

@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,11 +122,12 @@ func TestRunAllStrategies(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatalf("WriteTable = %v", err)
 	}
-	for _, want := range []string{"STRATEGY", "OK(201)", "LOCK_TIMEOUT", "FINAL_STOCK", "OVERSOLD", "redlock", "held"} {
+	for _, want := range []string{"STRATEGY", "201/S", "LOCK_TIMEOUT", "FINAL_STOCK", "OVERSOLD", "redlock", "held"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
+	checkWidth(t, rep)
 }
 
 // TestRunTwoInstances spreads one strategy over two instances of one sale
@@ -149,7 +150,11 @@ func TestRunTwoInstances(t *testing.T) {
 		if res.Successes != 15 || res.Audit.UnitsSold != 30 || res.Audit.Stock != 0 || !res.CountsAgree {
 			t.Errorf("%s: %d orders of 2 units, audit %+v; want 15 orders selling all 30", res.Strategy, res.Successes, res.Audit)
 		}
+		if len(res.Instances) != 2 || res.Instances[0].Requests+res.Instances[1].Requests != res.Requests {
+			t.Errorf("%s: instances %+v; want both, adding up to %d requests", res.Strategy, res.Instances, res.Requests)
+		}
 	}
+	checkWidth(t, rep)
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none", f)
 	}
@@ -186,21 +191,30 @@ func TestRunOpenLoop(t *testing.T) {
 	in := apptest.Start(t, nil)
 	rep, err := driver.Run(t.Context(), driver.Config{
 		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 40,
-		Strategies: []string{"optimistic"}, Rate: 200, Duration: time.Second, Concurrency: 8,
+		Strategies: []string{"optimistic"}, Rates: []float64{100, 200}, Duration: 500 * time.Millisecond, Concurrency: 8,
 	})
 	if err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if rep.Config.Mode != "open" || rep.Config.Requests != 200 {
-		t.Errorf("settings %+v; want the open loop with 200 requests", rep.Config)
+	if rep.Config.Mode != "open" || rep.Config.Requests != 150 {
+		t.Errorf("settings %+v; want the open loop with 50 + 100 requests", rep.Config)
 	}
 	res := rep.Results[0]
-	if res.Requests != 200 || res.Successes != 40 || res.Outcomes[driver.OutcomeSoldOut] != 160 {
-		t.Errorf("open loop: %d requests, outcomes %v; want 200: 40 created, 160 sold_out", res.Requests, res.Outcomes)
+	if res.Requests+res.Dropped != 150 || res.Successes != 40 || res.Outcomes[driver.OutcomeSoldOut] != res.Requests-40 {
+		t.Errorf("open loop: %d requests, %d dropped, outcomes %v; want 150 in all: 40 created, the rest sold_out or dropped",
+			res.Requests, res.Dropped, res.Outcomes)
 	}
-	// 200 requests at 200/s cannot finish before their schedule ends.
+	if len(res.Steps) != 2 || res.Steps[0].Rate != 100 || res.Steps[0].Scheduled != 50 || res.Steps[1].Scheduled != 100 {
+		t.Fatalf("steps %+v; want 50 at 100/s, then 100 at 200/s", res.Steps)
+	}
+	for _, s := range res.Steps {
+		if s.Requests+s.Dropped != s.Scheduled {
+			t.Errorf("step at %g/s: %d answered + %d dropped; want its %d scheduled", s.Rate, s.Requests, s.Dropped, s.Scheduled)
+		}
+	}
+	// The last request is due at 995ms: the run cannot end before it.
 	if res.Elapsed < 990*time.Millisecond {
-		t.Errorf("open loop of 200 at 200/s took %s; it must follow its schedule", res.Elapsed)
+		t.Errorf("open loop of 1s took %s; it must follow its schedule", res.Elapsed)
 	}
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none", f)
@@ -208,29 +222,37 @@ func TestRunOpenLoop(t *testing.T) {
 	checkAgainstDB(t, in, rep.Config.ProductID, res)
 }
 
-// TestRunOpenLoopChargesTheWait shows the open loop's answer to
-// coordinated omission: one request in flight, each taking at least 20ms,
-// scheduled every 10ms. Request i cannot answer before (i+1)*20ms but was
-// due at i*10ms, so the last of 40 waited at least 39*10+20 = 410ms. A
-// closed loop would have reported about 20ms for every one of them.
-func TestRunOpenLoopChargesTheWait(t *testing.T) {
+// TestRunOpenLoopDrops: one request in flight, each taking at least 20ms,
+// scheduled every 10ms for 400ms. One slot cannot send more than about one
+// request in two on time: the others are dropped, never sent, and the
+// verdict says so. Those sent are charged from their intended time.
+func TestRunOpenLoopDrops(t *testing.T) {
 	in := apptest.Start(t, nil)
 	rep, err := driver.Run(t.Context(), driver.Config{
 		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 100,
-		Strategies: []string{"optimistic"}, Rate: 100, Duration: 400 * time.Millisecond,
+		Strategies: []string{"optimistic"}, Rates: []float64{100}, Duration: 400 * time.Millisecond,
 		Concurrency: 1, Hold: 20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	res := rep.Results[0]
-	if res.Requests != 40 || res.Successes != 40 {
-		t.Fatalf("%d requests, %d created; want 40 and 40", res.Requests, res.Successes)
+	// Each request sent holds the only slot for 20ms or more, and a
+	// request may leave at most one interval (10ms) late: of the 40 due
+	// from 0 to 390ms, at most 1 + 400/20 = 21 can be sent.
+	if res.Requests+res.Dropped != 40 || res.Dropped < 19 || res.Successes != res.Requests {
+		t.Errorf("%d sent (%d created), %d dropped; want 40 in all, at least 19 dropped", res.Requests, res.Successes, res.Dropped)
 	}
-	if res.Latency.Max < 410*time.Millisecond || res.MaxSendDelay < 350*time.Millisecond {
-		t.Errorf("max latency %s, max send delay %s; want at least 410ms and 350ms: the wait for a free slot counts",
-			res.Latency.Max, res.MaxSendDelay)
+	if !strings.Contains(res.Verdict, fmt.Sprintf("%d dropped", res.Dropped)) {
+		t.Errorf("verdict %q does not say %d were dropped", res.Verdict, res.Dropped)
 	}
+	if res.MaxSendDelay > 10*time.Millisecond {
+		t.Errorf("a request left %s late; one more than an interval (10ms) late must be dropped", res.MaxSendDelay)
+	}
+	if !res.CountsAgree {
+		t.Errorf("the audit gained %d orders; the driver saw %d 201s", res.RunOrders, res.Successes)
+	}
+	checkWidth(t, rep)
 }
 
 func TestRunUnreachableInstance(t *testing.T) {
@@ -260,7 +282,7 @@ func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const requests = 400
-	progress := &cancelAfter{n: 3, cancel: cancel}
+	progress := &onWrite{n: 3, do: cancel}
 	rep, err := driver.Run(ctx, driver.Config{
 		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: requests,
 		Strategies: []string{"redlock"}, Requests: requests, Concurrency: 4,
@@ -278,23 +300,6 @@ func TestRunCancelled(t *testing.T) {
 	if res := rep.Results[0]; sumOutcomes(res) != 0 {
 		t.Errorf("outcomes %v after the cancel; want none (the requests in flight ended uncounted)", res.Outcomes)
 	}
-}
-
-// cancelAfter is a progress writer that cancels the run once it has been
-// written to n times: the run is then under way.
-type cancelAfter struct {
-	mu     sync.Mutex
-	n      int
-	cancel context.CancelFunc
-}
-
-func (c *cancelAfter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n--; c.n == 0 {
-		c.cancel()
-	}
-	return len(p), nil
 }
 
 func TestRunOverrideDisabled(t *testing.T) {
@@ -327,10 +332,10 @@ func TestRunBadConfig(t *testing.T) {
 	for _, cfg := range []driver.Config{
 		{},
 		{URLs: []string{"127.0.0.1:8080"}, ProductID: 1},
-		{URLs: []string{"http://127.0.0.1:1"}},                              // no product, no token
-		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Stock: 5},      // reset without token
-		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Rate: 10},      // open loop without duration
-		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Hold: 1500000}, // 1.5ms
+		{URLs: []string{"http://127.0.0.1:1"}},                                     // no product, no token
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Stock: 5},             // reset without token
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Rates: []float64{10}}, // open loop without duration
+		{URLs: []string{"http://127.0.0.1:1"}, ProductID: 1, Hold: 1500000},        // 1.5ms
 	} {
 		if _, err := driver.Run(context.Background(), cfg); !errors.Is(err, driver.ErrConfig) {
 			t.Errorf("Run(%+v) = %v; want ErrConfig", cfg, err)
@@ -365,6 +370,11 @@ func TestReportOutputs(t *testing.T) {
 			got.Latency != want.Latency || got.Outcomes[driver.OutcomeSoldOut] != want.Outcomes[driver.OutcomeSoldOut] || got.Verdict != want.Verdict {
 			t.Errorf("JSON result %d = %+v; want %+v", i, got, want)
 		}
+		if got.LatencyByOutcome[driver.OutcomeCreated] != want.LatencyByOutcome[driver.OutcomeCreated] ||
+			got.LatencyByOutcome[driver.OutcomeSoldOut].Count != want.Outcomes[driver.OutcomeSoldOut] ||
+			got.SellRate != want.SellRate || got.TimeToSoldOut != want.TimeToSoldOut || len(got.Series) != len(want.Series) || len(got.Series) == 0 {
+			t.Errorf("JSON result %d lacks the figures per outcome or the series: %+v", i, got)
+		}
 	}
 	var generic map[string]any
 	if err := json.Unmarshal(js.Bytes(), &generic); err != nil {
@@ -379,7 +389,8 @@ func TestReportOutputs(t *testing.T) {
 		t.Fatalf("WriteHTML = %v", err)
 	}
 	html := page.String()
-	for _, want := range []string{"<!DOCTYPE html>", "<svg", "Throughput", "Latency percentiles", "<table", "none", "token", "</html>"} {
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "Throughput", "Latency by outcome", "<table", "none", "token", "</html>",
+		"201s per second", "p99 latency of each second", "Stock left", "<polyline"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML report lacks %q", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -35,16 +36,27 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	var charts []template.HTML
 	throughput := []series{{"all answers", "#5b7fb5", pick(func(res Result) float64 { return res.Throughput })}}
 	if !raw {
-		throughput = append(throughput, series{"201 created", "#3a9a5b", pick(func(res Result) float64 { return res.SuccessThroughput })})
+		throughput = append(throughput, series{"201s while stock lasted", "#3a9a5b", pick(func(res Result) float64 { return res.SellRate })})
+	}
+	latencies := []series{
+		{"p50", "#8fb8de", ms(func(l Latency) time.Duration { return l.P50 })},
+		{"p99", "#2f4f86", ms(func(l Latency) time.Duration { return l.P99 })},
+		{"max", "#1b2b4a", ms(func(l Latency) time.Duration { return l.Max })},
+	}
+	if !raw {
+		of := func(outcome string, f func(Latency) time.Duration) []float64 {
+			return pick(func(res Result) float64 { return float64(f(res.LatencyByOutcome[outcome])) / float64(time.Millisecond) })
+		}
+		latencies = []series{
+			{"201 p50", "#9fd4ae", of(OutcomeCreated, func(l Latency) time.Duration { return l.P50 })},
+			{"201 p99", "#3a9a5b", of(OutcomeCreated, func(l Latency) time.Duration { return l.P99 })},
+			{"sold_out p50", "#8fb8de", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P50 })},
+			{"sold_out p99", "#2f4f86", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P99 })},
+		}
 	}
 	charts = append(charts,
-		barChart("Throughput (per second of the whole run)", labels, throughput, perSecond),
-		barChart("Latency percentiles", labels, []series{
-			{"p50", "#8fb8de", ms(func(l Latency) time.Duration { return l.P50 })},
-			{"p95", "#5b7fb5", ms(func(l Latency) time.Duration { return l.P95 })},
-			{"p99", "#2f4f86", ms(func(l Latency) time.Duration { return l.P99 })},
-			{"p99.9", "#1b2b4a", ms(func(l Latency) time.Duration { return l.P999 })},
-		}, msLabel),
+		barChart("Throughput (per second)", labels, throughput, perSecond),
+		barChart("Latency by outcome", labels, latencies, msLabel),
 		outcomeChart(r.Results, labels),
 	)
 	if !raw {
@@ -54,6 +66,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			{"oversold", "#c0392b", pick(func(res Result) float64 { return float64(res.Audit.OversoldUnits) })},
 		}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }))
 	}
+	charts = append(charts, r.timeCharts(raw)...)
 
 	var table strings.Builder
 	if err := r.WriteTable(&table); err != nil {
@@ -63,10 +76,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		R        *Report
 		Raw      bool
 		Charts   []template.HTML
+		Columns  []string
 		Rows     []htmlRow
 		Failures []string
 		Text     string
-	}{R: r, Raw: raw, Charts: charts, Failures: r.Failures(), Text: table.String()}
+	}{R: r, Raw: raw, Charts: charts, Columns: htmlColumns, Failures: r.Failures(), Text: table.String()}
 	for _, res := range r.Results {
 		data.Rows = append(data.Rows, htmlRowOf(res))
 	}
@@ -77,29 +91,25 @@ func (r *Report) WriteHTML(w io.Writer) error {
 }
 
 type htmlRow struct {
-	Strategy, Safe, Other                string
-	Requests, OK, SoldOut, LockTimeout   int
-	ReqPerSec, OKPerSec                  string
-	P50, P95, P99, P999, Max, SoldOutAt  string
-	Stock, Sold, Oversold, Verdict, Kind string
-	Description                          string
+	Strategy, Safe, Description, Verdict, Kind string
+	Cells                                      []string
 }
 
+// htmlColumns are the heads of the page's table; htmlRowOf gives the
+// cells in their order.
+var htmlColumns = []string{"safe", "requests", "201", "sold_out", "lock_timeout", "other", "dropped", "req/s",
+	"201/s while stock lasted", "sold out at", "201 p50", "201 p99", "201 max", "sold_out p50", "sold_out p99",
+	"sold_out max", "all p99", "final stock", "units sold", "oversold"}
+
 func htmlRowOf(res Result) htmlRow {
-	l := res.Latency
+	c, s := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut]
+	stock, sold, oversold := auditCells(res)
 	row := htmlRow{
-		Strategy: strategyCell(res), Safe: yesNo(res.Safe), Other: otherCell(res),
-		Requests: res.Requests, OK: res.Successes, SoldOut: res.Outcomes[OutcomeSoldOut],
-		LockTimeout: res.Outcomes[OutcomeLockTimeout],
-		ReqPerSec:   rate(res.Throughput), OKPerSec: rate(res.SuccessThroughput),
-		P50: dur(l.P50), P95: dur(l.P95), P99: dur(l.P99), P999: dur(l.P999), Max: dur(l.Max),
-		SoldOutAt: dur(res.TimeToSoldOut), Stock: "-", Sold: "-", Oversold: "-",
-		Verdict: res.Verdict, Description: res.Description, Kind: "good",
-	}
-	if res.Audited {
-		row.Stock = strconv.FormatInt(res.Audit.Stock, 10)
-		row.Sold = strconv.FormatInt(res.Audit.UnitsSold, 10)
-		row.Oversold = strconv.FormatInt(res.Audit.OversoldUnits, 10)
+		Strategy: strategyCell(res), Safe: yesNo(res.Safe), Verdict: res.Verdict, Description: res.Description, Kind: "good",
+		Cells: []string{yesNo(res.Safe), itoa(res.Requests), itoa(res.Successes), itoa(res.Outcomes[OutcomeSoldOut]),
+			itoa(res.Outcomes[OutcomeLockTimeout]), itoa(otherCount(res)), itoa(res.Dropped), rate(res.Throughput),
+			sellRateCell(res), soldOutCell(res), dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max),
+			dur(res.Latency.P99), stock, sold, oversold},
 	}
 	switch {
 	case strings.HasPrefix(res.Verdict, "BROKEN"):
@@ -206,8 +216,10 @@ func outcomeChart(results []Result, labels []string) template.HTML {
 	return template.HTML(b.String()) // built from escaped parts only
 }
 
-func legend(b *strings.Builder, ss []series, y int) {
-	x := chartLabelW
+func legend(b *strings.Builder, ss []series, y int) { legendAt(b, ss, chartLabelW, y) }
+
+// legendAt writes a legend of ss in one row from x.
+func legendAt(b *strings.Builder, ss []series, x, y int) {
 	for _, s := range ss {
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
 			x, y-9, s.Color, x+14, y, esc(s.Name))
@@ -246,8 +258,8 @@ details pre { font-size: 12px; background: #f7f7f7; padding: 1em; overflow-x: au
 <h1>seckill load test</h1>
 <p class="meta">{{.R.Start.Format "2006-01-02 15:04:05 MST"}} &middot;
 {{len .R.Config.URLs}} instance(s): {{range $i, $u := .R.Config.URLs}}{{if $i}}, {{end}}{{$u}}{{end}}<br>
-{{if eq .R.Config.Mode "open"}}open loop: {{.R.Config.Rate}} requests/s for {{.R.Config.Duration}} ({{.R.Config.Requests}} in all), at most {{.R.Config.Concurrency}} in flight; latency from the intended send time
-{{else}}closed loop: {{.R.Config.Requests}} requests per run, {{.R.Config.Concurrency}} workers{{end}}
+{{if eq .R.Config.Mode "open"}}open loop: {{range $i, $r := .R.Config.Rates}}{{if $i}}, {{end}}{{$r}}{{end}} requests/s for {{.R.Config.Duration}} each ({{.R.Config.Requests}} in all), at most {{.R.Config.Concurrency}} in flight; latency from the intended send time
+{{else if .R.Config.Requests}}closed loop: {{.R.Config.Requests}} requests per run, {{.R.Config.Concurrency}} workers{{else}}closed loop: {{.R.Config.Duration}} per run, {{.R.Config.Concurrency}} workers{{end}}{{if .R.Config.Warmup}}, after a warmup of {{.R.Config.Warmup}} left out of the figures{{end}}
 {{if not .Raw}}&middot; product {{.R.Config.ProductID}}{{if .R.Config.Stock}}, stock reset to {{.R.Config.Stock}} before each run{{end}}
 {{if .R.Config.Hold}}&middot; hold {{.R.Config.Hold}}{{end}}{{if .R.Config.Fencing}} &middot; fencing {{.R.Config.Fencing}}{{end}}{{else}}&middot; raw mode: GET {{.R.Config.Endpoint}}{{end}}<br>
 driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch}}, {{.R.Environment.NumCPU}} CPUs, GOMAXPROCS {{.R.Environment.GOMAXPROCS}}</p>
@@ -257,9 +269,9 @@ driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch
 {{range .Charts}}{{.}}
 {{end}}</div>
 <table>
-<thead><tr><th>strategy</th><th>safe</th><th>requests</th><th>ok</th><th>sold_out</th><th>lock_timeout</th><th>other</th><th>req/s</th><th>ok/s</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sold out at</th><th>final stock</th><th>units sold</th><th>oversold</th><th class="verdict">verdict</th></tr></thead>
+<thead><tr><th>strategy</th>{{range .Columns}}<th>{{.}}</th>{{end}}<th class="verdict">verdict</th></tr></thead>
 <tbody>
-{{range .Rows}}<tr class="{{.Kind}}"><td>{{.Strategy}}</td><td>{{.Safe}}</td><td>{{.Requests}}</td><td>{{.OK}}</td><td>{{.SoldOut}}</td><td>{{.LockTimeout}}</td><td>{{.Other}}</td><td>{{.ReqPerSec}}</td><td>{{.OKPerSec}}</td><td>{{.P50}}</td><td>{{.P95}}</td><td>{{.P99}}</td><td>{{.P999}}</td><td>{{.Max}}</td><td>{{.SoldOutAt}}</td><td>{{.Stock}}</td><td>{{.Sold}}</td><td>{{.Oversold}}</td><td class="verdict">{{.Verdict}}</td></tr>
+{{range .Rows}}<tr class="{{.Kind}}"><td>{{.Strategy}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}<td class="verdict">{{.Verdict}}</td></tr>
 {{end}}</tbody>
 </table>
 <dl>
@@ -275,4 +287,109 @@ func openChart(b *strings.Builder, width, height int, title string) {
 	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`,
 		width, height, width, height, esc(title))
 	fmt.Fprintf(b, `<text x="0" y="16" class="title">%s</text>`, esc(title))
+}
+
+// palette colours the lines of a time chart, one per strategy.
+var palette = []string{"#2f4f86", "#3a9a5b", "#c0392b", "#e6a23c", "#8e44ad", "#16a085", "#7f8c8d", "#d35400"}
+
+// line is one strategy's values over the seconds of its run.
+type line struct {
+	Name  string
+	Color string
+	X, Y  []float64
+}
+
+// timeCharts draws the per-second series: the answers and the 201s per
+// second, the p99 of each second, and the stock left.
+func (r *Report) timeCharts(raw bool) []template.HTML {
+	pick := func(f func(Second) (float64, bool)) []line {
+		var out []line
+		for i, res := range r.Results {
+			l := line{Name: strategyCell(res), Color: palette[i%len(palette)]}
+			for _, s := range res.Series {
+				if v, ok := f(s); ok {
+					l.X, l.Y = append(l.X, float64(s.Second)), append(l.Y, v)
+				}
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	count := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	perSecond := func(v float64) string { return rate(v) + "/s" }
+	msLabel := func(v float64) string { return dur(time.Duration(v * float64(time.Millisecond))) }
+	charts := []template.HTML{
+		lineChart("Answers per second", pick(func(s Second) (float64, bool) { return float64(s.Answers), true }), perSecond),
+	}
+	if !raw {
+		charts = append(charts,
+			lineChart("201s per second", pick(func(s Second) (float64, bool) { return float64(s.Created), true }), perSecond))
+	}
+	charts = append(charts, lineChart("p99 latency of each second's answers", pick(func(s Second) (float64, bool) {
+		return float64(s.P99) / float64(time.Millisecond), s.Answers > 0
+	}), msLabel))
+	if !raw {
+		charts = append(charts, lineChart("Stock left (the stock before the run less the 201s so far)",
+			pick(func(s Second) (float64, bool) {
+				if s.Stock == nil {
+					return 0, false
+				}
+				return float64(*s.Stock), true
+			}), count))
+	}
+	return charts
+}
+
+// lineChart draws each line over one pair of linear scales: seconds
+// across, values up (0 always shown).
+func lineChart(title string, lines []line, format func(float64) string) template.HTML {
+	const left, plotW, plotH, top = 70, 560, 180, 28
+	xMin, xMax, yMin, yMax := math.Inf(1), math.Inf(-1), 0.0, 0.0
+	for _, l := range lines {
+		for i := range l.X {
+			xMin, xMax = min(xMin, l.X[i]), max(xMax, l.X[i]+1)
+			yMin, yMax = min(yMin, l.Y[i]), max(yMax, l.Y[i])
+		}
+	}
+	if math.IsInf(xMin, 0) {
+		xMin, xMax = 0, 1
+	}
+	if yMax == yMin {
+		yMax = yMin + 1
+	}
+	px := func(x float64) float64 { return left + (x-xMin)/(xMax-xMin)*plotW }
+	py := func(y float64) float64 { return top + (yMax-y)/(yMax-yMin)*plotH }
+	height := top + plotH + 44
+	var b strings.Builder
+	openChart(&b, left+plotW+20, height, title)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#ccc"/>`, left, top, plotW, plotH)
+	for _, v := range []float64{yMin, 0, yMax} {
+		if v == 0 && yMin == 0 && v != yMax {
+			continue // the bottom line already says 0
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" class="value" text-anchor="end">%s</text>`, left-4, py(v)+4, esc(format(v)))
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/>`, left, left+plotW, py(v), py(v))
+	}
+	for _, x := range []float64{xMin, xMax} {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="value" text-anchor="middle">%ss</text>`, px(x), top+plotH+14, esc(strconv.FormatFloat(x, 'f', 0, 64)))
+	}
+	for _, l := range lines {
+		if len(l.X) == 0 {
+			continue
+		}
+		var pts strings.Builder
+		for i := range l.X {
+			// A second's value is drawn across the second.
+			fmt.Fprintf(&pts, "%.1f,%.1f %.1f,%.1f ", px(l.X[i]), py(l.Y[i]), px(l.X[i]+1), py(l.Y[i]))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"><title>%s</title></polyline>`,
+			l.Color, strings.TrimSpace(pts.String()), esc(l.Name))
+	}
+	ss := make([]series, len(lines))
+	for i, l := range lines {
+		ss[i] = series{Name: l.Name, Color: l.Color}
+	}
+	legendAt(&b, ss, left, height-8)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // built from escaped parts only
 }

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/schollz/progressbar/v3"
 	"github.com/valyala/fasthttp"
 )
 
@@ -57,59 +56,146 @@ var outcomeNames = [numOutcomes]string{
 	OutcomeLockLost, OutcomeOther4xx, Outcome5xx, OutcomeTransport, OutcomeOther,
 }
 
-// Latencies are recorded in microseconds, from 1µs to histMax.
+// Latencies are recorded in microseconds, from 1µs to histMax: with three
+// significant digits in the figures of a run, with two in those of one
+// second.
 const (
 	histMax     = int64(10 * time.Minute / time.Microsecond)
 	histSigFigs = 3
+	secSigFigs  = 2
 	maxSamples  = 5 // transport error messages kept per run
+	// ringSize is the number of seconds a shard keeps before the watcher
+	// moves them to the series; the watcher moves a second 2 s after it.
+	ringSize = 8
+	// tick is how often the watcher moves seconds and draws the progress.
+	tick = 100 * time.Millisecond
 )
 
-// plan is one run of the load: n requests at the targets.
+func newHist(sigFigs int) *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, histMax, sigFigs)
+}
+
+// plan is one run of the load at the targets.
 type plan struct {
 	timeout  time.Duration // longest wait for an answer once a request is sent
+	bases    []string      // base URL per instance
 	targets  []string      // full URL per instance
 	purchase bool          // POST a purchase; else GET
 	// The body of purchase i is head + i + mid + i + tail.
 	head, mid, tail []byte
-	n               int
-	rate            float64 // > 0: open loop
-	workers         int
-	progress        io.Writer
-	label           string
+	phases          []phase
+	open            bool
+	// requests is the closed loop's measured request count; 0: it runs
+	// its measured phase's length.
+	requests int
+	workers  int
+	progress io.Writer
+	label    string
+	// stock and quantity let the progress show the stock left; stock < 0:
+	// unknown.
+	stock, quantity int64
 	// captureStrategy asks for the strategy named by the first 201.
 	captureStrategy bool
 }
 
-// tally is what a run measured.
+// warmup is the length of the plan's warmup, 0 for none.
+func (p *plan) warmup() time.Duration {
+	if p.phases[0].warm {
+		return p.phases[0].length
+	}
+	return 0
+}
+
+// length is the planned length of the load; 0 when it runs a request
+// count.
+func (p *plan) length() time.Duration {
+	last := p.phases[len(p.phases)-1]
+	if !p.open && p.requests > 0 {
+		return 0
+	}
+	return last.start + last.length
+}
+
+// scheduled is the open loop's number of requests, warmup included.
+func (p *plan) scheduled() int {
+	last := p.phases[len(p.phases)-1]
+	return last.first + last.n
+}
+
+// phaseOf returns the phase of the open loop's request i and its intended
+// send time since the load's start.
+func (p *plan) phaseOf(i int) (int, time.Duration) {
+	k := len(p.phases) - 1
+	for k > 0 && i < p.phases[k].first {
+		k--
+	}
+	ph := p.phases[k]
+	return k, ph.start + time.Duration(float64(i-ph.first)*float64(time.Second)/ph.rate)
+}
+
+// tally is what a run measured. Times are since the load's start.
 type tally struct {
-	counts       [numOutcomes]int64
-	hist         *hdrhistogram.Histogram
-	elapsed      time.Duration
-	firstSoldOut time.Duration // since the start; -1: none
-	lastCreated  time.Duration // since the start; -1: none
-	maxSendDelay time.Duration // open loop: the latest a request left after its intended time
-	codes        map[string]int64
-	samples      []string
+	counts [numOutcomes]int64                   // measured answers
+	hists  [numOutcomes]*hdrhistogram.Histogram // their latency; nil: none
+	warm   [numOutcomes]int64                   // answers of the warmup
+	// dropped and warmDropped count the open loop's requests that could
+	// not be sent on time.
+	dropped, warmDropped int64
+	firstSoldOut         time.Duration // -1: none
+	lastCreated          time.Duration // warmup included; -1: none
+	maxSendDelay         time.Duration // open loop: the latest a request left after its intended time
+	codes                map[string]int64
+	samples              []string
+	targets              []targetTally // per target
+	steps                []stepTally   // per phase, open loop only
 	// overrideDisabled is the URL of an instance that answered 403
 	// strategy_override_disabled.
 	overrideDisabled string
 	orderStrategy    string
+	// Set by run on the merged tally: the measured phase's length (from
+	// its start to the end of the load) and the per-second series.
+	elapsed time.Duration
+	series  []secAgg
 }
 
-func newTally() *tally {
+type targetTally struct {
+	answers, transport int64
+}
+
+type stepTally struct {
+	counts  [numOutcomes]int64
+	dropped int64
+	hist    *hdrhistogram.Histogram
+}
+
+func newTally(targets, phases int) *tally {
 	return &tally{
-		hist:         hdrhistogram.New(1, histMax, histSigFigs),
 		firstSoldOut: -1,
 		lastCreated:  -1,
 		codes:        map[string]int64{},
+		targets:      make([]targetTally, targets),
+		steps:        make([]stepTally, phases),
 	}
+}
+
+func mergeHist(dst **hdrhistogram.Histogram, src *hdrhistogram.Histogram, sigFigs int) {
+	if src == nil {
+		return
+	}
+	if *dst == nil {
+		*dst = newHist(sigFigs)
+	}
+	(*dst).Merge(src)
 }
 
 func (t *tally) merge(o *tally) {
 	for i := range t.counts {
 		t.counts[i] += o.counts[i]
+		t.warm[i] += o.warm[i]
+		mergeHist(&t.hists[i], o.hists[i], histSigFigs)
 	}
-	t.hist.Merge(o.hist)
+	t.dropped += o.dropped
+	t.warmDropped += o.warmDropped
 	if o.firstSoldOut >= 0 && (t.firstSoldOut < 0 || o.firstSoldOut < t.firstSoldOut) {
 		t.firstSoldOut = o.firstSoldOut
 	}
@@ -122,6 +208,17 @@ func (t *tally) merge(o *tally) {
 		if len(t.samples) < maxSamples {
 			t.samples = append(t.samples, s)
 		}
+	}
+	for i := range t.targets {
+		t.targets[i].answers += o.targets[i].answers
+		t.targets[i].transport += o.targets[i].transport
+	}
+	for i := range t.steps {
+		for j := range t.steps[i].counts {
+			t.steps[i].counts[j] += o.steps[i].counts[j]
+		}
+		t.steps[i].dropped += o.steps[i].dropped
+		mergeHist(&t.steps[i].hist, o.steps[i].hist, histSigFigs)
 	}
 	if t.overrideDisabled == "" {
 		t.overrideDisabled = o.overrideDisabled
@@ -139,12 +236,130 @@ func (t *tally) total() int64 {
 	return n
 }
 
-// shard is a tally behind a lock; workers share a few of them, so that a
-// thousand workers do not need a thousand histograms.
+// all merges the latency of every outcome.
+func (t *tally) all() *hdrhistogram.Histogram {
+	var h *hdrhistogram.Histogram
+	for _, o := range t.hists {
+		mergeHist(&h, o, histSigFigs)
+	}
+	return h
+}
+
+// secAgg is what one second of the load saw: the answers that came in
+// during it, and the requests due in it that were dropped.
+type secAgg struct {
+	sec     int // 0 is the first second after the warmup
+	counts  [numOutcomes]int64
+	dropped int64
+	hist    *hdrhistogram.Histogram // nil: no answer
+}
+
+func (s *secAgg) add(o *secAgg) {
+	for i := range s.counts {
+		s.counts[i] += o.counts[i]
+	}
+	s.dropped += o.dropped
+	mergeHist(&s.hist, o.hist, secSigFigs)
+}
+
+// timeline gathers the seconds the shards hand over.
+type timeline struct {
+	mu   sync.Mutex
+	secs map[int]*secAgg
+}
+
+func (s *timeline) add(o *secAgg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.secs[o.sec]
+	if a == nil {
+		a = &secAgg{sec: o.sec}
+		s.secs[o.sec] = a
+	}
+	a.add(o)
+}
+
+// finish returns every second from the first to the last that saw
+// anything, the quiet ones included.
+func (s *timeline) finish() []secAgg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.secs) == 0 {
+		return nil
+	}
+	lo, hi := math.MaxInt, math.MinInt
+	for k := range s.secs {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	out := make([]secAgg, 0, hi-lo+1)
+	for k := lo; k <= hi; k++ {
+		if a := s.secs[k]; a != nil {
+			out = append(out, *a)
+		} else {
+			out = append(out, secAgg{sec: k})
+		}
+	}
+	return out
+}
+
+// shard is a tally and the seconds in progress behind a lock; workers
+// share a few of them, so that a thousand workers do not need a thousand
+// histograms.
 type shard struct {
-	mu sync.Mutex
-	t  *tally
-	_  [64]byte // keep shards on cache lines of their own
+	mu     sync.Mutex
+	t      *tally
+	ring   [ringSize]secAgg
+	used   [ringSize]bool
+	series *timeline
+	_      [64]byte // keep shards on cache lines of their own
+}
+
+// second returns the slot of second sec; sh.mu is held.
+func (sh *shard) second(sec int) *secAgg {
+	k := ((sec % ringSize) + ringSize) % ringSize
+	s := &sh.ring[k]
+	if sh.used[k] && s.sec != sec {
+		// The watcher fell behind by ringSize seconds: hand it over here.
+		sh.series.add(s)
+		sh.used[k] = false
+	}
+	if !sh.used[k] {
+		hist := s.hist
+		if hist == nil {
+			hist = newHist(secSigFigs)
+		} else {
+			hist.Reset()
+		}
+		*s = secAgg{sec: sec, hist: hist}
+		sh.used[k] = true
+	}
+	return s
+}
+
+// handOver moves the seconds before second before to the series.
+func (sh *shard) handOver(before int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for k := range sh.ring {
+		if sh.used[k] && sh.ring[k].sec < before {
+			sh.series.add(&sh.ring[k])
+			sh.used[k] = false
+		}
+	}
+}
+
+// secondOf is the second of the series that d since the load's start
+// falls in.
+func secondOf(d, warmup time.Duration) int {
+	return int(math.Floor(float64(d-warmup) / float64(time.Second)))
+}
+
+// live counts the answers as they come, for the progress line: every
+// answer, warmup included.
+type live struct {
+	counts  [numOutcomes]atomic.Int64
+	warm    atomic.Int64 // of the answers, those of the warmup
+	dropped atomic.Int64
 }
 
 // answer is what one request came back with.
@@ -156,20 +371,38 @@ type answer struct {
 	strategy string // of the captured 201
 }
 
+// request is one request of the load as a worker sees it.
+type request struct {
+	i        int           // its index: the body's and the target's
+	phase    int           // open loop: its phase
+	warm     bool          // of the warmup
+	intended time.Duration // since the load's start
+	delay    time.Duration // open loop: how late it left
+}
+
 // run executes p and returns what it measured. It stops early when ctx
 // ends or an instance answers 403 strategy_override_disabled.
 func (p *plan) run(ctx context.Context) *tally {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	workers := max(1, min(p.workers, p.n))
+	workers := max(1, p.workers)
+	switch {
+	case p.open:
+		workers = min(workers, p.scheduled())
+	case p.requests > 0 && p.warmup() == 0:
+		workers = min(workers, p.requests)
+	}
+	ser := &timeline{secs: map[int]*secAgg{}}
 	shards := make([]shard, min(workers, 4*runtime.GOMAXPROCS(0)))
 	for i := range shards {
-		shards[i].t = newTally()
+		shards[i].t = newTally(len(p.targets), len(p.phases))
+		shards[i].series = ser
 	}
 	var (
-		next, done atomic.Int64
-		captured   atomic.Bool
-		wg         sync.WaitGroup
+		next, measured atomic.Int64
+		captured       atomic.Bool
+		counts         live
+		wg             sync.WaitGroup
 	)
 	if !p.captureStrategy {
 		captured.Store(true)
@@ -184,12 +417,65 @@ func (p *plan) run(ctx context.Context) *tally {
 	// flight at once, as net/http would have.
 	stopClose := context.AfterFunc(ctx, lc.close)
 	defer stopClose()
-	stopProgress := p.showProgress(&done)
-	var interval float64
-	if p.rate > 0 {
-		interval = float64(time.Second) / p.rate
-	}
+	warmup := p.warmup()
 	start := time.Now()
+	stopWatch := p.watch(start, shards, &counts)
+	// next claims the next request; ok false: the worker is done.
+	claim := func(timer **time.Timer) (r request, ok bool) {
+		if !p.open {
+			since := time.Since(start)
+			switch {
+			case since < warmup:
+				r.warm = true
+			case p.requests > 0:
+				if measured.Add(1) > int64(p.requests) {
+					return r, false
+				}
+			case since >= p.length():
+				return r, false
+			}
+			r.i, r.intended = int(next.Add(1)-1), since
+			return r, true
+		}
+		for {
+			r.i = int(next.Add(1) - 1)
+			if r.i >= p.scheduled() {
+				return r, false
+			}
+			r.phase, r.intended = p.phaseOf(r.i)
+			ph := p.phases[r.phase]
+			r.warm = ph.warm
+			wait := r.intended - time.Since(start)
+			if wait > 0 {
+				if *timer == nil {
+					*timer = time.NewTimer(wait)
+				} else {
+					(*timer).Reset(wait)
+				}
+				select {
+				case <-(*timer).C:
+				case <-ctx.Done():
+					return r, false
+				}
+				return r, true
+			}
+			r.delay = -wait
+			if r.delay <= max(time.Millisecond, time.Duration(float64(time.Second)/ph.rate)) {
+				return r, true
+			}
+			sh := &shards[r.i%len(shards)]
+			sh.mu.Lock()
+			if r.warm {
+				sh.t.warmDropped++
+			} else {
+				sh.t.dropped++
+				sh.t.steps[r.phase].dropped++
+			}
+			sh.second(secondOf(r.intended, warmup)).dropped++
+			sh.mu.Unlock()
+			counts.dropped.Add(1)
+		}
+	}
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -199,122 +485,91 @@ func (p *plan) run(ctx context.Context) *tally {
 			defer wk.release()
 			var timer *time.Timer
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= p.n || ctx.Err() != nil {
+				r, ok := claim(&timer)
+				if !ok || ctx.Err() != nil {
 					return
 				}
-				intended := time.Now()
-				var delay time.Duration
-				if p.rate > 0 {
-					intended = start.Add(time.Duration(float64(i) * interval))
-					if wait := time.Until(intended); wait > 0 {
-						if timer == nil {
-							timer = time.NewTimer(wait)
-						} else {
-							timer.Reset(wait)
-						}
-						select {
-						case <-timer.C:
-						case <-ctx.Done():
-							return
-						}
-					} else {
-						delay = -wait
-					}
-				}
-				a := wk.do(ctx, i, &captured)
-				end := time.Now()
+				a := wk.do(ctx, r.i, &captured)
+				since := time.Since(start)
 				if a.out == outTransport && ctx.Err() != nil {
 					return // cancelled, not an answer
 				}
 				if a.override {
 					cancel()
 				}
-				sh.mu.Lock()
-				t := sh.t
-				t.counts[a.out]++
-				us := max(1, min(end.Sub(intended).Microseconds(), histMax))
-				_ = t.hist.RecordValue(us) // us is within the histogram's range
-				since := end.Sub(start)
-				switch a.out {
-				case outCreated:
-					t.lastCreated = max(t.lastCreated, since)
-				case outSoldOut:
-					if t.firstSoldOut < 0 || since < t.firstSoldOut {
-						t.firstSoldOut = since
-					}
-				case outTransport:
-					if len(t.samples) < maxSamples {
-						t.samples = append(t.samples, a.sample)
-					}
+				sh.record(p, r, a, since, warmup)
+				counts.counts[a.out].Add(1)
+				if r.warm {
+					counts.warm.Add(1)
 				}
-				if a.code != "" {
-					t.codes[a.code]++
-				}
-				if a.override && t.overrideDisabled == "" {
-					t.overrideDisabled = p.targets[i%len(p.targets)]
-				}
-				if a.strategy != "" {
-					t.orderStrategy = a.strategy
-				}
-				t.maxSendDelay = max(t.maxSendDelay, delay)
-				sh.mu.Unlock()
-				done.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	total := newTally()
-	total.elapsed = time.Since(start)
-	stopProgress()
+	end := time.Since(start)
+	stopWatch()
+	total := newTally(len(p.targets), len(p.phases))
 	for i := range shards {
+		shards[i].handOver(math.MaxInt)
 		total.merge(shards[i].t)
 	}
+	total.elapsed = max(0, end-warmup)
+	total.series = ser.finish()
 	return total
 }
 
-// showProgress draws a progress bar of done out of p.n until the returned
-// function is called. The workers only bump a counter; the bar is drawn
-// from here, ten times a second.
-func (p *plan) showProgress(done *atomic.Int64) (stop func()) {
-	if p.progress == nil {
-		return func() {}
-	}
-	bar := progressbar.NewOptions64(int64(p.n),
-		progressbar.OptionSetWriter(p.progress),
-		progressbar.OptionSetDescription(fmt.Sprintf("%-12s", p.label)),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("req"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetRenderBlankState(true),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.progress) }),
-	)
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				_ = bar.Set64(done.Load()) // a progress bar that cannot draw is no reason to stop
-			case <-quit:
-				return
+// record counts answer a to request r, answered at since.
+func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duration) {
+	us := max(1, min((since-r.intended).Microseconds(), histMax))
+	sec := secondOf(since, warmup)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.t
+	if r.warm {
+		t.warm[a.out]++
+	} else {
+		t.counts[a.out]++
+		if t.hists[a.out] == nil {
+			t.hists[a.out] = newHist(histSigFigs)
+		}
+		_ = t.hists[a.out].RecordValue(us) // us is within the histogram's range
+		t.maxSendDelay = max(t.maxSendDelay, r.delay)
+		if a.code != "" {
+			t.codes[a.code]++
+		}
+		if p.open {
+			st := &t.steps[r.phase]
+			st.counts[a.out]++
+			if st.hist == nil {
+				st.hist = newHist(histSigFigs)
 			}
-		}
-	}()
-	return func() {
-		close(quit)
-		<-finished
-		_ = bar.Set64(done.Load())
-		if !bar.IsFinished() {
-			_ = bar.Exit()
-			fmt.Fprintln(p.progress)
+			_ = st.hist.RecordValue(us)
 		}
 	}
+	k := r.i % len(p.targets)
+	t.targets[k].answers++
+	switch a.out {
+	case outCreated:
+		t.lastCreated = max(t.lastCreated, since)
+	case outSoldOut:
+		if t.firstSoldOut < 0 || since < t.firstSoldOut {
+			t.firstSoldOut = since
+		}
+	case outTransport:
+		t.targets[k].transport++
+		if len(t.samples) < maxSamples {
+			t.samples = append(t.samples, a.sample)
+		}
+	}
+	if a.override && t.overrideDisabled == "" {
+		t.overrideDisabled = p.targets[k]
+	}
+	if a.strategy != "" {
+		t.orderStrategy = a.strategy
+	}
+	s := sh.second(sec)
+	s.counts[a.out]++
+	_ = s.hist.RecordValue(us)
 }
 
 // worker sends one request at a time. Its requests (one per target, their
@@ -602,17 +857,4 @@ func (c *loadConn) Close() error {
 	delete(c.lc.open, c)
 	c.lc.mu.Unlock()
 	return c.Conn.Close()
-}
-
-// newClient returns the client of the bookkeeping calls (health, admin,
-// strategies, audit): net/http, never through a proxy, never asking for
-// gzip. The load itself goes through a loadClient.
-func newClient(timeout time.Duration) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}).DialContext,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       idleTimeout,
-		ResponseHeaderTimeout: timeout,
-		DisableCompression:    true,
-	}}
 }

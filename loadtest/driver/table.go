@@ -8,145 +8,340 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
-// WriteTable prints the report for a person: what ran, then one row per
-// strategy, then a legend and anything that went wrong.
-func (r *Report) WriteTable(w io.Writer) error {
+// TableWidth is the most columns any line of WriteTable takes (with
+// strategy names of the server's length and instance URLs that fit).
+const TableWidth = 100
+
+// WriteTable prints the report for a person, every line within TableWidth
+// columns: what ran, then per strategy its answers, its latency by outcome
+// and its audit (three short tables, one row per strategy each), a legend,
+// notes and anything that went wrong.
+func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
+
+// WriteWideTable prints the report as WriteTable does, but every column
+// in one table, one row per strategy: its lines are as wide as they need.
+func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
+
+func (r *Report) writeTable(w io.Writer, wide bool) error {
 	ew := &errWriter{w: w}
 	r.writeHeader(ew)
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	raw := len(r.Results) > 0 && r.Results[0].Raw
-	if raw {
-		fmt.Fprintln(tw, "TARGET\tREQUESTS\tOK(2XX)\tOTHER\tREQ/S\tP50\tP95\tP99\tP99.9\tMAX\tVERDICT")
-	} else {
-		fmt.Fprintln(tw, "STRATEGY\tSAFE\tREQUESTS\tOK(201)\tSOLD_OUT\tLOCK_TIMEOUT\tOTHER\tREQ/S\tOK/S\tP50\tP95\tP99\tP99.9\tSOLD_OUT_AT\tFINAL_STOCK\tUNITS_SOLD\tOVERSOLD\tVERDICT")
+	open := r.Config.Mode == "open"
+	var blocks [][][]string
+	switch {
+	case raw:
+		blocks = [][][]string{r.rawRows(open, wide)}
+	case wide:
+		blocks = [][][]string{r.wideRows(open)}
+	default:
+		blocks = r.narrowRows(open)
 	}
-	for _, res := range r.Results {
-		l := res.Latency
-		if raw {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				res.Strategy, res.Requests, res.Successes, otherCell(res), rate(res.Throughput),
-				dur(l.P50), dur(l.P95), dur(l.P99), dur(l.P999), dur(l.Max), res.Verdict)
-			continue
+	for i, rows := range blocks {
+		if i > 0 {
+			fmt.Fprintln(ew)
 		}
-		stock, sold, oversold := "-", "-", "-"
-		if res.Audited {
-			stock = strconv.FormatInt(res.Audit.Stock, 10)
-			sold = strconv.FormatInt(res.Audit.UnitsSold, 10)
-			oversold = strconv.FormatInt(res.Audit.OversoldUnits, 10)
+		var b strings.Builder
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, row := range rows {
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			strategyCell(res), yesNo(res.Safe), res.Requests, res.Successes,
-			res.Outcomes[OutcomeSoldOut], res.Outcomes[OutcomeLockTimeout], otherCell(res),
-			rate(res.Throughput), rate(res.SuccessThroughput),
-			dur(l.P50), dur(l.P95), dur(l.P99), dur(l.P999), dur(res.TimeToSoldOut),
-			stock, sold, oversold, res.Verdict)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+		_ = tw.Flush() // a strings.Builder takes every write
+		for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			fmt.Fprintln(ew, strings.TrimRight(line, " "))
+		}
 	}
 	r.writeFooter(ew, raw)
-	return ew.err
+	if ew.err != nil {
+		return fmt.Errorf("driver: write table: %w", ew.err)
+	}
+	return nil
+}
+
+// narrowRows are the three tables of the default output.
+func (r *Report) narrowRows(open bool) [][][]string {
+	answers := [][]string{{"STRATEGY", "SAFE", "REQUESTS", "201", "SOLD_OUT", "LOCK_TIMEOUT", "OTHER"}}
+	if open {
+		answers[0] = append(answers[0], "DROPPED")
+	}
+	answers[0] = append(answers[0], "201/S", "SOLD_OUT_AT")
+	lat := [][]string{
+		{"", "201", "", "", "SOLD_OUT", "", ""},
+		{"LATENCY", "P50", "P99", "MAX", "P50", "P99", "MAX"},
+	}
+	audit := [][]string{{"AUDIT", "FINAL_STOCK", "UNITS_SOLD", "OVERSOLD", "VERDICT"}}
+	for _, res := range r.Results {
+		name := strategyCell(res)
+		row := []string{name, yesNo(res.Safe), itoa(res.Requests), itoa(res.Successes),
+			itoa(res.Outcomes[OutcomeSoldOut]), itoa(res.Outcomes[OutcomeLockTimeout]), itoa(otherCount(res))}
+		if open {
+			row = append(row, itoa(res.Dropped))
+		}
+		answers = append(answers, append(row, sellRateCell(res), soldOutCell(res)))
+		c, s := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut]
+		lat = append(lat, []string{name, dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max)})
+		stock, sold, oversold := auditCells(res)
+		audit = append(audit, []string{name, stock, sold, oversold, res.Verdict})
+	}
+	return [][][]string{answers, lat, audit}
+}
+
+// wideRows is every column in one table.
+func (r *Report) wideRows(open bool) [][]string {
+	head := []string{"STRATEGY", "SAFE", "REQUESTS", "201", "SOLD_OUT", "LIMIT", "LOCK_TIMEOUT", "LOCK_LOST", "4XX", "5XX", "NET", "OTHER"}
+	if open {
+		head = append(head, "DROPPED", "MAX_LATE")
+	}
+	head = append(head, "REQ/S", "201/S_RUN", "201/S", "SOLD_OUT_AT",
+		"201_P50", "201_P99", "201_MAX", "SOLD_OUT_P50", "SOLD_OUT_P99", "SOLD_OUT_MAX",
+		"ALL_P50", "ALL_P95", "ALL_P99", "ALL_P99.9", "ALL_MAX", "FINAL_STOCK", "UNITS_SOLD", "OVERSOLD", "VERDICT")
+	rows := [][]string{head}
+	for _, res := range r.Results {
+		o := res.Outcomes
+		row := []string{strategyCell(res), yesNo(res.Safe), itoa(res.Requests), itoa(res.Successes), itoa(o[OutcomeSoldOut]),
+			itoa(o[OutcomeLimitExceeded]), itoa(o[OutcomeLockTimeout]), itoa(o[OutcomeLockLost]), itoa(o[OutcomeOther4xx]),
+			itoa(o[Outcome5xx]), itoa(o[OutcomeTransport]), itoa(o[OutcomeOther])}
+		if open {
+			row = append(row, itoa(res.Dropped), dur(res.MaxSendDelay))
+		}
+		c, s, l := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut], res.Latency
+		stock, sold, oversold := auditCells(res)
+		rows = append(rows, append(row, rate(res.Throughput), rate(res.SuccessThroughput), sellRateCell(res), soldOutCell(res),
+			dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max),
+			dur(l.P50), dur(l.P95), dur(l.P99), dur(l.P999), dur(l.Max), stock, sold, oversold, res.Verdict))
+	}
+	return rows
+}
+
+// rawRows is the table of the raw mode.
+func (r *Report) rawRows(open, wide bool) [][]string {
+	head := []string{"TARGET", "REQUESTS", "OK(2XX)", "OTHER"}
+	if open {
+		head = append(head, "DROPPED")
+	}
+	head = append(head, "REQ/S", "P50", "P99")
+	if wide {
+		head = append(head, "P95", "P99.9")
+	}
+	rows := [][]string{append(head, "MAX", "VERDICT")}
+	for _, res := range r.Results {
+		l := res.Latency
+		row := []string{res.Strategy, itoa(res.Requests), itoa(res.Successes), itoa(res.Requests - res.Successes)}
+		if open {
+			row = append(row, itoa(res.Dropped))
+		}
+		row = append(row, rate(res.Throughput), dur(l.P50), dur(l.P99))
+		if wide {
+			row = append(row, dur(l.P95), dur(l.P999))
+		}
+		rows = append(rows, append(row, dur(l.Max), res.Verdict))
+	}
+	return rows
 }
 
 func (r *Report) writeHeader(w io.Writer) {
 	c := r.Config
-	fmt.Fprintf(w, "seckill load test, %s: %s", r.Start.Format("2006-01-02 15:04:05"), plural(len(c.URLs), "instance"))
-	fmt.Fprintf(w, " (%s)", strings.Join(c.URLs, ", "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "seckill load test, %s: %s (%s)", r.Start.Format("2006-01-02 15:04:05"),
+		plural(len(c.URLs), "instance"), strings.Join(c.URLs, ", "))
 	if c.Endpoint == "" {
-		fmt.Fprintf(w, ", product %d", c.ProductID)
+		fmt.Fprintf(&b, ", product %d", c.ProductID)
 		if c.Stock > 0 {
-			fmt.Fprintf(w, ", stock reset to %d before each run", c.Stock)
+			fmt.Fprintf(&b, ", stock reset to %d before each run", c.Stock)
 		}
 	}
-	fmt.Fprintln(w)
-	if c.Mode == "open" {
-		fmt.Fprintf(w, "open loop: %g requests/s for %s (%d in all), at most %d in flight; latency counts from the intended send time",
-			c.Rate, c.Duration, c.Requests, c.Concurrency)
-	} else {
-		fmt.Fprintf(w, "closed loop: %d requests per run, %d workers", c.Requests, c.Concurrency)
+	writeWrapped(w, b.String())
+	b.Reset()
+	switch {
+	case c.Mode == "open":
+		rates := make([]string, len(c.Rates))
+		for i, v := range c.Rates {
+			rates[i] = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		each := ""
+		if len(c.Rates) > 1 {
+			each = " each"
+		}
+		fmt.Fprintf(&b, "open loop: %s requests/s for %s%s (%d in all), at most %d in flight; latency counts from the intended send time",
+			strings.Join(rates, ", "), c.Duration, each, c.Requests, c.Concurrency)
+	case c.Requests > 0:
+		fmt.Fprintf(&b, "closed loop: %d requests per run, %d workers", c.Requests, c.Concurrency)
+	default:
+		fmt.Fprintf(&b, "closed loop: %s per run, %d workers", c.Duration, c.Concurrency)
+	}
+	if c.Warmup > 0 {
+		fmt.Fprintf(&b, "; a warmup of %s first, left out of the figures", c.Warmup)
 	}
 	if c.Endpoint == "" {
-		fmt.Fprintf(w, "; quantity %d", c.Quantity)
-		if c.Hold > 0 {
-			fmt.Fprintf(w, ", hold %s", c.Hold)
+		fmt.Fprintf(&b, "; quantity %d", c.Quantity)
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"hold", c.Hold}, {"pause", c.Pause}} {
+			if d.v > 0 {
+				fmt.Fprintf(&b, ", %s %s", d.name, d.v)
+			}
+		}
+		if c.Batch > 0 {
+			fmt.Fprintf(&b, ", batch %d", c.Batch)
 		}
 		if c.Fencing != nil {
-			fmt.Fprintf(w, ", fencing %t", *c.Fencing)
+			fmt.Fprintf(&b, ", fencing %t", *c.Fencing)
 		}
 	}
+	writeWrapped(w, b.String())
 	e := r.Environment
-	fmt.Fprintf(w, "\ndriver: %s %s/%s, %d CPUs, GOMAXPROCS %d\n\n", e.GoVersion, e.OS, e.Arch, e.NumCPU, e.GOMAXPROCS)
+	writeWrapped(w, fmt.Sprintf("driver: %s %s/%s, %d CPUs, GOMAXPROCS %d", e.GoVersion, e.OS, e.Arch, e.NumCPU, e.GOMAXPROCS))
+	fmt.Fprintln(w)
 }
 
 func (r *Report) writeFooter(w io.Writer, raw bool) {
 	fmt.Fprintln(w)
 	if raw {
-		fmt.Fprintln(w, "OTHER: non-2xx answers and transport errors (net). Latency from send to the whole answer.")
+		writeWrapped(w, "OTHER: non-2xx answers and transport errors. Latency from send (the intended send time in the open loop) to the whole answer.")
 	} else {
-		fmt.Fprintln(w, "OTHER: lost = 503 lock_lost, limit = 409 limit_exceeded, 4xx/5xx = other errors, net = no answer.")
-		fmt.Fprintln(w, "REQ/S and OK/S: all answers and 201s per second of the whole run. SOLD_OUT_AT: first sold_out answer")
-		fmt.Fprintln(w, "(or last 201 when the stock reached 0). FINAL_STOCK, UNITS_SOLD, OVERSOLD: the server's audit after the run.")
+		writeWrapped(w, "OTHER: limit_exceeded, lock_lost, other 4xx and 5xx, and requests without an answer (detailed below). "+
+			"201/S: 201s per second while stock lasted, until the last unit went (or over the whole run). "+
+			"SOLD_OUT_AT: when the last unit went. LATENCY: of the 201s and of the sold_out answers apart, "+
+			"from send (the intended send time in the open loop) to the whole answer. "+
+			"AUDIT: the server's audit after the run.")
 	}
 	for _, res := range r.Results {
-		if len(res.Codes) > 0 {
-			keys := make([]string, 0, len(res.Codes))
-			for k := range res.Codes {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			parts := make([]string, len(keys))
-			for i, k := range keys {
-				parts[i] = fmt.Sprintf("%d × %s", res.Codes[k], k)
-			}
-			fmt.Fprintf(w, "%s: %s\n", strategyCell(res), strings.Join(parts, ", "))
-		}
-		if len(res.Samples) > 0 {
-			fmt.Fprintf(w, "%s: transport errors, e.g. %s\n", strategyCell(res), res.Samples[0])
-		}
-		if r.Config.Mode == "open" && res.MaxSendDelay >= time.Millisecond {
-			fmt.Fprintf(w, "%s: some requests left up to %s after their intended time (all %d in flight); their latency includes the wait\n",
-				strategyCell(res), dur(res.MaxSendDelay), r.Config.Concurrency)
+		for _, note := range res.notes(r.Config) {
+			writeWrapped(w, strategyCell(res)+": "+note)
 		}
 	}
 	if f := r.Failures(); len(f) > 0 {
 		fmt.Fprintln(w, "\nFAILED:")
 		for _, s := range f {
-			fmt.Fprintln(w, "  - "+s)
+			writeWrapped(w, "  - "+s)
 		}
 	}
+}
+
+// notes are the lines under the table about one result.
+func (r Result) notes(c Settings) []string {
+	var out []string
+	var other []string
+	for _, k := range []string{OutcomeLimitExceeded, OutcomeLockLost, OutcomeTransport} {
+		if n := r.Outcomes[k]; n > 0 {
+			other = append(other, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	keys := make([]string, 0, len(r.Codes))
+	for k := range r.Codes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		other = append(other, fmt.Sprintf("%d × %s", r.Codes[k], k))
+	}
+	if len(other) > 0 && !r.Raw {
+		out = append(out, "other = "+strings.Join(other, ", "))
+	}
+	if len(r.Samples) > 0 {
+		out = append(out, "transport errors, e.g. "+r.Samples[0])
+	}
+	if r.Warmup != nil {
+		out = append(out, fmt.Sprintf("the warmup's %d answers (%d successes) are left out of the figures",
+			r.Warmup.Requests, r.Warmup.Successes))
+	}
+	if r.Dropped > 0 {
+		out = append(out, fmt.Sprintf("%d requests dropped: not sent, because all %d were in flight when they were due",
+			r.Dropped, c.Concurrency))
+	}
+	if c.Mode == "open" && r.MaxSendDelay >= time.Millisecond {
+		out = append(out, fmt.Sprintf("some requests left up to %s after their intended time; their latency includes the wait",
+			dur(r.MaxSendDelay)))
+	}
+	if len(r.Steps) > 1 {
+		parts := make([]string, len(r.Steps))
+		for i, s := range r.Steps {
+			parts[i] = fmt.Sprintf("%s/s: %s answered/s, %d dropped, p99 %s",
+				strconv.FormatFloat(s.Rate, 'f', -1, 64), rate(s.Throughput), s.Dropped, dur(s.Latency.P99))
+		}
+		out = append(out, "steps: "+strings.Join(parts, "; "))
+	}
+	return out
+}
+
+// writeWrapped writes text in lines of at most TableWidth columns, breaking
+// at spaces; a continued line is indented by four.
+func writeWrapped(w io.Writer, text string) {
+	for _, line := range wrap(text, TableWidth) {
+		fmt.Fprintln(w, line)
+	}
+}
+
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+			if len(lines) > 0 {
+				line = "    " + word
+			}
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = "    " + word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func strategyCell(r Result) string {
 	switch {
 	case r.Default && r.Strategy != "":
-		return r.Strategy + " (default)"
+		return r.Strategy + "*"
 	case r.Default:
 		return "(default)"
 	}
 	return r.Strategy
 }
 
-// otherCell lists the failures that have no column of their own.
-func otherCell(r Result) string {
-	var parts []string
-	add := func(name, key string) {
-		if n := r.Outcomes[key]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", name, n))
-		}
+// otherCount counts the failures that have no column of their own.
+func otherCount(r Result) int {
+	n := r.Requests - r.Successes
+	for _, k := range []string{OutcomeSoldOut, OutcomeLockTimeout} {
+		n -= r.Outcomes[k]
 	}
-	add("lost", OutcomeLockLost)
-	add("limit", OutcomeLimitExceeded)
-	add("4xx", OutcomeOther4xx)
-	add("5xx", Outcome5xx)
-	add("net", OutcomeTransport)
-	add("other", OutcomeOther)
-	if len(parts) == 0 {
-		return "0"
-	}
-	return strings.Join(parts, ", ")
+	return n
 }
+
+func auditCells(r Result) (stock, sold, oversold string) {
+	if !r.Audited {
+		if r.AuditError != "" {
+			return "failed", "-", "-"
+		}
+		return "-", "-", "-"
+	}
+	return strconv.FormatInt(r.Audit.Stock, 10), strconv.FormatInt(r.Audit.UnitsSold, 10), strconv.FormatInt(r.Audit.OversoldUnits, 10)
+}
+
+func sellRateCell(r Result) string {
+	if r.SellRate <= 0 {
+		return "-"
+	}
+	return rate(r.SellRate)
+}
+
+func soldOutCell(r Result) string {
+	if r.TimeToSoldOut < 0 {
+		return "in warmup"
+	}
+	return dur(r.TimeToSoldOut)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 func yesNo(b bool) string {
 	if b {
@@ -200,7 +395,7 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	}
 	n, err := e.w.Write(p)
 	if err != nil {
-		e.err = fmt.Errorf("driver: write table: %w", err)
+		e.err = err
 	}
 	return n, err
 }

@@ -1,0 +1,276 @@
+// Package client is a small client of the seckill service's HTTP API, as
+// the contract describes it: health, strategies, products, purchases,
+// audits and the admin calls. The load driver makes all its bookkeeping
+// calls through it; anything else outside the service that talks to the
+// service (the demo, scripts) can use it the same way.
+//
+// Every call takes a context and is bounded by Client.CallTimeout. An
+// answer that is not 2xx comes back as an *Error carrying the status and the
+// contract's error code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// DefaultCallTimeout bounds one call when Client.CallTimeout is 0.
+const DefaultCallTimeout = 30 * time.Second
+
+// maxAnswer is the most of an answer's body that is read.
+const maxAnswer = 1 << 20
+
+// Client calls one instance of the service.
+type Client struct {
+	// BaseURL is the instance's base URL, e.g. http://127.0.0.1:8080,
+	// without a trailing slash.
+	BaseURL string
+	// AdminToken, when not empty, is sent as a bearer token (the admin
+	// calls need it).
+	AdminToken string
+	// HTTP sends the calls; nil means NewHTTPClient(0).
+	HTTP *http.Client
+	// CallTimeout bounds each call; 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+// NewHTTPClient returns an http.Client suited to the service: never through
+// a proxy, never asking for gzip, waiting at most headerTimeout for an
+// answer's headers once a request is sent (0: no limit but the call's).
+func NewHTTPClient(headerTimeout time.Duration) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
+		DisableCompression:    true,
+	}}
+}
+
+// Strategy is one entry of GET /api/v1/strategies.
+type Strategy struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Safe        bool   `json:"safe"`
+}
+
+// Product is the contract's product.
+type Product struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	Stock        int64  `json:"stock"`
+	InitialStock int64  `json:"initial_stock"`
+}
+
+// Order is the contract's order: the answer to a purchase.
+type Order struct {
+	OrderID        int64  `json:"order_id"`
+	ProductID      int64  `json:"product_id"`
+	UserID         string `json:"user_id"`
+	Quantity       int64  `json:"quantity"`
+	RequestID      string `json:"request_id"`
+	Strategy       string `json:"strategy"`
+	RemainingStock int64  `json:"remaining_stock"`
+}
+
+// Audit is the server's answer to GET /api/v1/products/{id}/audit.
+type Audit struct {
+	ProductID     int64 `json:"product_id"`
+	InitialStock  int64 `json:"initial_stock"`
+	Stock         int64 `json:"stock"`
+	Orders        int64 `json:"orders"`
+	UnitsSold     int64 `json:"units_sold"`
+	OversoldUnits int64 `json:"oversold_units"`
+	Consistent    bool  `json:"consistent"`
+}
+
+// Held says the stock invariant held: the audit is consistent and nothing
+// was oversold.
+func (a Audit) Held() bool { return a.Consistent && a.OversoldUnits == 0 }
+
+// Purchase is the body of a purchase.
+type Purchase struct {
+	UserID    string `json:"user_id"`
+	Quantity  int64  `json:"quantity"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Override are the query parameters a purchase may carry when the service
+// runs with SECKILL_STRATEGY_OVERRIDE=true; the zero value sends none.
+type Override struct {
+	// Strategy names the strategy; "" leaves the server's default.
+	Strategy string
+	// Hold > 0 is sent as hold_ms (whole milliseconds).
+	Hold time.Duration
+	// Pause > 0 is sent as pause_ms (whole milliseconds).
+	Pause time.Duration
+	// Batch > 0 is sent as batch.
+	Batch int
+	// Fencing, when not nil, is sent as fencing.
+	Fencing *bool
+}
+
+// Query returns the query string of o, "" when it sends nothing.
+func (o Override) Query() string {
+	q := url.Values{}
+	if o.Strategy != "" {
+		q.Set("strategy", o.Strategy)
+	}
+	if o.Hold > 0 {
+		q.Set("hold_ms", strconv.FormatInt(o.Hold.Milliseconds(), 10))
+	}
+	if o.Pause > 0 {
+		q.Set("pause_ms", strconv.FormatInt(o.Pause.Milliseconds(), 10))
+	}
+	if o.Batch > 0 {
+		q.Set("batch", strconv.Itoa(o.Batch))
+	}
+	if o.Fencing != nil {
+		q.Set("fencing", strconv.FormatBool(*o.Fencing))
+	}
+	return q.Encode()
+}
+
+// PurchasePath is the path of a purchase of product id with o's query.
+func PurchasePath(id int64, o Override) string {
+	p := "/api/v1/products/" + strconv.FormatInt(id, 10) + "/purchase"
+	if q := o.Query(); q != "" {
+		p += "?" + q
+	}
+	return p
+}
+
+// Error is an answer of the service that is not 2xx.
+type Error struct {
+	Method, URL string
+	Status      int
+	// Code is the contract's error code, e.g. "sold_out"; "" when the
+	// body did not carry one.
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("client: %s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("client: %s %s: %d %s: %s", e.Method, e.URL, e.Status, e.Code, e.Message)
+}
+
+// Healthz checks that the instance answers GET /healthz.
+func (c *Client) Healthz(ctx context.Context) error {
+	return c.call(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Strategies lists the strategies the instance serves.
+func (c *Client) Strategies(ctx context.Context) ([]Strategy, error) {
+	var out []Strategy
+	err := c.call(ctx, http.MethodGet, "/api/v1/strategies", nil, &out)
+	return out, err
+}
+
+// Product reads one product.
+func (c *Client) Product(ctx context.Context, id int64) (Product, error) {
+	var p Product
+	err := c.call(ctx, http.MethodGet, productPath(id), nil, &p)
+	return p, err
+}
+
+// CreateProduct creates a product of stock units (an admin call).
+func (c *Client) CreateProduct(ctx context.Context, name string, stock int64) (Product, error) {
+	var p Product
+	err := c.call(ctx, http.MethodPost, "/api/v1/admin/products", map[string]any{"name": name, "stock": stock}, &p)
+	return p, err
+}
+
+// SetStock sets a product's stock and initial stock to stock and deletes
+// its orders (an admin call).
+func (c *Client) SetStock(ctx context.Context, id, stock int64) (Product, error) {
+	var p Product
+	err := c.call(ctx, http.MethodPut, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stock", map[string]any{"stock": stock}, &p)
+	return p, err
+}
+
+// Audit reads a product's audit.
+func (c *Client) Audit(ctx context.Context, id int64) (Audit, error) {
+	var a Audit
+	err := c.call(ctx, http.MethodGet, productPath(id)+"/audit", nil, &a)
+	return a, err
+}
+
+// Buy makes one purchase of product id. A 201 and a replay's 200 both
+// return the order; any other answer is an *Error.
+func (c *Client) Buy(ctx context.Context, id int64, p Purchase, o Override) (Order, error) {
+	var out Order
+	err := c.call(ctx, http.MethodPost, PurchasePath(id, o), p, &out)
+	return out, err
+}
+
+func productPath(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	timeout := c.CallTimeout
+	if timeout == 0 {
+		timeout = DefaultCallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := c.BaseURL + path
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: %s %s: %w", method, u, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, u, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = NewHTTPClient(0)
+		defer hc.CloseIdleConnections()
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("client: %s %s: read the answer: %w", method, u, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &Error{Method: method, URL: u, Status: resp.StatusCode}
+		var eb struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &eb) == nil {
+			e.Code, e.Message = eb.Error.Code, eb.Error.Message
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("client: %s %s: decode the answer: %w", method, u, err)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+func TestClient(t *testing.T) {
+	in := apptest.Start(t, nil)
+	ctx := t.Context()
+	c := &client.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	if err := c.Healthz(ctx); err != nil {
+		t.Fatalf("Healthz = %v", err)
+	}
+	st, err := c.Strategies(ctx)
+	if err != nil || len(st) == 0 {
+		t.Fatalf("Strategies = %v, %v; want the server's list", st, err)
+	}
+	p, err := c.CreateProduct(ctx, "phone", 2)
+	if err != nil || p.ID <= 0 || p.Stock != 2 || p.InitialStock != 2 {
+		t.Fatalf("CreateProduct = %+v, %v", p, err)
+	}
+	yes := true
+	o, err := c.Buy(ctx, p.ID, client.Purchase{UserID: "u-1", Quantity: 1, RequestID: "r-1"},
+		client.Override{Strategy: "token", Hold: time.Millisecond, Fencing: &yes})
+	if err != nil || o.ProductID != p.ID || o.Strategy != "token" || o.RemainingStock != 1 {
+		t.Fatalf("Buy = %+v, %v; want an order under token leaving 1", o, err)
+	}
+	_, err = c.Buy(ctx, p.ID, client.Purchase{UserID: "u-1", Quantity: 1}, client.Override{})
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != "limit_exceeded" {
+		t.Errorf("a second unit for u-1: %v; want 409 limit_exceeded", err)
+	}
+	a, err := c.Audit(ctx, p.ID)
+	if err != nil || a.Orders != 1 || a.Stock != 1 || !a.Held() {
+		t.Errorf("Audit = %+v, %v; want 1 order, 1 left, held", a, err)
+	}
+	if p, err = c.SetStock(ctx, p.ID, 5); err != nil || p.Stock != 5 {
+		t.Errorf("SetStock = %+v, %v", p, err)
+	}
+	if _, err := c.Product(ctx, 987654); !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Code != "product_not_found" {
+		t.Errorf("Product(987654) = %v; want 404 product_not_found", err)
+	}
+	anon := &client.Client{BaseURL: in.URL}
+	if _, err := anon.CreateProduct(ctx, "x", 1); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Errorf("CreateProduct without a token = %v; want 401", err)
+	}
+}
+
+func TestOverrideQuery(t *testing.T) {
+	no := false
+	for _, tc := range []struct {
+		o    client.Override
+		want string
+	}{
+		{client.Override{}, ""},
+		{client.Override{Strategy: "redlock"}, "strategy=redlock"},
+		{client.Override{Hold: 3 * time.Millisecond, Pause: time.Second, Batch: 1, Fencing: &no},
+			"batch=1&fencing=false&hold_ms=3&pause_ms=1000"},
+	} {
+		if got := tc.o.Query(); got != tc.want {
+			t.Errorf("%+v.Query() = %q; want %q", tc.o, got, tc.want)
+		}
+	}
+}
