@@ -32,7 +32,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("listen on SECKILL_ADDR %s: %w", cfg.Addr, err)
 	}
-	srv := app.NewServer(cfg, st, log, app.Options{})
+	srv := app.NewServer(ctx, cfg, st, log, app.Options{})
 	log.Info("seckill listening", "url", "http://"+ln.Addr().String())
 	return app.Serve(ctx, srv, ln, cfg, log)
 }

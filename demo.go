@@ -211,7 +211,7 @@ func startInstances(ctx context.Context, cfg config.Config, st *app.Stores, log 
 		if err != nil {
 			return nil, nil, errors.Join(fmt.Errorf("demo: listen: %w", err), stop())
 		}
-		srv := app.NewServer(cfg, st, log, app.Options{})
+		srv := app.NewServer(ctx, cfg, st, log, app.Options{})
 		go func() { errs <- app.Serve(ctx, srv, ln, cfg, log) }()
 		urls = append(urls, "http://"+ln.Addr().String())
 	}

@@ -48,7 +48,13 @@ type Config struct {
 	// Fencing makes the Redis locks' stock writes conditional on a fencing
 	// token (SECKILL_FENCING).
 	Fencing bool
+	// Batch is the most purchases of one product one instance sells under
+	// one hold of its lock (SECKILL_BATCH); 1 is a lock per purchase.
+	Batch int
 }
+
+// MaxBatch is the largest SECKILL_BATCH (and batch= of a purchase).
+const MaxBatch = 1000
 
 // Load reads the configuration through getenv. demo changes the default of
 // SECKILL_STRATEGY_OVERRIDE to true.
@@ -93,6 +99,14 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
 		return Config{}, err
 	}
+	c.Batch = 100
+	if v := strings.TrimSpace(getenv("SECKILL_BATCH")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxBatch {
+			return Config{}, fmt.Errorf("config: SECKILL_BATCH %q: want a whole number from 1 to %d", v, MaxBatch)
+		}
+		c.Batch = n
+	}
 	if v := strings.TrimSpace(getenv("SECKILL_PER_USER_LIMIT")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -126,6 +140,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("strategy_override", c.StrategyOverride),
 		slog.Int("per_user_limit", c.PerUserLimit),
 		slog.Bool("fencing", c.Fencing),
+		slog.Int("batch", c.Batch),
 	)
 }
 

@@ -37,6 +37,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"StrategyOverride", c.StrategyOverride, demo},
 			{"PerUserLimit", c.PerUserLimit, 1},
 			{"Fencing", c.Fencing, true},
+			{"Batch", c.Batch, 100},
 			{"AdminTokenGenerated", c.AdminTokenGenerated, true},
 		}
 		for _, ch := range checks {
@@ -73,6 +74,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_STRATEGY_OVERRIDE": "true",
 		"SECKILL_PER_USER_LIMIT":    "0",
 		"SECKILL_FENCING":           "false",
+		"SECKILL_BATCH":             "7",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -89,6 +91,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		StrategyOverride: true,
 		PerUserLimit:     0,
 		Fencing:          false,
+		Batch:            7,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -151,6 +154,9 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_REDIS_ADDRS", "r1:6379,"},
 		{"SECKILL_REDIS_ADDRS", "r1:6379,r1:6379"},
 		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
+		{"SECKILL_BATCH", "0"},
+		{"SECKILL_BATCH", "1001"},
+		{"SECKILL_BATCH", "ten"},
 		{"SECKILL_STRATEGY_OVERRIDE", "yes"},
 		{"SECKILL_FENCING", "on"},
 		{"SECKILL_PER_USER_LIMIT", "-1"},

@@ -543,7 +543,9 @@ func lockTimeout(t *testing.T, in *apptest.Instance, s string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy="+s+"&hold_ms=2000"), `{"user_id":"holder","quantity":1}`, nil)
+		// batch=1: a hold of the holder alone, so that the waiter who comes
+		// while it takes the lock is not sold in the same hold.
+		r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy="+s+"&hold_ms=2000&batch=1"), `{"user_id":"holder","quantity":1}`, nil)
 		first <- r
 		errc <- err
 	}()

@@ -172,7 +172,7 @@ func invalidf(format string, args ...any) error {
 
 // overrideParams are the query parameters that only the strategy override
 // allows.
-func overrideParams() []string { return []string{"strategy", "hold_ms", "fencing"} }
+func overrideParams() []string { return []string{"strategy", "hold_ms", "fencing", "batch"} }
 
 // purchaseFrom reads a purchase from the path, the body and, under the
 // strategy override, the query.
@@ -239,6 +239,12 @@ func decodePurchase(id int64, body []byte, rawQuery string, override bool) (serv
 				return service.Purchase{}, invalidf("fencing must be true or false")
 			}
 			p.Fencing = &b
+		case "batch":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > service.MaxBatch {
+				return service.Purchase{}, invalidf("batch must be an integer from 1 to %d", service.MaxBatch)
+			}
+			p.Batch = n
 		}
 	}
 	return p, nil

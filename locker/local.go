@@ -130,7 +130,8 @@ func (l *Local) grantLocked(k *localKey, lease *localLease) {
 }
 
 // releaseLocked takes k from lease and hands it to the oldest waiter, or
-// forgets k when nobody waits.
+// forgets k when nobody waits and tells the key's watchers (those that
+// TryLock rather than wait in Lock's line) that it is free.
 func (l *Local) releaseLocked(k *localKey, lease *localLease) {
 	lease.expiry.Stop()
 	k.holder = nil
@@ -141,6 +142,7 @@ func (l *Local) releaseLocked(k *localKey, lease *localLease) {
 		return
 	}
 	l.forgetLocked(k)
+	l.opts.Releases.Notify(k.name)
 }
 
 // forgetLocked drops k from the map when it is free and nobody waits, so

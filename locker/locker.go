@@ -51,6 +51,13 @@ type Options struct {
 	// Wait is the longest Lock waits before it gives up with
 	// ErrNotAcquired. The default is 5s.
 	Wait time.Duration
+	// Releases wakes a waiting Lock when the key is released; nil means
+	// Lock polls at its fallback delay.
+	Releases *Releases
+	// Fallback is the longest a waiting Lock sleeps when no release is
+	// announced (it sleeps a random time from half of it to it). The
+	// default is each kind's: token 75 ms, setnx 200 ms, redlock 250 ms.
+	Fallback time.Duration
 }
 
 func (o Options) withDefaults() Options {

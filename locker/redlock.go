@@ -24,9 +24,10 @@ import (
 // without persistence forgets the locks it granted, which can hand the same
 // lock to two holders.
 type Redlock struct {
-	rs    *redsync.Redsync
-	pools []redsyncredis.Pool
-	opts  Options
+	rs      *redsync.Redsync
+	pools   []redsyncredis.Pool
+	clients []goredislib.UniversalClient
+	opts    Options
 }
 
 var _ Locker = (*Redlock)(nil)
@@ -37,7 +38,7 @@ func NewRedlock(clients []goredislib.UniversalClient, opts Options) *Redlock {
 	for i, c := range clients {
 		pools[i] = goredis.NewPool(c)
 	}
-	return &Redlock{rs: redsync.New(pools...), pools: pools, opts: opts.withDefaults()}
+	return &Redlock{rs: redsync.New(pools...), pools: pools, clients: clients, opts: opts.withDefaults()}
 }
 
 // TryLock runs one Redlock round of redsync for key: SET NX PX on every
@@ -59,17 +60,18 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m}
+	lease := &redlockLease{m: m, clients: r.clients}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
 	return lease, nil
 }
 
-// Lock tries TryLock after a random 50-250 ms (redsync's own default
-// delay) until it holds key or the wait runs out.
+// Lock tries TryLock again at each release of key or, when none is heard,
+// after a fallback of 50-250 ms (redsync's own delay between rounds), until
+// it holds key or the wait runs out.
 func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, r.opts.Wait, 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	return retry(ctx, r.opts, key, 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		return r.TryLock(ctx, key)
 	})
 }
@@ -100,14 +102,21 @@ func (r *Redlock) down(err error) int {
 	return n
 }
 
-type redlockLease struct{ m *redsync.Mutex }
+type redlockLease struct {
+	m       *redsync.Mutex
+	clients []goredislib.UniversalClient
+}
 
+// Unlock releases the lock on every node (redsync's compare-and-delete) and
+// announces the release on every node, in the background.
 func (l *redlockLease) Unlock(ctx context.Context) error {
 	ok, err := l.m.UnlockContext(ctx)
 	var taken *redsync.ErrTaken
 	switch {
 	case ok:
-		return nil // a majority released it; a node that was down forgets it at expiry
+		// A majority released it; a node that was down forgets it at expiry.
+		announce(l.clients, l.m.Name())
+		return nil
 	case errors.Is(err, redsync.ErrLockAlreadyExpired), errors.As(err, &taken):
 		// Expired, or a majority now holds another holder's value.
 		return fmt.Errorf("%w: redlock %s: %w", ErrNotHeld, l.m.Name(), err)

@@ -10,14 +10,17 @@ import (
 
 // retry calls try until it returns a lease, fails with anything but plain
 // contention (ErrUnavailable, or an error that is not ErrNotAcquired), ctx
-// ends or wait runs out, sleeping a random delay from [minDelay, maxDelay)
-// between calls. It is the one retry loop every kind shares.
-func retry(ctx context.Context, wait, minDelay, maxDelay time.Duration, try func(context.Context) (Lease, error)) (Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+// ends or wait runs out. Between calls it waits for key's next release
+// (opts.Releases) or, when no release is announced, a random fallback delay
+// from [minDelay, maxDelay). It is the one retry loop every kind shares.
+func retry(ctx context.Context, opts Options, key string, minDelay, maxDelay time.Duration, try func(context.Context) (Lease, error)) (Lease, error) {
+	if opts.Fallback > 0 {
+		minDelay, maxDelay = opts.Fallback/2, opts.Fallback
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Wait)
 	defer cancel()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	watch := opts.Releases.Watch(key) // before the first try: a release in between wakes us
+	defer watch.Stop()
 	for {
 		lease, err := try(ctx)
 		if err == nil {
@@ -26,11 +29,8 @@ func retry(ctx context.Context, wait, minDelay, maxDelay time.Duration, try func
 		if ctx.Err() != nil || errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNotAcquired) {
 			return nil, notAcquired(err)
 		}
-		timer.Reset(jitter(minDelay, maxDelay))
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
-		case <-timer.C:
+		if werr := watch.Wait(ctx, jitter(minDelay, maxDelay)); werr != nil {
+			return nil, fmt.Errorf("%w: %w", err, werr)
 		}
 	}
 }

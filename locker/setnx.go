@@ -122,10 +122,10 @@ func (s *SetNX) try(ctx context.Context, key, expires string) (ok, wrote bool, e
 	return old == current, false, nil
 }
 
-// Lock tries TryLock every 50-200 ms until it holds key or the wait runs
-// out.
+// Lock tries TryLock again at each release of key or after a fallback of
+// 50-200 ms when none is heard, until it holds key or the wait runs out.
 func (s *SetNX) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, s.opts.Wait, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	return retry(ctx, s.opts, key, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		return s.TryLock(ctx, key)
 	})
 }
@@ -136,17 +136,21 @@ type setnxLease struct {
 	until int64 // this holder's expiry, unix ms
 }
 
-// Unlock DELs the key if this holder's expiry has not passed by its clock.
-// The DEL does not look at the value: see the flaws in SetNX.
+// Unlock DELs the key if this holder's expiry has not passed by its clock,
+// and announces the release. The DEL does not look at the value: see the
+// flaws in SetNX.
 func (l *setnxLease) Unlock(ctx context.Context) error {
 	if l.s.now().UnixMilli() >= l.until {
 		return fmt.Errorf("%w: setnx %s: lease ran out", ErrNotHeld, l.key)
 	}
-	n, err := l.s.client.Del(ctx, l.key).Result()
-	if err != nil {
+	// The DEL and the announcement of the release go in one round trip.
+	pipe := l.s.client.Pipeline()
+	del := pipe.Del(ctx, l.key)
+	pipe.Publish(ctx, l.key, "released")
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("locker: setnx unlock %s: %w", l.key, err)
 	}
-	if n == 0 {
+	if n := del.Val(); n == 0 {
 		return fmt.Errorf("%w: setnx %s: key was gone", ErrNotHeld, l.key)
 	}
 	return nil

@@ -72,10 +72,11 @@ func (t *Token) TryLock(ctx context.Context, key string) (Lease, error) {
 	return lease, nil
 }
 
-// Lock tries TryLock every 25-75 ms (50 ms on average, as in article 002)
-// until it holds key or the wait runs out.
+// Lock tries TryLock again at each release of key, announced by the holder's
+// unlock, or after a fallback of 25-75 ms (article 002 polls every 50 ms)
+// when none is heard, until it holds key or the wait runs out.
 func (t *Token) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, t.opts.Wait, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	return retry(ctx, t.opts, key, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		return t.TryLock(ctx, key)
 	})
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// TestPurchaseFencing is the lease overrun of the issue: with a 300 ms
-// lease, buyer A takes the lock and works 1200 ms; the lease runs out, and
-// buyer B, who arrives at 600 ms, takes the lock and buys the last unit
-// while A still works. Without fencing A's write lands too and the unit is
+// TestPurchaseFencing is the lease overrun: with a 300 ms lease, buyer A
+// takes the lock on one instance and works 1200 ms; the lease runs out, and
+// buyer B, who arrives at 600 ms on another instance (on A's own instance B
+// would wait in line behind A's hold), takes the lock and buys the last
+// unit while A still works. Without fencing A's write lands too and the unit is
 // sold twice (the flaw, asserted); with fencing A's write is refused with
 // ErrLockLost and the stock stays whole (the fix).
 func TestPurchaseFencing(t *testing.T) {
@@ -32,8 +33,9 @@ func TestPurchaseFencing(t *testing.T) {
 				t.Parallel()
 				// The service default is the opposite of what each
 				// purchase asks for, so that the override is what counts.
-				in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: !fencing,
-					TTL: ttl, Wait: 5 * time.Second})
+				f := newFixture(t, nil)
+				in := f.instance(settings{Strategy: strategy, Fencing: !fencing, TTL: ttl, Wait: 5 * time.Second})
+				other := f.instance(settings{Strategy: strategy, Fencing: !fencing, TTL: ttl, Wait: 5 * time.Second})
 				prod := in.product(t, 1)
 				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA, Fencing: ptr(fencing)}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Fencing: ptr(fencing)}
@@ -46,7 +48,7 @@ func TestPurchaseFencing(t *testing.T) {
 				})
 				g.Go(func() error {
 					time.Sleep(arriveB)
-					_, errB = in.svc.Purchase(t.Context(), b)
+					_, errB = other.svc.Purchase(t.Context(), b)
 					return nil
 				})
 				_ = g.Wait() // the goroutines report through errA and errB

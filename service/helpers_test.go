@@ -40,6 +40,7 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 // fixture is one test's share of the world: a database of its own, clients
 // for Redis nodes and a key prefix of its own on them.
 type fixture struct {
+	t       testing.TB
 	db      *gorm.DB
 	addrs   []string
 	clients []redis.UniversalClient
@@ -80,7 +81,7 @@ func newFixture(t testing.TB, addrs []string) *fixture {
 			t.Errorf("close redis: %v", err)
 		}
 	})
-	return &fixture{db: db, addrs: addrs, clients: clients, prefix: testenv.KeyPrefix(t, addrs)}
+	return &fixture{t: t, db: db, addrs: addrs, clients: clients, prefix: testenv.KeyPrefix(t, addrs)}
 }
 
 // settings are what a test varies in an instance.
@@ -90,6 +91,12 @@ type settings struct {
 	Fencing      bool
 	TTL          time.Duration // default 8s
 	Wait         time.Duration // default 20s: long enough that nobody times out
+	Batch        int           // default 100
+	// NoReleases leaves the instance's waiters without release messages:
+	// they poll at their fallback delay.
+	NoReleases bool
+	// Fallback is the lockers' fallback delay (locker.Options.Fallback).
+	Fallback time.Duration
 }
 
 // instance is one Seckill with its own lockers and metrics, as one process
@@ -103,7 +110,8 @@ type instance struct {
 }
 
 // instance makes a Seckill over f's stores with lockers built as the
-// program builds them (app.NewLockers).
+// program builds them (app.NewLockers), subscribed to the releases of f's
+// keys; it is closed when t ends.
 func (f *fixture) instance(s settings) *instance {
 	if s.TTL == 0 {
 		s.TTL = 8 * time.Second
@@ -114,7 +122,22 @@ func (f *fixture) instance(s settings) *instance {
 	if s.Strategy == "" {
 		s.Strategy = "redlock"
 	}
-	lockers := app.NewLockers(config.Config{LockTTL: s.TTL, LockWait: s.Wait}, f.clients)
+	var releases *locker.Releases
+	if !s.NoReleases {
+		releases = locker.NewReleases()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := releases.Subscribe(ctx, f.clients, f.prefix+"lock:"); err != nil {
+			f.t.Fatalf("Releases.Subscribe: %v", err)
+		}
+	}
+	lockers := app.NewLockers(config.Config{LockTTL: s.TTL, LockWait: s.Wait}, f.clients, releases)
+	if s.Fallback > 0 {
+		opts := locker.Options{TTL: s.TTL, Wait: s.Wait, Releases: releases, Fallback: s.Fallback}
+		lockers["setnx"] = locker.NewSetNX(f.clients[0], opts, time.Now)
+		lockers["token"] = locker.NewToken(f.clients[0], opts)
+		lockers["redlock"] = locker.NewRedlock(f.clients, opts)
+	}
 	reg := prometheus.NewRegistry()
 	svc := service.New(f.db, lockers, f.clients, service.Config{
 		Strategy:     s.Strategy,
@@ -122,7 +145,14 @@ func (f *fixture) instance(s settings) *instance {
 		Fencing:      s.Fencing,
 		LockWait:     s.Wait,
 		KeyPrefix:    f.prefix,
+		Batch:        s.Batch,
 	}, service.NewMetrics(reg), slog.New(slog.DiscardHandler))
+	f.t.Cleanup(func() {
+		svc.Close()
+		if err := releases.Close(); err != nil {
+			f.t.Errorf("close releases: %v", err)
+		}
+	})
 	return &instance{svc: svc, lockers: lockers, reg: reg, prefix: f.prefix, db: f.db}
 }
 
@@ -150,6 +180,29 @@ func (in *instance) counter(t testing.TB, strategy, outcome string) float64 {
 			}
 			if labels["strategy"] == strategy && labels["outcome"] == outcome {
 				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// histogramCount returns how many observations the histogram name has for
+// strategy.
+func (in *instance) histogramCount(t testing.TB, name, strategy string) uint64 {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "strategy" && l.GetValue() == strategy {
+					return m.GetHistogram().GetSampleCount()
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,7 +13,10 @@ type Metrics struct {
 	purchases    *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	lockWait     *prometheus.HistogramVec
+	lockHold     *prometheus.HistogramVec
+	batchSize    *prometheus.HistogramVec
 	lockFailures *prometheus.CounterVec
+	stockLeft    *prometheus.GaugeVec
 }
 
 // PurchaseOutcomes are the outcomes of a purchase as the metrics label
@@ -40,20 +44,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time spent waiting for a purchase's lock, by strategy and result: acquired, timeout (held by others the whole wait) or unavailable (too few nodes answered).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"strategy", "result"}),
+		lockHold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seckill_lock_hold_seconds",
+			Help:    "Time one hold of a product's lock lasted (the held work and the batch's transaction), by strategy.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"strategy"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seckill_batch_size",
+			Help:    "Purchases sold under one hold of a product's lock, by strategy.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+		}, []string{"strategy"}),
+		stockLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_stock",
+			Help: "A product's stock as this instance last saw it.",
+		}, []string{"product"}),
 		lockFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_lock_failures_total",
 			Help: "Lock failures by strategy and reason: timeout (not acquired within the wait), unavailable (too few nodes answered), lost (fenced write refused), expired (lease gone by unlock time), unlock_error.",
 		}, []string{"strategy", "reason"}),
 	}
-	reg.MustRegister(m.purchases, m.duration, m.lockWait, m.lockFailures)
+	reg.MustRegister(m.purchases, m.duration, m.lockWait, m.lockHold, m.batchSize, m.lockFailures, m.stockLeft)
 	for _, st := range StrategyTable() {
 		for _, o := range PurchaseOutcomes() {
 			m.purchases.WithLabelValues(st.Name, o)
 			m.duration.WithLabelValues(st.Name, o)
 		}
-		if !st.Locked && st.Name != "pessimistic" {
+		if !st.Lined {
 			continue
 		}
+		m.lockHold.WithLabelValues(st.Name)
+		m.batchSize.WithLabelValues(st.Name)
 		for _, r := range []string{"acquired", "timeout", "unavailable"} {
 			m.lockWait.WithLabelValues(st.Name, r)
 		}
@@ -85,4 +105,16 @@ func (m *Metrics) lockWaited(strategy, result string, d time.Duration) {
 // lockFailed counts a lock failure.
 func (m *Metrics) lockFailed(strategy, reason string) {
 	m.lockFailures.WithLabelValues(strategy, reason).Inc()
+}
+
+// held records one hold of a lock: how many purchases it sold and how long
+// it lasted.
+func (m *Metrics) held(strategy string, n int, d time.Duration) {
+	m.batchSize.WithLabelValues(strategy).Observe(float64(n))
+	m.lockHold.WithLabelValues(strategy).Observe(d.Seconds())
+}
+
+// stock records a product's stock as seen.
+func (m *Metrics) stock(product, stock int64) {
+	m.stockLeft.WithLabelValues(strconv.FormatInt(product, 10)).Set(float64(stock))
 }

@@ -100,6 +100,9 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}
+	s.memory.reset(id, stock)
+	s.metrics.stock(id, stock)
+	s.announceReset(ctx, id, stock)
 	return p, nil
 }
 

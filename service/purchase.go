@@ -18,6 +18,7 @@ import (
 const (
 	MaxQuantity = 100
 	MaxHold     = 10 * time.Second
+	MaxBatch    = 1000
 	maxIDLength = 64
 )
 
@@ -36,6 +37,9 @@ type Purchase struct {
 	Hold time.Duration
 	// Fencing overrides Config.Fencing when not nil.
 	Fencing *bool
+	// Batch overrides Config.Batch for the hold this purchase heads, when
+	// not 0: the most purchases sold under that one hold of the lock.
+	Batch int
 }
 
 // Receipt is the answer to a successful purchase.
@@ -67,6 +71,8 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		return st, errorf(CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
 	case p.Hold < 0 || p.Hold > MaxHold:
 		return st, errorf(CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
+	case p.Batch < 0 || p.Batch > MaxBatch:
+		return st, errorf(CodeInvalid, "batch must be from 1 to %d", MaxBatch)
 	}
 	return st, nil
 }
@@ -86,8 +92,8 @@ func checkID(id string) error {
 
 // Purchase sells p.Quantity units of a product to a user under the
 // purchase's strategy: it checks the stock and the per-user limit,
-// decrements the stock and writes the order. A sold-out product answers
-// ErrSoldOut at once, without waiting for a lock.
+// decrements the stock and writes the order. A product this instance has
+// seen sold out answers ErrSoldOut at once, from memory.
 func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err error) {
 	st, err := s.validate(p)
 	if err != nil {
@@ -103,28 +109,23 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait+p.Hold+15*time.Second)
 	defer cancel()
 
-	if p.RequestID != "" {
-		if r, ok, err := s.replay(ctx, s.db, p); ok || err != nil {
-			return r, err
-		}
+	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
+		return s.answerSoldOut(ctx, p, stock)
 	}
-	prod, err := s.product(ctx, s.db, p.ProductID)
-	if err != nil {
-		return Receipt{}, err
-	}
-	if prod.Stock < p.Quantity {
-		return s.replayRaced(ctx, p, soldOut(p.ProductID, prod.Stock))
-	}
+	op := fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 	switch {
+	case st.Lined:
+		// Decided in its hold, in line order, with the request IDs already
+		// used in view.
+		r, err = s.sellInLine(ctx, st, p)
+		return r, storeErr(op, err)
 	case st.Name == "optimistic":
 		r, err = s.sellOptimistic(ctx, p)
-	case st.Name == "none":
-		r, err = s.sellNone(ctx, p)
 	default:
-		r, err = s.sellHeld(ctx, st, p)
+		r, err = s.sellNone(ctx, p)
 	}
 	if err != nil {
-		return s.replayRaced(ctx, p, storeErr(fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy), err))
+		return s.replayRaced(ctx, p, storeErr(op, err))
 	}
 	return r, nil
 }
@@ -171,8 +172,8 @@ func replayOf(p Purchase, o model.Order) (Receipt, error) {
 	return Receipt{Order: o, Replayed: true}, nil
 }
 
-// hold does the simulated business work: it waits d or until ctx ends.
-func hold(ctx context.Context, d time.Duration) error {
+// doWork does the simulated business work: it waits d or until ctx ends.
+func doWork(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
@@ -180,7 +181,7 @@ func hold(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("hold: %w", ctx.Err())
+		return fmt.Errorf("held work: %w", ctx.Err())
 	case <-t.C:
 		return nil
 	}

@@ -372,45 +372,58 @@ func (l signalLocker) Lock(ctx context.Context, key string) (locker.Lease, error
 	return lease, err
 }
 
-// TestPurchaseCancelledReleasesLock: a buyer who hangs up while holding the
-// lock (during the held work) gets the context's error, sells nothing and
-// leaves no lock behind: the next purchase gets the lock at once, with a
-// wait far shorter than the lease.
+// TestPurchaseCancelledReleasesLock: buyers who hang up leave no lock
+// behind. A's purchase is in a hold (its held work lasts 2 s) and B waits in
+// line behind it when both hang up: B leaves the line with the context's
+// error and buys nothing; A's hold, which may sell for a whole batch, is not
+// cut short: its answer is the hold's, an order (its client would never see
+// it). Then the next purchase gets the lock at once, with a wait far
+// shorter than the lease.
 func TestPurchaseCancelledReleasesLock(t *testing.T) {
 	for _, strategy := range []string{"local", "setnx", "token", "redlock", "pessimistic"} {
 		t.Run(strategy, func(t *testing.T) {
 			t.Parallel()
 			in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
-				TTL: 30 * time.Second, Wait: time.Second})
+				TTL: 30 * time.Second, Wait: 10 * time.Second})
 			acquired := make(chan struct{}, 2)
 			if lk, ok := in.lockers[strategy]; ok {
 				in.lockers[strategy] = signalLocker{Locker: lk, acquired: acquired}
 			}
-			prod := in.product(t, 2)
-			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: 5 * time.Second}
+			prod := in.product(t, 3)
+			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: 2 * time.Second}
+			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
 
 			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
+			doneA, doneB := make(chan error, 1), make(chan error, 1)
 			go func() {
 				_, err := in.svc.Purchase(ctx, a)
-				done <- err
+				doneA <- err
 			}()
 			if strategy != "pessimistic" { // its row lock cannot be watched
 				<-acquired
 			}
-			// Let A reach its held work, which lasts seconds.
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // A is in its held work
+			go func() {
+				_, err := in.svc.Purchase(ctx, b)
+				doneB <- err
+			}()
+			time.Sleep(100 * time.Millisecond) // B is in line
 			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) || errors.Is(err, service.ErrLockTimeout) {
-				t.Errorf("Purchase(%s) cancelled while holding = %v; want %v inside the lock", show(a), err, context.Canceled)
+			if err := <-doneB; !errors.Is(err, context.Canceled) {
+				t.Errorf("Purchase(%s) cancelled in line = %v; want %v", show(b), err, context.Canceled)
 			}
-			in.wantAudit(t, consistentAudit(prod.ID, 2, 0))
+			if err := <-doneA; err != nil {
+				t.Errorf("Purchase(%s) cancelled in its hold = %v; want nil (the hold's answer)", show(a), err)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
 
-			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
-			if _, err := in.svc.Purchase(t.Context(), b); err != nil {
-				t.Errorf("Purchase(%s) after a cancelled holder = %v; want nil", show(b), err)
+			c := service.Purchase{ProductID: prod.ID, UserID: "u-c", Quantity: 1}
+			cctx, cancelC := context.WithTimeout(t.Context(), 5*time.Second) // far less than the lease
+			defer cancelC()
+			if _, err := in.svc.Purchase(cctx, c); err != nil {
+				t.Errorf("Purchase(%s) after the buyers hung up = %v; want nil", show(c), err)
 			}
-			in.wantAudit(t, consistentAudit(prod.ID, 2, 1))
+			in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -14,11 +15,21 @@ import (
 	"github.com/seckill/seckill/model"
 )
 
-// ticket is one purchase in a hold: what it asked for and what it got.
+// ticket is one purchase in line and in a hold: what it asked for and what
+// it got.
 type ticket struct {
 	p   Purchase
 	r   Receipt
 	err error
+	// done is closed once r and err are its answer.
+	done chan struct{}
+	// arrived is when it joined the line: its lock wait runs from there.
+	arrived time.Time
+	// taken says it left the line for a hold or an answer (guarded by
+	// lines.mu).
+	taken bool
+	// stock is what the memory had seen when it answered it sold out.
+	stock int64
 	// order is the order the purchase is to make, once accepted.
 	order *model.Order
 	// first is the ticket of this hold with the same request ID that was
@@ -35,59 +46,25 @@ func (s *Seckill) fencing(st Strategy, p Purchase) bool {
 	return on && st.Fenced
 }
 
-// sellHeld sells p under st's lock (or, for pessimistic, its row lock).
-func (s *Seckill) sellHeld(ctx context.Context, st Strategy, p Purchase) (Receipt, error) {
-	t := &ticket{p: p}
-	if err := s.sellUnderLock(ctx, st, []*ticket{t}); err != nil {
-		return Receipt{}, err
-	}
-	return t.r, t.err
-}
-
-// sellUnderLock takes st's lock for the tickets' product, sells them
-// inside it and gives the lock back, even when the buyers have hung up.
-// Its error is the whole hold's (no lock, the store down, the lease
-// overtaken); otherwise each ticket carries its own answer.
-func (s *Seckill) sellUnderLock(ctx context.Context, st Strategy, ts []*ticket) (err error) {
-	if !st.Locked {
-		return s.sellBatch(ctx, st, ts)
-	}
-	lease, err := s.lock(ctx, st, ts[0].p.ProductID)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, s.unlock(ctx, st, ts[0].p.ProductID, lease, err)) }()
-	return s.sellBatch(ctx, st, ts)
-}
-
 // lockKey is the Redis key (or local key) of a product's lock.
 func (s *Seckill) lockKey(productID int64) string {
 	return s.cfg.KeyPrefix + "lock:product:" + strconv.FormatInt(productID, 10)
 }
 
-// lock takes st's lock for the product.
+// lock takes st's lock for the product, waiting until ctx ends.
 func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locker.Lease, error) {
 	lk, ok := s.lockers[st.Name]
 	if !ok {
 		return nil, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message,
 			Err: fmt.Errorf("strategy %s has no lock configured", st.Name)}
 	}
-	start := time.Now()
 	lease, err := lk.Lock(ctx, s.lockKey(productID))
 	switch {
 	case err == nil:
-		s.metrics.lockWaited(st.Name, "acquired", time.Since(start))
 		return lease, nil
 	case errors.Is(err, locker.ErrUnavailable):
-		s.metrics.lockWaited(st.Name, "unavailable", time.Since(start))
-		s.metrics.lockFailed(st.Name, "unavailable")
 		return nil, &Error{Code: CodeUnavailable, Message: "too few Redis nodes answer for the strategy's lock", Err: err}
-	case ctx.Err() != nil:
-		// The buyer went away while waiting: not the lock's doing.
-		return nil, fmt.Errorf("wait for the lock of product %d: %w", productID, ctx.Err())
 	}
-	s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
-	s.metrics.lockFailed(st.Name, "timeout")
 	return nil, &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message, Err: err}
 }
 
@@ -147,28 +124,37 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 			if err != nil {
 				return 0, err
 			}
-			return stock, hold(ctx, work)
+			return stock, doWork(ctx, work)
 		})
 	}
 	prod, err := s.product(ctx, s.db, id)
 	if err != nil {
 		return err
 	}
+	s.sawStock(id, prod.Stock)
 	if least := leastQuantity(ts); prod.Stock < least {
+		// Nothing to sell: no work, no write. A request ID may still have
+		// made an order: answerSoldOut replays it.
 		for _, t := range ts {
-			t.err = soldOut(id, prod.Stock)
+			t.r, t.err = s.answerSoldOut(ctx, t.p, prod.Stock)
 		}
 		return nil
 	}
-	if err := hold(ctx, work); err != nil {
+	if err := doWork(ctx, work); err != nil {
 		return err
 	}
 	fenced := s.fencing(st, ts[0].p)
 	return s.writeBatch(ctx, st, ts, fenced, func(tx *gorm.DB) (int64, error) {
-		if !fenced {
-			return prod.Stock, nil
+		if fenced {
+			return s.passFence(ctx, tx, st, id, prod.Fence)
 		}
-		return s.passFence(ctx, tx, st, id, prod.Fence)
+		// Unfenced: sell from the stock read before the work. The row lock
+		// is taken first all the same, as every writer does, so that two
+		// holders at once oversell rather than deadlock.
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("id").Take(&model.Product{}, id).Error; err != nil {
+			return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
+		}
+		return prod.Stock, nil
 	})
 }
 
@@ -228,39 +214,60 @@ func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id, t
 }
 
 // writeBatch decides every ticket in line order against the stock that
-// stockFor returns inside the transaction, the request IDs already used and
-// the units each user holds, then writes what was sold: one decrement, the
+// stockFor returns inside the transaction (having taken the product's row
+// lock: every writer takes it first), the request IDs already used and the
+// units each user holds, then writes what was sold: one decrement, the
 // users' new units and the orders, in one statement each. exact says the
 // stock was read under the row lock; otherwise the decrement is written
 // whatever the stock is now (the unsafe strategies' flaw). A request ID
-// that another purchase wrote meanwhile (a duplicate key) makes it decide
-// again, with that order in view.
+// that another purchase wrote meanwhile (a duplicate key), or a deadlock,
+// makes it decide again.
 func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exact bool, stockFor func(tx *gorm.DB) (int64, error)) error {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
+		var left int64
 		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			stock, err := stockFor(tx)
 			if err != nil {
 				return err
 			}
-			return s.decideAndWrite(tx, st, ts, stock, exact)
+			left, err = s.decideAndWrite(tx, st, ts, stock, exact)
+			return err
 		})
-		if !errors.Is(err, gorm.ErrDuplicatedKey) || attempt == attempts {
+		if err == nil {
+			s.sawStock(ts[0].p.ProductID, left)
+		}
+		if !retryable(err) || attempt == attempts {
 			return err
 		}
 	}
 }
 
-// decideAndWrite is writeBatch's transaction once the stock is known.
-func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock int64, exact bool) error {
+// retryable says a batch's transaction failed for a reason that deciding
+// again fixes: another purchase wrote one of its request IDs meanwhile, or
+// the database chose it as a deadlock's victim.
+func retryable(err error) bool {
+	var my *mysql.MySQLError
+	return errors.Is(err, gorm.ErrDuplicatedKey) || (errors.As(err, &my) && my.Number == 1213)
+}
+
+// sawStock records a product's stock as read or left by a committed write.
+func (s *Seckill) sawStock(product, stock int64) {
+	s.memory.saw(product, stock)
+	s.metrics.stock(product, stock)
+}
+
+// decideAndWrite is writeBatch's transaction once the stock is known. It
+// returns the stock it leaves.
+func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock int64, exact bool) (int64, error) {
 	id := ts[0].p.ProductID
 	used, err := usedRequestIDs(tx, ts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	units, err := s.unitsHeld(tx, ts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// Decide, one by one in line order.
 	accepted := map[string]*ticket{} // by request ID
@@ -300,7 +307,7 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 		}
 	}
 	if len(orders) == 0 {
-		return nil
+		return stock, nil
 	}
 	// Write.
 	q := tx.Model(&model.Product{}).Where("id = ?", id)
@@ -309,27 +316,28 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 	}
 	res := q.Update("stock", gorm.Expr("stock - ?", total))
 	if res.Error != nil {
-		return fmt.Errorf("decrement the stock of product %d: %w", id, res.Error)
+		return 0, fmt.Errorf("decrement the stock of product %d: %w", id, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, total)
+		return 0, fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, total)
 	}
 	if !exact {
 		// Unfenced: another holder may have written since the stock was
 		// read; the orders say what the stock really became.
 		var after int64
 		if err := tx.Model(&model.Product{}).Where("id = ?", id).Select("stock").Scan(&after).Error; err != nil {
-			return fmt.Errorf("read the stock of product %d: %w", id, err)
+			return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
 		}
 		for i := range orders {
 			orders[i].RemainingStock += after - left
 		}
+		left = after
 	}
 	if err := s.setUnits(tx, id, ts, units); err != nil {
-		return err
+		return 0, err
 	}
 	if err := tx.Create(&orders).Error; err != nil {
-		return fmt.Errorf("write %d orders: %w", len(orders), err)
+		return 0, fmt.Errorf("write %d orders: %w", len(orders), err)
 	}
 	for _, t := range ts {
 		switch {
@@ -339,7 +347,7 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 			t.r = Receipt{Order: *t.first.order, Replayed: true}
 		}
 	}
-	return nil
+	return left, nil
 }
 
 // newOrder is the order p makes, leaving stock left.
@@ -432,7 +440,7 @@ func (s *Seckill) setUnits(tx *gorm.DB, productID int64, ts []*ticket, units map
 // per-user limit is raised after that UPDATE, under the row lock it took,
 // by one conditional upsert of the user's units.
 func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
-	if err := hold(ctx, p.Hold); err != nil {
+	if err := doWork(ctx, p.Hold); err != nil {
 		return Receipt{}, err
 	}
 	var o model.Order
@@ -447,22 +455,33 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 			if err != nil {
 				return err
 			}
+			s.sawStock(p.ProductID, prod.Stock)
 			return soldOut(p.ProductID, prod.Stock)
 		}
 		return s.finishOrder(tx, p, &o)
 	})
+	if err == nil {
+		s.sawStock(p.ProductID, o.RemainingStock)
+	}
 	return Receipt{Order: o}, err
 }
 
-// sellNone is the unguarded purchase: the stock was read and checked
-// before (Purchase did), the work is done, then the decrement is written
-// whatever the stock is now.
+// sellNone is the unguarded purchase: read the stock and check it, do the
+// work, then write the decrement whatever the stock is now.
 func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
-	if err := hold(ctx, p.Hold); err != nil {
+	prod, err := s.product(ctx, s.db, p.ProductID)
+	if err != nil {
+		return Receipt{}, err
+	}
+	s.sawStock(p.ProductID, prod.Stock)
+	if prod.Stock < p.Quantity {
+		return Receipt{}, soldOut(p.ProductID, prod.Stock)
+	}
+	if err := doWork(ctx, p.Hold); err != nil {
 		return Receipt{}, err
 	}
 	var o model.Order
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Update("stock", gorm.Expr("stock - ?", p.Quantity))
 		if res.Error != nil {
 			return fmt.Errorf("decrement stock: %w", res.Error)
@@ -472,6 +491,9 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 		}
 		return s.finishOrder(tx, p, &o)
 	})
+	if err == nil {
+		s.sawStock(p.ProductID, o.RemainingStock)
+	}
 	return Receipt{Order: o}, err
 }
 

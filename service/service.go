@@ -7,9 +7,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/locker"
@@ -33,6 +35,10 @@ type Config struct {
 	// EmbeddedSQL says the database is the embedded SQLite, which changes
 	// what pessimistic means (SQLite has no SELECT ... FOR UPDATE).
 	EmbeddedSQL bool
+	// Batch is the most purchases of one product sold under one hold of its
+	// lock: the buyers waiting on this instance are combined. The default
+	// is 100; 1 is one lock per purchase.
+	Batch int
 }
 
 // Seckill sells products under the strategy each purchase asks for.
@@ -46,11 +52,19 @@ type Seckill struct {
 	cfg     Config
 	metrics *Metrics
 	log     *slog.Logger
+
+	lines      lines
+	memory     *stockMemory
+	ordersOnce singleflight.Group
+	stop       context.CancelFunc
+	background sync.WaitGroup
 }
 
 // New returns a Seckill over db. lockers holds the lock of every lock-based
 // strategy by name (local, setnx, token, redlock); redis are the nodes
-// readiness checks.
+// readiness checks and stock resets are announced on. It starts the
+// sold-out memory's refresher and the listeners of reset announcements:
+// Close stops them.
 func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "seckill:"
@@ -58,7 +72,26 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.LockWait <= 0 {
 		cfg.LockWait = 5 * time.Second
 	}
-	return &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
+		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.background.Go(func() { s.refresh(ctx) })
+	for _, c := range redis {
+		s.background.Go(func() { s.listenResets(ctx, c) })
+	}
+	return s
+}
+
+// Close stops the service's background work once every line's leader has
+// finished: call it after the last purchase has returned.
+func (s *Seckill) Close() {
+	s.lines.wg.Wait()
+	s.stop()
+	s.background.Wait()
 }
 
 // DependencyError says which dependency is down.

@@ -172,17 +172,19 @@ func CloseSQL(db *gorm.DB) error {
 }
 
 // OpenRedis returns one client per independent node in addrs. Clients do not
-// retry: a node that is down answers at once, so that a lock can count it out.
+// retry a command or a dial: a node that is down answers at once, so that a
+// lock can count it out.
 func OpenRedis(addrs []string) []redis.UniversalClient {
 	clients := make([]redis.UniversalClient, len(addrs))
 	for i, a := range addrs {
 		clients[i] = redis.NewClient(&redis.Options{
-			Addr:         a,
-			MaxRetries:   -1,
-			DialTimeout:  time.Second,
-			ReadTimeout:  time.Second,
-			WriteTimeout: time.Second,
-			PoolSize:     64,
+			Addr:          a,
+			MaxRetries:    -1,
+			DialerRetries: 1,
+			DialTimeout:   time.Second,
+			ReadTimeout:   time.Second,
+			WriteTimeout:  time.Second,
+			PoolSize:      64,
 		})
 	}
 	return clients

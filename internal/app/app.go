@@ -92,19 +92,39 @@ type Options struct {
 	KeyPrefix string
 }
 
+// Server is one instance: its HTTP server and the service behind it.
+type Server struct {
+	HTTP     *http.Server
+	svc      *service.Seckill
+	releases *locker.Releases
+}
+
 // NewServer wires one instance over st: its own lockers (local is per
-// process), metrics registry, service and routes. The server has timeouts
-// that leave room for a lock wait and the longest hold_ms.
-func NewServer(cfg config.Config, st *Stores, log *slog.Logger, opts Options) *http.Server {
+// process), the subscription that wakes its waiters when a lock is released
+// on any instance, metrics registry, service and routes. The HTTP server has
+// timeouts that leave room for a lock wait and the longest hold_ms. Close
+// the Server after its HTTP server has shut down.
+func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Logger, opts Options) *Server {
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "seckill:"
+	}
+	releases := locker.NewReleases()
+	subCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := releases.Subscribe(subCtx, st.Redis, opts.KeyPrefix+"lock:"); err != nil {
+		// Waiters fall back to polling; the locks themselves still work.
+		log.Warn("no Redis node answers the release subscription; waiters will poll", "err", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc := service.New(st.DB, NewLockers(cfg, st.Redis), st.Redis, service.Config{
+	svc := service.New(st.DB, NewLockers(cfg, st.Redis, releases), st.Redis, service.Config{
 		Strategy:     cfg.Lock,
 		PerUserLimit: int64(cfg.PerUserLimit),
 		Fencing:      cfg.Fencing,
 		LockWait:     cfg.LockWait,
 		KeyPrefix:    opts.KeyPrefix,
 		EmbeddedSQL:  st.Embedded,
+		Batch:        cfg.Batch,
 	}, service.NewMetrics(reg), log)
 	router := controller.NewRouter(svc, log, controller.Options{
 		AdminToken:       cfg.AdminToken,
@@ -112,20 +132,31 @@ func NewServer(cfg config.Config, st *Stores, log *slog.Logger, opts Options) *h
 		Gatherer:         reg,
 		Registerer:       reg,
 	})
-	return &http.Server{
-		Handler:           router,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      cfg.LockWait + service.MaxHold + 20*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	return &Server{
+		HTTP: &http.Server{
+			Handler:           router,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      cfg.LockWait + service.MaxHold + 20*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		svc:      svc,
+		releases: releases,
 	}
+}
+
+// Close stops the service's background work and the release subscription.
+func (s *Server) Close() error {
+	s.svc.Close()
+	return s.releases.Close()
 }
 
 // NewLockers makes the lock of every lock-based strategy: local in this
 // process, setnx and token on the first Redis node, redlock on all of them.
-func NewLockers(cfg config.Config, clients []redis.UniversalClient) map[string]locker.Locker {
-	opts := locker.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait}
+// releases wakes their waiters (nil: they poll).
+func NewLockers(cfg config.Config, clients []redis.UniversalClient, releases *locker.Releases) map[string]locker.Locker {
+	opts := locker.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Releases: releases}
 	return map[string]locker.Locker{
 		"local":   locker.NewLocal(opts),
 		"setnx":   locker.NewSetNX(clients[0], opts, time.Now),
@@ -135,10 +166,11 @@ func NewLockers(cfg config.Config, clients []redis.UniversalClient) map[string]l
 }
 
 // Serve serves srv on ln until ctx ends, then shuts down gracefully:
-// in-flight purchases finish and release their locks.
-func Serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config.Config, log *slog.Logger) error {
+// in-flight purchases finish and release their locks, then srv closes.
+func Serve(ctx context.Context, srv *Server, ln net.Listener, cfg config.Config, log *slog.Logger) (err error) {
+	defer func() { err = errors.Join(err, srv.Close()) }()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.HTTP.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -147,7 +179,7 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, cfg config.Co
 	log.Info("seckill shutting down")
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.LockWait+service.MaxHold+15*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
+	if err := srv.HTTP.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {

@@ -86,7 +86,7 @@ func (in *Instance) serve(t testing.TB) {
 	}
 	in.URL = "http://" + ln.Addr().String()
 	log := quietLog()
-	srv := app.NewServer(in.Config, in.Stores, log, app.Options{KeyPrefix: in.keyPrefix})
+	srv := app.NewServer(t.Context(), in.Config, in.Stores, log, app.Options{KeyPrefix: in.keyPrefix})
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- app.Serve(ctx, srv, ln, in.Config, log) }()

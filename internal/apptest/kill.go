@@ -22,17 +22,20 @@ func (in *Instance) AnotherKillable(t testing.TB) (*Instance, func()) {
 		t.Fatalf("apptest: listen: %v", err)
 	}
 	other.URL = "http://" + ln.Addr().String()
-	srv := app.NewServer(other.Config, other.Stores, quietLog(), app.Options{KeyPrefix: other.keyPrefix})
+	srv := app.NewServer(t.Context(), other.Config, other.Stores, quietLog(), app.Options{KeyPrefix: other.keyPrefix})
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() { done <- srv.HTTP.Serve(ln) }()
 	var once sync.Once
 	kill := func() {
 		once.Do(func() {
-			if err := srv.Close(); err != nil {
+			if err := srv.HTTP.Close(); err != nil {
 				t.Errorf("apptest: kill: %v", err)
 			}
 			if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 				t.Errorf("apptest: serve: %v", err)
+			}
+			if err := srv.Close(); err != nil {
+				t.Errorf("apptest: close: %v", err)
 			}
 		})
 	}

@@ -109,7 +109,7 @@ func Clients(t testing.TB, addrs []string) []redis.UniversalClient {
 	t.Helper()
 	clients := make([]redis.UniversalClient, len(addrs))
 	for i, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: time.Second})
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 		t.Cleanup(func() { c.Close() })
 		clients[i] = c
 	}
@@ -125,7 +125,7 @@ func KeyPrefix(t testing.TB, addrs []string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, a := range addrs {
-			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: time.Second})
+			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 			iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
 			for iter.Next(ctx) {
 				c.Del(ctx, iter.Val())

@@ -1,0 +1,166 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Releases tells the waiters of a key when it is released, on this
+// instance or any other: a Redis lock publishes on a channel named after
+// its key when it releases it (as Redisson's LockPubSub does), every
+// instance subscribes to the channels of its keys' prefix, and Local
+// notifies in process. A waiter that Watches a key before it tries the lock
+// is woken by the next release instead of polling; a message lost (a
+// subscription reconnecting, a node down) costs only the waiter's short
+// fallback delay.
+//
+// A nil *Releases is valid and wakes nobody: lockers then wait out their
+// fallback delay.
+type Releases struct {
+	mu       sync.Mutex
+	watchers map[string]map[*Watch]struct{}
+
+	subs []*redis.PubSub
+	wg   sync.WaitGroup
+}
+
+// NewReleases returns a Releases that wakes waiters in this process only,
+// until Subscribe adds Redis nodes.
+func NewReleases() *Releases {
+	return &Releases{watchers: make(map[string]map[*Watch]struct{})}
+}
+
+// Subscribe subscribes to the release channels of every key that starts
+// with prefix on each node, and waits (within ctx) until each node that
+// answers has confirmed: a release published after Subscribe returns wakes
+// this instance's waiters. A node that is down does not fail it; go-redis
+// subscribes again when the node is back.
+func (r *Releases) Subscribe(ctx context.Context, clients []redis.UniversalClient, prefix string) error {
+	var errs []error
+	for i, c := range clients {
+		sub := c.PSubscribe(ctx, prefix+"*")
+		// The confirmation comes first on the connection; reading it here,
+		// before Channel takes the connection over, makes sure it is in place.
+		if _, err := sub.ReceiveTimeout(ctx, time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("node %d: %w", i, err))
+		}
+		r.subs = append(r.subs, sub)
+		ch := sub.Channel(redis.WithChannelSize(256))
+		r.wg.Go(func() {
+			for msg := range ch {
+				r.Notify(msg.Channel)
+			}
+		})
+	}
+	if len(errs) == len(clients) && len(clients) > 0 {
+		return fmt.Errorf("locker: subscribe to releases: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Close ends the subscriptions.
+func (r *Releases) Close() error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, sub := range r.subs {
+		if err := sub.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("locker: close release subscriptions: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Notify wakes every waiter of key.
+func (r *Releases) Notify(key string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for w := range r.watchers[key] {
+		select {
+		case w.c <- struct{}{}:
+		default: // already woken, not yet awake
+		}
+	}
+}
+
+// Watch is a waiter's interest in one key's releases.
+type Watch struct {
+	r   *Releases
+	key string
+	c   chan struct{}
+}
+
+// Watch registers interest in key's releases until Stop. Register before
+// trying the lock, so that a release in between is not missed.
+func (r *Releases) Watch(key string) *Watch {
+	w := &Watch{r: r, key: key, c: make(chan struct{}, 1)}
+	if r == nil {
+		return w
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watchers[key] == nil {
+		r.watchers[key] = make(map[*Watch]struct{})
+	}
+	r.watchers[key][w] = struct{}{}
+	return w
+}
+
+// Released is ready after each release of the key (at most one pending).
+func (w *Watch) Released() <-chan struct{} { return w.c }
+
+// Stop ends the watch.
+func (w *Watch) Stop() {
+	if w.r == nil {
+		return
+	}
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	delete(w.r.watchers[w.key], w)
+	if len(w.r.watchers[w.key]) == 0 {
+		delete(w.r.watchers, w.key)
+	}
+}
+
+// Wait blocks until the key is released, fallback passes or ctx ends.
+func (w *Watch) Wait(ctx context.Context, fallback time.Duration) error {
+	t := time.NewTimer(fallback)
+	defer t.Stop()
+	select {
+	case <-w.c:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// publishBudget bounds telling other instances of a release.
+const publishBudget = time.Second
+
+// announce publishes key's release on each client, in the background: a
+// message lost costs the waiters only their fallback delay, so the holder
+// does not wait for it.
+func announce(clients []redis.UniversalClient, key string) {
+	for _, c := range clients {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), publishBudget)
+			defer cancel()
+			_ = c.Publish(ctx, key, "released").Err() // best effort, see above
+		}()
+	}
+}

@@ -1,0 +1,270 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/locker"
+)
+
+// The line: on each instance, the buyers of one product (under one strategy
+// and fencing mode) wait in line in process, first come first served, and
+// one goroutine at a time, the line's leader, contends for the lock on
+// their behalf. Once it holds the lock it sells up to a batch of the
+// purchases at the head of the line in one transaction, gives the lock
+// back and starts again while anyone waits. A release on any instance
+// wakes the leaders of every instance at once (locker.Releases); nobody
+// polls in a retry storm. A batch never waits to fill: it takes who is
+// there.
+
+// lineKey names a line.
+type lineKey struct {
+	product  int64
+	strategy string
+	fenced   bool
+}
+
+// line is the purchases waiting in one line, oldest first.
+type line struct {
+	waiting []*ticket
+}
+
+// lines are an instance's lines, and their leaders.
+type lines struct {
+	mu sync.Mutex
+	m  map[lineKey]*line
+	wg sync.WaitGroup
+}
+
+// sellInLine puts p in its line and waits for its answer. A buyer who hangs
+// up before its purchase is taken into a hold leaves the line; once taken,
+// its answer is the hold's.
+func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Receipt, error) {
+	t := &ticket{p: p, done: make(chan struct{}), arrived: time.Now()}
+	key := lineKey{product: p.ProductID, strategy: st.Name, fenced: s.fencing(st, p)}
+	s.lines.mu.Lock()
+	l, ok := s.lines.m[key]
+	if !ok {
+		l = &line{}
+		s.lines.m[key] = l
+		s.lines.wg.Add(1)
+		go s.lead(key, l)
+	}
+	l.waiting = append(l.waiting, t)
+	s.lines.mu.Unlock()
+
+	wait := time.NewTimer(s.cfg.LockWait)
+	defer wait.Stop()
+	var why error
+	select {
+	case <-t.done:
+		return t.r, t.err
+	case <-ctx.Done():
+		why = ctx.Err()
+	case <-wait.C:
+		why = &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message}
+	}
+	s.lines.mu.Lock()
+	if !t.taken {
+		l.remove(t)
+		s.lines.mu.Unlock()
+		if errors.Is(why, ErrLockTimeout) {
+			s.metrics.lockWaited(st.Name, "timeout", time.Since(t.arrived))
+			s.metrics.lockFailed(st.Name, "timeout")
+		}
+		return Receipt{}, why
+	}
+	s.lines.mu.Unlock()
+	<-t.done // taken into a hold: its answer is the hold's
+	return t.r, t.err
+}
+
+// remove takes t out of the line. The caller holds lines.mu.
+func (l *line) remove(t *ticket) {
+	for i, w := range l.waiting {
+		if w == t {
+			l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// leaderBudget bounds one hold's store calls: the longest lock wait, the
+// longest held work and room for the writes.
+func (s *Seckill) leaderBudget() time.Duration { return s.cfg.LockWait + MaxHold + 15*time.Second }
+
+// lead serves line l until nobody waits in it.
+func (s *Seckill) lead(key lineKey, l *line) {
+	defer s.lines.wg.Done()
+	st, _ := LookupStrategy(key.strategy)
+	ctx := context.Background()
+	for {
+		waiting := s.prune(ctx, key, l)
+		if !waiting {
+			return
+		}
+		var lease locker.Lease
+		if st.Locked {
+			var err error
+			if lease, err = s.lockFor(ctx, st, key, l); err != nil {
+				continue // answered or timed out: prune again
+			}
+		}
+		batch := s.take(key, l, st, lease != nil)
+		if len(batch) == 0 {
+			if lease != nil {
+				_ = s.unlock(ctx, st, key.product, lease, nil) // nothing sold: reported inside, nothing to join
+			}
+			continue
+		}
+		s.sellHold(ctx, st, key, batch, lease)
+	}
+}
+
+// prune answers the purchases of the line that can be answered without the
+// lock: those of more than the stock the memory has seen (sold_out). It
+// reads the product once when the memory has not seen it. It returns
+// whether anyone still waits; when nobody does, the line is gone and its
+// leader must stop. (A purchase whose wait runs out leaves the line by
+// itself, with lock_timeout.)
+func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
+	if !s.memory.knows(key.product) {
+		rctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
+		prod, err := s.product(rctx, s.db, key.product)
+		cancel()
+		if err == nil {
+			s.memory.saw(prod.ID, prod.Stock)
+		} else if errors.Is(err, ErrNotFound) {
+			s.answerAll(l, err)
+		}
+		// A store error is left to the hold to meet and answer.
+	}
+	var soldOut []*ticket
+	s.lines.mu.Lock()
+	kept := l.waiting[:0]
+	for _, t := range l.waiting {
+		if stock, out := s.memory.soldOut(key.product, t.p.Quantity); out {
+			t.taken, t.stock = true, stock
+			soldOut = append(soldOut, t)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	clear(l.waiting[len(kept):])
+	l.waiting = kept
+	empty := len(l.waiting) == 0
+	if empty {
+		delete(s.lines.m, key)
+	}
+	s.lines.mu.Unlock()
+
+	for _, t := range soldOut {
+		rctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
+		r, err := s.answerSoldOut(rctx, t.p, t.stock)
+		cancel()
+		t.answer(r, err)
+	}
+	return !empty
+}
+
+// answerAll answers everyone waiting in l with err.
+func (s *Seckill) answerAll(l *line, err error) {
+	s.lines.mu.Lock()
+	all := l.waiting
+	l.waiting = nil
+	for _, t := range all {
+		t.taken = true
+	}
+	s.lines.mu.Unlock()
+	for _, t := range all {
+		t.answer(Receipt{}, err)
+	}
+}
+
+// lockFor takes the line's lock, waiting no longer than the oldest
+// purchase in line may still wait. When too few nodes answer, everyone in
+// line is answered unavailable.
+func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line) (locker.Lease, error) {
+	s.lines.mu.Lock()
+	if len(l.waiting) == 0 {
+		s.lines.mu.Unlock()
+		return nil, errors.New("nobody waits")
+	}
+	until := l.waiting[0].arrived.Add(s.cfg.LockWait)
+	s.lines.mu.Unlock()
+	wctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	lease, err := s.lock(wctx, st, key.product)
+	if err == nil {
+		return lease, nil
+	}
+	if errors.Is(err, ErrUnavailable) {
+		s.lines.mu.Lock()
+		all := l.waiting
+		l.waiting = nil
+		for _, t := range all {
+			t.taken = true
+		}
+		s.lines.mu.Unlock()
+		for _, t := range all {
+			s.metrics.lockWaited(st.Name, "unavailable", time.Since(t.arrived))
+			s.metrics.lockFailed(st.Name, "unavailable")
+			t.answer(Receipt{}, err)
+		}
+	}
+	return nil, err
+}
+
+// take takes the batch the next hold sells: up to the head's batch size of
+// the purchases at the head of the line.
+func (s *Seckill) take(key lineKey, l *line, st Strategy, locked bool) []*ticket {
+	s.lines.mu.Lock()
+	defer s.lines.mu.Unlock()
+	if len(l.waiting) == 0 {
+		return nil
+	}
+	n := s.cfg.Batch
+	if b := l.waiting[0].p.Batch; b > 0 {
+		n = b
+	}
+	n = min(n, len(l.waiting))
+	batch := make([]*ticket, n)
+	copy(batch, l.waiting)
+	clear(l.waiting[:n])
+	l.waiting = l.waiting[n:]
+	for _, t := range batch {
+		t.taken = true
+		if locked {
+			s.metrics.lockWaited(st.Name, "acquired", time.Since(t.arrived))
+		}
+	}
+	return batch
+}
+
+// sellHold sells batch under the lease (nil for pessimistic, whose lock is
+// the row's), gives the lease back and answers every purchase.
+func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, batch []*ticket, lease locker.Lease) {
+	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
+	defer cancel()
+	start := time.Now()
+	err := s.sellBatch(ctx, st, batch)
+	if lease != nil {
+		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
+	}
+	s.metrics.held(st.Name, len(batch), time.Since(start))
+	for _, t := range batch {
+		if err != nil {
+			t.answer(Receipt{}, storeErr("sell a batch", err))
+		} else {
+			t.answer(t.r, t.err)
+		}
+	}
+}
+
+// answer gives t its answer; its buyer is waiting for it (or has gone).
+func (t *ticket) answer(r Receipt, err error) {
+	t.r, t.err = r, err
+	close(t.done)
+}
