@@ -18,19 +18,33 @@ const benchGoroutines = 32
 // BenchmarkPurchase buys one unit of one hot product per operation, from
 // about benchGoroutines concurrent buyers with users of their own, under
 // each strategy, on the real MySQL and Redis nodes, with the default
-// per-user limit of one unit (so the limit's row is written every time). The stock is reset to
+// per-user limit of one unit (so the limit's row is written every time).
+// The strategies whose buyers wait in line run with the default batch and
+// again with batch=1 (a lock per purchase, as in the articles). The stock is reset to
 // b.N before each run so that every purchase sells (none oversells nothing
 // it could not sell anyway: it is measured only). Besides ns/op it reports
 // purchases/s over the whole run.
 func BenchmarkPurchase(b *testing.B) {
 	f := newFixture(b, nil)
 	ctx := context.Background()
-	for _, strategy := range strategies {
+	type benchCase struct {
+		name, strategy string
+		batch          int
+	}
+	var cases []benchCase
+	for _, st := range service.StrategyTable() {
+		cases = append(cases, benchCase{st.Name, st.Name, 0})
+		if st.Lined {
+			cases = append(cases, benchCase{st.Name + "/batch=1", st.Name, 1})
+		}
+	}
+	for _, bc := range cases {
+		strategy := bc.strategy
 		// A wait long enough that no buyer gives up: the benchmark measures
 		// throughput, not timeouts.
 		in := f.instance(settings{Strategy: strategy, Fencing: true, PerUserLimit: 1, Wait: time.Minute})
 		prod := in.product(b, 0)
-		b.Run(strategy, func(b *testing.B) {
+		b.Run(bc.name, func(b *testing.B) {
 			if _, err := in.svc.SetStock(ctx, prod.ID, int64(b.N)); err != nil {
 				b.Fatalf("SetStock(%d, %d) = %v; want nil", prod.ID, b.N, err)
 			}
@@ -44,7 +58,7 @@ func BenchmarkPurchase(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", users.Add(1)), Quantity: 1}
+					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", users.Add(1)), Quantity: 1, Batch: bc.batch}
 					if _, err := in.svc.Purchase(ctx, p); err != nil {
 						failures.Add(1)
 						firstErr.Do(func() { errMsg = fmt.Sprintf("Purchase(%s) = %v; want nil", show(p), err) })

@@ -127,6 +127,17 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 			return stock, doWork(ctx, work)
 		})
 	}
+	fenced := s.fencing(st, ts[0].p)
+	if fenced && work == 0 {
+		// Nothing happens between the grant and the write, so the fence is
+		// moved on in the write itself, with no read before it.
+		if len(ts) == 1 {
+			return s.sellOne(ctx, st, ts[0])
+		}
+		return s.writeBatch(ctx, st, ts, true, func(tx *gorm.DB) (int64, error) {
+			return s.passFence(ctx, tx, st, id, nil)
+		})
+	}
 	prod, err := s.product(ctx, s.db, id)
 	if err != nil {
 		return err
@@ -143,10 +154,9 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 	if err := doWork(ctx, work); err != nil {
 		return err
 	}
-	fenced := s.fencing(st, ts[0].p)
 	return s.writeBatch(ctx, st, ts, fenced, func(tx *gorm.DB) (int64, error) {
 		if fenced {
-			return s.passFence(ctx, tx, st, id, prod.Fence)
+			return s.passFence(ctx, tx, st, id, &prod.Fence)
 		}
 		// Unfenced: sell from the stock read before the work. The row lock
 		// is taken first all the same, as every writer does, so that two
@@ -156,6 +166,94 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 		}
 		return prod.Stock, nil
 	})
+}
+
+// sellOne is a fenced hold of one purchase with no held work: one
+// transaction of three statements, as few as a purchase can take. The
+// decrement is conditional on the stock, moves the fence on (fencing off
+// any holder that read it before) and says what it left; then the user's
+// units are raised within the limit and the order written. A purchase it
+// refuses, or whose request ID was used, is answered as one by one would:
+// its request ID's order first.
+func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
+	p := t.p
+	var o model.Order
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, true)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			prod, err := s.product(ctx, tx, p.ProductID)
+			if err != nil {
+				return err
+			}
+			s.sawStock(p.ProductID, prod.Stock)
+			return soldOut(p.ProductID, prod.Stock)
+		}
+		if err := s.raiseUnits(tx, p); err != nil {
+			return err
+		}
+		o = newOrder(p, st.Name, left)
+		if err := tx.Create(&o).Error; err != nil {
+			return fmt.Errorf("write order: %w", err)
+		}
+		return nil
+	})
+	if err == nil {
+		s.sawStock(p.ProductID, o.RemainingStock)
+		t.r = Receipt{Order: o}
+		return nil
+	}
+	var coded *Error
+	if !errors.As(err, &coded) && !errors.Is(err, gorm.ErrDuplicatedKey) {
+		return err // the hold's: the store
+	}
+	t.r, t.err = s.replayRaced(ctx, p, err)
+	if errors.Is(t.err, gorm.ErrDuplicatedKey) {
+		return t.err
+	}
+	return nil
+}
+
+// takeStock decrements the product's stock by q if at least q is left, in
+// one statement that also moves the fence on when fence is set, and returns
+// the stock it left; ok is false when less than q was left, or there is no
+// such product. The stock left comes from the write itself: MySQL's
+// LAST_INSERT_ID(expr) (never negative here), SQLite's RETURNING.
+func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fence bool) (left int64, ok bool, err error) {
+	set := "stock = stock - ?"
+	if s.mysql {
+		set = "stock = LAST_INSERT_ID(stock - ?)"
+	}
+	if fence {
+		set += ", fence = fence + 1"
+	}
+	query := "UPDATE products SET " + set + ", updated_at = ? WHERE id = ? AND stock >= ?"
+	args := []any{q, time.Now(), id, q}
+	if !s.mysql {
+		var stocks []int64
+		if err := tx.Raw(query+" RETURNING stock", args...).Scan(&stocks).Error; err != nil {
+			return 0, false, fmt.Errorf("decrement the stock of product %d: %w", id, err)
+		}
+		if len(stocks) == 0 {
+			return 0, false, nil
+		}
+		return stocks[0], true, nil
+	}
+	res, err := tx.Statement.ConnPool.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("decrement the stock of product %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	left, err = res.LastInsertId()
+	if err != nil {
+		return 0, false, fmt.Errorf("the stock product %d was left with: %w", id, err)
+	}
+	return left, true, nil
 }
 
 // leastQuantity is the smallest quantity the tickets ask for.
@@ -190,19 +288,27 @@ func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int6
 	return prod.Stock, nil
 }
 
-// passFence moves the product's fence on from token, the value the holder
-// read when it was granted the lock, and reads the stock under the row lock
-// this takes. A fence that moved meanwhile means a later holder wrote, or
-// the stock was reset: ErrLockLost, nothing written.
-func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id, token int64) (int64, error) {
-	res := tx.Model(&model.Product{}).Where("id = ? AND fence = ?", id, token).Update("fence", gorm.Expr("fence + 1"))
+// passFence moves the product's fence on, from *token (the value the
+// holder read when it was granted the lock) when token is not nil, and
+// reads the stock under the row lock this takes. A fence that moved
+// meanwhile means a later holder wrote, or the stock was reset:
+// ErrLockLost, nothing written.
+func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id int64, token *int64) (int64, error) {
+	q := tx.Model(&model.Product{}).Where("id = ?", id)
+	if token != nil {
+		q = q.Where("fence = ?", *token)
+	}
+	res := q.Update("fence", gorm.Expr("fence + 1"))
 	if res.Error != nil {
 		return 0, fmt.Errorf("pass the fence of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 && token == nil {
+		return 0, errorf(CodeNotFound, "product %d not found", id)
 	}
 	if res.RowsAffected == 0 {
 		s.metrics.lockFailed(st.Name, "lost")
 		return 0, &Error{Code: CodeLockLost, Message: ErrLockLost.Message,
-			Err: fmt.Errorf("the fence of product %d moved on from %d", id, token)}
+			Err: fmt.Errorf("the fence of product %d moved on from %d", id, *token)}
 	}
 	var stock int64
 	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).
@@ -445,12 +551,11 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 	}
 	var o model.Order
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&model.Product{}).Where("id = ? AND stock >= ?", p.ProductID, p.Quantity).
-			Update("stock", gorm.Expr("stock - ?", p.Quantity))
-		if res.Error != nil {
-			return fmt.Errorf("decrement stock: %w", res.Error)
+		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, false)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if !ok {
 			prod, err := s.product(ctx, tx, p.ProductID)
 			if err != nil {
 				return err
@@ -458,7 +563,7 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 			s.sawStock(p.ProductID, prod.Stock)
 			return soldOut(p.ProductID, prod.Stock)
 		}
-		return s.finishOrder(tx, p, &o)
+		return s.finishOrder(tx, p, left, &o)
 	})
 	if err == nil {
 		s.sawStock(p.ProductID, o.RemainingStock)
@@ -489,7 +594,11 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 		if res.RowsAffected == 0 {
 			return errorf(CodeNotFound, "product %d not found", p.ProductID)
 		}
-		return s.finishOrder(tx, p, &o)
+		var left int64
+		if err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&left).Error; err != nil {
+			return fmt.Errorf("read remaining stock: %w", err)
+		}
+		return s.finishOrder(tx, p, left, &o)
 	})
 	if err == nil {
 		s.sawStock(p.ProductID, o.RemainingStock)
@@ -498,15 +607,11 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 }
 
 // finishOrder is the end of a single purchase's transaction, after its
-// decrement: raise the user's units within the limit, then write the order
-// with the stock the decrement left.
-func (s *Seckill) finishOrder(tx *gorm.DB, p Purchase, o *model.Order) error {
+// decrement left stock left: raise the user's units within the limit, then
+// write the order.
+func (s *Seckill) finishOrder(tx *gorm.DB, p Purchase, left int64, o *model.Order) error {
 	if err := s.raiseUnits(tx, p); err != nil {
 		return err
-	}
-	var left int64
-	if err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&left).Error; err != nil {
-		return fmt.Errorf("read remaining stock: %w", err)
 	}
 	*o = newOrder(p, p.Strategy, left)
 	if err := tx.Create(o).Error; err != nil {

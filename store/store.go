@@ -114,6 +114,10 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	// Affected rows must count rows changed, not rows matched: the per-user
 	// limit's conditional upsert reads "nothing changed" as "over the limit".
 	cfg.ClientFoundRows = false
+	// Parameters are interpolated on the client (safely: the connection is
+	// utf8mb4), so that a statement is one round trip rather than a
+	// prepare, an execute and a close.
+	cfg.InterpolateParams = true
 	if cfg.DBName != "" {
 		if err := createDatabase(ctx, *cfg); err != nil {
 			return nil, err

@@ -1,0 +1,420 @@
+// Command salebench measures purchases of one hot product, in one go on one
+// machine, so that its figures can be compared as ratios:
+//
+//   - two anchors, what MariaDB alone does with the project's own tables: a
+//     serial purchase transaction (a conditional UPDATE of the stock and the
+//     order's INSERT) on one connection, and the same on 64 connections at
+//     once;
+//   - the service over HTTP, as a process of its own, under the bundled
+//     driver: each safe strategy at 64 buyers with stock enough for every
+//     request, redlock with one lock per purchase (batch=1) and with the
+//     default batch;
+//   - a flash sale: two instances, 256 buyers, 500 units, 5,000 requests,
+//     the default strategy;
+//   - sold-out answers against GET /healthz, at the same concurrency.
+//
+// It prints one table and the ratios the project aims for, met or not.
+// scripts/bench-sale.sh builds the service and runs this with a real
+// MariaDB and three Redis nodes.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/store"
+)
+
+type options struct {
+	service     string        // the service's binary
+	mysqlDSN    string        // a server DSN, no database
+	redisAddrs  string        // three nodes, comma-separated
+	duration    time.Duration // each measured run
+	concurrency int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "salebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("salebench", flag.ContinueOnError)
+	fs.StringVar(&o.service, "service", "", "the seckill binary to run (required)")
+	fs.StringVar(&o.mysqlDSN, "mysql", os.Getenv("SECKILL_TEST_MYSQL_DSN"), "MySQL server DSN, no database (default $SECKILL_TEST_MYSQL_DSN)")
+	fs.StringVar(&o.redisAddrs, "redis", os.Getenv("SECKILL_TEST_REDIS_ADDRS"), "three Redis nodes, comma-separated (default $SECKILL_TEST_REDIS_ADDRS)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured run")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers at once in the anchors and the single-instance runs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.service == "" || o.mysqlDSN == "" || o.redisAddrs == "" {
+		return errors.New("-service, -mysql and -redis are required (scripts/bench-sale.sh sets them)")
+	}
+	b := &bench{opts: o, out: out}
+	return b.all(ctx)
+}
+
+// row is one line of the table.
+type row struct {
+	what       string
+	perSecond  float64
+	p99        time.Duration
+	unanswered int // 503s and failures
+}
+
+type bench struct {
+	opts options
+	out  io.Writer
+	rows []row
+}
+
+func (b *bench) all(ctx context.Context) error {
+	fmt.Fprintf(b.out, "bench-sale: %d CPUs, %s; %d buyers, %v per run\n\n", runtime.NumCPU(), runtime.Version(), b.opts.concurrency, b.opts.duration)
+
+	serial, err := b.anchor(ctx, 1)
+	if err != nil {
+		return err
+	}
+	parallel, err := b.anchor(ctx, b.opts.concurrency)
+	if err != nil {
+		return err
+	}
+	b.rows = append(b.rows,
+		row{what: "anchor: serial purchase transaction, 1 connection, no lock", perSecond: serial.perSecond, p99: serial.p99},
+		row{what: fmt.Sprintf("anchor: conditional UPDATE + INSERT, %d connections", b.opts.concurrency), perSecond: parallel.perSecond, p99: parallel.p99})
+
+	dsn, dropDB, err := b.database(ctx)
+	if err != nil {
+		return err
+	}
+	defer dropDB()
+	token := "bench-" + fmt.Sprint(time.Now().UnixNano())
+	first, stopFirst, err := b.startService(ctx, dsn, token)
+	if err != nil {
+		return err
+	}
+	defer stopFirst()
+
+	type svcRun struct {
+		label, strategy string
+		batch           int
+	}
+	var batch1, batched row
+	for _, r := range []svcRun{
+		{"service optimistic over HTTP", "optimistic", 0},
+		{"service pessimistic (default batch)", "pessimistic", 0},
+		{"service token (default batch)", "token", 0},
+		{"service redlock, batch=1: a lock per purchase", "redlock", 1},
+		{"service redlock, default batch", "redlock", 0},
+	} {
+		rep, err := driver.Run(ctx, driver.Config{
+			URLs: []string{first}, AdminToken: token, Stock: 100_000_000, Strategies: []string{r.strategy},
+			Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency, Batch: r.batch,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.label, err)
+		}
+		res := rep.Results[0]
+		rw := row{what: r.label, perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99,
+			unanswered: res.Requests - res.Successes}
+		b.rows = append(b.rows, rw)
+		switch {
+		case r.strategy == "redlock" && r.batch == 1:
+			batch1 = rw
+		case r.strategy == "redlock":
+			batched = rw
+		}
+	}
+
+	second, stopSecond, err := b.startService(ctx, dsn, token)
+	if err != nil {
+		return err
+	}
+	defer stopSecond()
+	flash, err := driver.Run(ctx, driver.Config{
+		URLs: []string{first, second}, AdminToken: token, Stock: 500, Strategies: []string{""},
+		Requests: 5000, Concurrency: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("flash sale: %w", err)
+	}
+	sale := flash.Results[0]
+	sale503 := sale.Outcomes[driver.OutcomeLockTimeout] + sale.Outcomes[driver.Outcome5xx] + sale.Outcomes[driver.OutcomeTransport]
+
+	soldOut, health, err := b.soldOutAgainstHealth(ctx, first, token)
+	if err != nil {
+		return err
+	}
+
+	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201")
+	for _, r := range b.rows {
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%d\n", r.what, r.perSecond, round(r.p99), r.unanswered)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "\nflash sale, 2 instances, 256 buyers, 500 units, 5000 requests, %s: sold out in %s, %d answered 503, final stock %d, %s\n",
+		sale.Strategy, round(sale.TimeToSoldOut), sale503, sale.Audit.Stock, sale.Verdict)
+	fmt.Fprintf(b.out, "sold-out answers: %.0f/s; GET /healthz: %.0f/s (both %d at once, %v)\n\n",
+		soldOut, health, b.opts.concurrency, b.opts.duration)
+
+	fmt.Fprintln(b.out, "ratios (one run, one machine):")
+	aim := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT MET"
+	}
+	r1 := batch1.perSecond / serial.perSecond
+	fmt.Fprintf(b.out, "  redlock batch=1 / serial anchor        %5.2fx  (aim >= 0.5: %s); p99 %s (aim < 250ms: %s); %d not 201 (aim 0: %s)\n",
+		r1, aim(r1 >= 0.5), round(batch1.p99), aim(batch1.p99 < 250*time.Millisecond), batch1.unanswered, aim(batch1.unanswered == 0))
+	r2 := batched.perSecond / parallel.perSecond
+	fmt.Fprintf(b.out, "  redlock default batch / 64-conn anchor %5.2fx  (aim >= 3: %s); p99 %s (aim < 50ms: %s)\n",
+		r2, aim(r2 >= 3), round(batched.p99), aim(batched.p99 < 50*time.Millisecond))
+	fmt.Fprintf(b.out, "  flash sale sold out in %s (aim <= 250ms: %s), %d answered 503 (aim 0: %s)\n",
+		round(sale.TimeToSoldOut), aim(sale.TimeToSoldOut > 0 && sale.TimeToSoldOut <= 250*time.Millisecond), sale503, aim(sale503 == 0))
+	r4 := soldOut / health
+	fmt.Fprintf(b.out, "  sold-out answers / GET /healthz        %5.2fx  (aim >= 0.5: %s)\n", r4, aim(r4 >= 0.5))
+	return nil
+}
+
+// anchorResult is what an anchor measured.
+type anchorResult struct {
+	perSecond float64
+	p99       time.Duration
+}
+
+// anchor runs conns connections that each buy one unit at a time of one
+// product, in a transaction of their own: UPDATE products SET stock =
+// stock - 1 WHERE id = ? AND stock >= 1, then the order's INSERT.
+func (b *bench) anchor(ctx context.Context, conns int) (anchorResult, error) {
+	dsn, drop, err := b.database(ctx)
+	if err != nil {
+		return anchorResult{}, err
+	}
+	defer drop()
+	db, err := store.OpenMySQL(ctx, dsn)
+	if err != nil {
+		return anchorResult{}, err
+	}
+	defer store.CloseSQL(db)
+	if err := model.Migrate(ctx, db); err != nil {
+		return anchorResult{}, err
+	}
+	p := model.Product{Name: "anchor", Stock: 100_000_000, InitialStock: 100_000_000}
+	if err := db.WithContext(ctx).Create(&p).Error; err != nil {
+		return anchorResult{}, fmt.Errorf("anchor product: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return anchorResult{}, err
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		failed    atomic.Int64
+		users     atomic.Int64
+		wg        sync.WaitGroup
+	)
+	deadline := time.Now().Add(b.opts.duration)
+	start := time.Now()
+	for range conns {
+		wg.Go(func() {
+			var mine []time.Duration
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := buy(ctx, sqlDB, p.ID, users.Add(1)); err != nil {
+					failed.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if n := failed.Load(); n > 0 {
+		return anchorResult{}, fmt.Errorf("anchor on %d connections: %d purchases failed", conns, n)
+	}
+	slices.Sort(latencies)
+	return anchorResult{perSecond: float64(len(latencies)) / elapsed.Seconds(), p99: latencies[len(latencies)*99/100]}, nil
+}
+
+// buy is the anchors' purchase transaction.
+func buy(ctx context.Context, db *sql.DB, product, user int64) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", product)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("decrement: %d rows, %v", n, err)
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO orders (product_id, user_id, quantity, strategy, remaining_stock, created_at) VALUES (?, ?, 1, 'anchor', 0, NOW(3))",
+		product, fmt.Sprintf("u-%d", user))
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// database names a new database on the server and returns its DSN and a
+// func that drops it (the service or OpenMySQL creates it).
+func (b *bench) database(ctx context.Context) (string, func(), error) {
+	cfg, err := mysql.ParseDSN(b.opts.mysqlDSN)
+	if err != nil {
+		return "", nil, fmt.Errorf("-mysql: %w", err)
+	}
+	name := fmt.Sprintf("seckill_bench_%d", time.Now().UnixNano())
+	server := *cfg
+	cfg.DBName = name
+	cfg.ParseTime = true
+	drop := func() {
+		db, err := sql.Open("mysql", server.FormatDSN())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "salebench: drop", name, err)
+			return
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			fmt.Fprintln(os.Stderr, "salebench: drop", name, err)
+		}
+	}
+	return cfg.FormatDSN(), drop, nil
+}
+
+// startService runs the service's binary on a free port against dsn and
+// the Redis nodes, with the strategy override on, and waits until it is
+// ready. stop ends it with SIGTERM, as an orchestrator would.
+func (b *bench) startService(ctx context.Context, dsn, token string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(b.opts.service)
+	cmd.Env = append(os.Environ(),
+		"SECKILL_ADDR="+addr,
+		"SECKILL_MYSQL_DSN="+dsn,
+		"SECKILL_REDIS_ADDRS="+b.opts.redisAddrs,
+		"SECKILL_ADMIN_TOKEN="+token,
+		"SECKILL_STRATEGY_OVERRIDE=true",
+	)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start %s: %w", b.opts.service, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already: Wait says so
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill() // past its drain: what Wait reports is not news
+			<-done
+		}
+	}
+	url := "http://" + addr
+	c := &client.Client{BaseURL: url, CallTimeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Healthz(ctx) != nil {
+		select {
+		case err := <-done:
+			return "", nil, fmt.Errorf("the service exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return "", nil, fmt.Errorf("the service did not answer /healthz within 30s\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return url, stop, nil
+}
+
+// soldOutAgainstHealth measures, on one instance, the rate of purchases of
+// a product it knows is sold out, then that of GET /healthz, each at the
+// same concurrency for the same time.
+func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string) (soldOut, health float64, err error) {
+	c := &client.Client{BaseURL: url, AdminToken: token}
+	p, err := c.CreateProduct(ctx, "sold out", 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := c.SetStock(ctx, p.ID, 0); err != nil {
+		return 0, 0, err
+	}
+	out, err := driver.Run(ctx, driver.Config{URLs: []string{url}, ProductID: p.ID, Strategies: []string{""},
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sold-out answers: %w", err)
+	}
+	res := out.Results[0]
+	if res.Outcomes[driver.OutcomeSoldOut] != res.Requests {
+		return 0, 0, fmt.Errorf("sold-out answers: %d of %d were sold_out", res.Outcomes[driver.OutcomeSoldOut], res.Requests)
+	}
+	h, err := driver.Run(ctx, driver.Config{URLs: []string{url}, Endpoint: "/healthz",
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency})
+	if err != nil {
+		return 0, 0, fmt.Errorf("GET /healthz: %w", err)
+	}
+	return res.Throughput, h.Results[0].Throughput, nil
+}
+
+// round rounds d for a table.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bench-sale.sh [FLAG...]
+#
+# Measures a purchase of one hot product in one go on this machine, against
+# a real MariaDB and three redis-server nodes (scripts/testenv.sh makes them
+# available): the two anchors (MariaDB alone: a serial purchase transaction
+# on one connection, the same on 64), the service over HTTP under the bundled
+# driver (each safe strategy; redlock with batch=1 and the default batch), a
+# flash sale over two instances, and sold-out answers against GET /healthz.
+# Prints one table and the ratios the project aims for. FLAGs go to
+# loadtest/salebench (-duration, -concurrency).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/seckill" .
+go build -o "$work/salebench" ./loadtest/salebench
+scripts/testenv.sh "$work/salebench" -service "$work/seckill" "$@"
