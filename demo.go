@@ -28,9 +28,9 @@ import (
 // The lease-overrun scenario: a lease shorter than the first buyer's work,
 // and a second buyer who arrives after the lease ran out.
 const (
-	overrunTTL   = 300 * time.Millisecond
-	overrunHoldA = 1200 * time.Millisecond
-	overrunDelay = 600 * time.Millisecond
+	overrunTTL    = 300 * time.Millisecond
+	overrunPauseA = 1200 * time.Millisecond
+	overrunDelay  = 600 * time.Millisecond
 )
 
 // guarding says in a few words what guards the stock under a strategy, for
@@ -269,15 +269,15 @@ func (c *apiClient) overrun(ctx context.Context, urls []string, r *overrunRun) e
 	if err := c.do(ctx, http.MethodPost, urls[0]+"/api/v1/admin/products", map[string]any{"name": name, "stock": 1}, &product); err != nil {
 		return err
 	}
-	buy := func(base, user string, hold time.Duration) (string, error) {
-		q := url.Values{"strategy": {r.strategy}, "hold_ms": {fmt.Sprint(hold.Milliseconds())}, "fencing": {fmt.Sprint(r.fencing)}}
+	buy := func(base, user string, pause time.Duration) (string, error) {
+		q := url.Values{"strategy": {r.strategy}, "pause_ms": {fmt.Sprint(pause.Milliseconds())}, "fencing": {fmt.Sprint(r.fencing)}}
 		u := fmt.Sprintf("%s/api/v1/products/%d/purchase?%s", base, product.ID, q.Encode())
 		return c.answer(ctx, u, map[string]any{"user_id": user, "quantity": 1})
 	}
 	aErr := make(chan error, 1)
 	go func() {
 		var err error
-		r.a, err = buy(urls[0], "buyer-a", overrunHoldA)
+		r.a, err = buy(urls[0], "buyer-a", overrunPauseA)
 		aErr <- err
 	}()
 	select {
@@ -397,8 +397,8 @@ func writeSaleTable(w io.Writer, rep *driver.Report) error {
 
 // writeOverrunTable prints the lease-overrun scenario.
 func writeOverrunTable(w io.Writer, runs []overrunRun) error {
-	fmt.Fprintf(w, "\nLEASE OVERRUN: lock lease %s; buyer A works %s inside the lock, buyer B arrives at %s; 1 unit\n",
-		overrunTTL, overrunHoldA, overrunDelay)
+	fmt.Fprintf(w, "\nLEASE OVERRUN: lock lease %s; buyer A is paused %s inside the lock (watchdog too), buyer B arrives at %s; 1 unit\n",
+		overrunTTL, overrunPauseA, overrunDelay)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STRATEGY\tFENCING\tBUYER A (overran)\tBUYER B\tFINAL STOCK\tOVERSOLD\tVERDICT")
 	for _, r := range runs {

@@ -31,6 +31,9 @@ type Config struct {
 	Lock string
 	// LockTTL is the lock lease (SECKILL_LOCK_TTL).
 	LockTTL time.Duration
+	// Watchdog renews the leases of token and redlock every LockTTL/3 while
+	// their holder works (SECKILL_WATCHDOG).
+	Watchdog bool
 	// LockWait is the longest a purchase waits for its lock
 	// (SECKILL_LOCK_WAIT).
 	LockWait time.Duration
@@ -79,7 +82,10 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	if c.RedisAddrs, err = parseAddrs(getenv("SECKILL_REDIS_ADDRS")); err != nil {
 		return Config{}, fmt.Errorf("config: SECKILL_REDIS_ADDRS: %w", err)
 	}
-	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", 8*time.Second); err != nil {
+	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", 2*time.Second); err != nil {
+		return Config{}, err
+	}
+	if c.Watchdog, err = boolean(getenv, "SECKILL_WATCHDOG", true); err != nil {
 		return Config{}, err
 	}
 	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", 5*time.Second); err != nil {
@@ -135,6 +141,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("redis_addrs", redis),
 		slog.String("lock", c.Lock),
 		slog.Duration("lock_ttl", c.LockTTL),
+		slog.Bool("watchdog", c.Watchdog),
 		slog.Duration("lock_wait", c.LockWait),
 		slog.String("admin_token", "***"),
 		slog.Bool("strategy_override", c.StrategyOverride),

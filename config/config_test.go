@@ -32,7 +32,8 @@ func TestLoadDefaults(t *testing.T) {
 			{"MySQLDSN", c.MySQLDSN, ""},
 			{"len(RedisAddrs)", len(c.RedisAddrs), 0},
 			{"Lock", c.Lock, "redlock"},
-			{"LockTTL", c.LockTTL, 8 * time.Second},
+			{"LockTTL", c.LockTTL, 2 * time.Second},
+			{"Watchdog", c.Watchdog, true},
 			{"LockWait", c.LockWait, 5 * time.Second},
 			{"StrategyOverride", c.StrategyOverride, demo},
 			{"PerUserLimit", c.PerUserLimit, 1},
@@ -75,6 +76,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_PER_USER_LIMIT":    "0",
 		"SECKILL_FENCING":           "false",
 		"SECKILL_BATCH":             "7",
+		"SECKILL_WATCHDOG":          "false",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -92,6 +94,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		PerUserLimit:     0,
 		Fencing:          false,
 		Batch:            7,
+		Watchdog:         false,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -154,6 +157,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_REDIS_ADDRS", "r1:6379,"},
 		{"SECKILL_REDIS_ADDRS", "r1:6379,r1:6379"},
 		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
+		{"SECKILL_WATCHDOG", "sometimes"},
 		{"SECKILL_BATCH", "0"},
 		{"SECKILL_BATCH", "1001"},
 		{"SECKILL_BATCH", "ten"},
@@ -241,11 +245,11 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	if got := line.Config["admin_token"]; got != "***" {
 		t.Errorf("config.admin_token = %v; want ***", got)
 	}
-	if got := line.Config["lock_ttl"]; got != float64(8*time.Second) {
-		t.Errorf("config.lock_ttl = %v; want %d (8s in nanoseconds)", got, 8*time.Second)
+	if got := line.Config["lock_ttl"]; got != float64(2*time.Second) {
+		t.Errorf("config.lock_ttl = %v; want %d (2s in nanoseconds)", got, 2*time.Second)
 	}
-	for _, key := range []string{"addr", "mysql_dsn", "redis_addrs", "lock", "lock_ttl", "lock_wait",
-		"strategy_override", "per_user_limit", "fencing"} {
+	for _, key := range []string{"addr", "mysql_dsn", "redis_addrs", "lock", "lock_ttl", "watchdog", "lock_wait",
+		"strategy_override", "per_user_limit", "fencing", "batch"} {
 		if _, ok := line.Config[key]; !ok {
 			t.Errorf("config log %s has no %q", buf.String(), key)
 		}

@@ -172,7 +172,9 @@ func invalidf(format string, args ...any) error {
 
 // overrideParams are the query parameters that only the strategy override
 // allows.
-func overrideParams() []string { return []string{"strategy", "hold_ms", "fencing", "batch"} }
+func overrideParams() []string {
+	return []string{"strategy", "hold_ms", "pause_ms", "fencing", "batch"}
+}
 
 // purchaseFrom reads a purchase from the path, the body and, under the
 // strategy override, the query.
@@ -227,12 +229,16 @@ func decodePurchase(id int64, body []byte, rawQuery string, override bool) (serv
 				return service.Purchase{}, invalidf("strategy is empty")
 			}
 			p.Strategy = v
-		case "hold_ms":
+		case "hold_ms", "pause_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || ms < 0 || ms > service.MaxHold.Milliseconds() {
-				return service.Purchase{}, invalidf("hold_ms must be an integer from 0 to %d", service.MaxHold.Milliseconds())
+				return service.Purchase{}, invalidf("%s must be an integer from 0 to %d", name, service.MaxHold.Milliseconds())
 			}
-			p.Hold = time.Duration(ms) * time.Millisecond
+			if name == "hold_ms" {
+				p.Hold = time.Duration(ms) * time.Millisecond
+			} else {
+				p.Pause = time.Duration(ms) * time.Millisecond
+			}
 		case "fencing":
 			b, err := strconv.ParseBool(v)
 			if err != nil {

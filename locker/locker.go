@@ -45,8 +45,8 @@ var (
 
 // Options are the settings every kind of lock shares.
 type Options struct {
-	// TTL is the lease: a holder that never unlocks blocks others no longer
-	// than this. The default is 8s.
+	// TTL is the lease: a holder that never unlocks (or renews) blocks
+	// others no longer than this. The default is 2s.
 	TTL time.Duration
 	// Wait is the longest Lock waits before it gives up with
 	// ErrNotAcquired. The default is 5s.
@@ -62,7 +62,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.TTL <= 0 {
-		o.TTL = 8 * time.Second
+		o.TTL = 2 * time.Second
 	}
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Second

@@ -55,7 +55,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 	// between goroutines.
 	m := r.rs.NewMutex(key, redsync.WithExpiry(r.opts.TTL), redsync.WithTries(1))
 	if err := m.TryLockContext(context.WithoutCancel(ctx)); err != nil {
-		if r.down(err) > len(r.pools)-r.quorum() {
+		if nodesDown(err) > len(r.pools)-r.quorum() {
 			return nil, fmt.Errorf("%w: %w: redlock %s: %w", ErrNotAcquired, ErrUnavailable, key, err)
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
@@ -79,9 +79,9 @@ func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
 // quorum is the majority of the nodes: N/2+1.
 func (r *Redlock) quorum() int { return len(r.pools)/2 + 1 }
 
-// down counts the nodes a failed round could not reach: redsync joins one
-// *redsync.RedisError per node that did not answer.
-func (r *Redlock) down(err error) int {
+// nodesDown counts the nodes a failed round could not reach: redsync joins
+// one *redsync.RedisError per node that did not answer.
+func nodesDown(err error) int {
 	n := 0
 	var walk func(error)
 	walk = func(err error) {
@@ -105,6 +105,23 @@ func (r *Redlock) down(err error) int {
 type redlockLease struct {
 	m       *redsync.Mutex
 	clients []goredislib.UniversalClient
+}
+
+var _ Renewable = (*redlockLease)(nil)
+
+// Extend gives the lock a full TTL again on a majority of the nodes
+// (redsync's Extend, a compare-and-pexpire on each), or wraps ErrNotHeld
+// when a majority no longer holds this lease's value.
+func (l *redlockLease) Extend(ctx context.Context) error {
+	ok, err := l.m.ExtendContext(ctx)
+	if ok {
+		return nil
+	}
+	var taken *redsync.ErrTaken
+	if errors.Is(err, redsync.ErrExtendFailed) || errors.As(err, &taken) || nodesDown(err) == 0 {
+		return fmt.Errorf("%w: redlock %s: %v", ErrNotHeld, l.m.Name(), err)
+	}
+	return fmt.Errorf("locker: redlock extend %s: %w", l.m.Name(), err)
 }
 
 // Unlock releases the lock on every node (redsync's compare-and-delete) and

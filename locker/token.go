@@ -38,6 +38,12 @@ var unlockLua string
 // node does not have it cached.
 var unlockScript = redis.NewScript(unlockLua)
 
+//go:embed extend.lua
+var extendLua string
+
+// extendScript runs extend.lua.
+var extendScript = redis.NewScript(extendLua)
+
 // NewToken returns a Token on client's node.
 func NewToken(client redis.UniversalClient, opts Options) *Token {
 	return &Token{client: client, opts: opts.withDefaults()}
@@ -51,7 +57,7 @@ func (t *Token) TryLock(ctx context.Context, key string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: token %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &tokenLease{client: t.client, key: key, token: rand.Text()} // 26 base32 characters, 130 random bits
+	lease := &tokenLease{client: t.client, key: key, token: rand.Text(), ttl: t.opts.TTL} // 26 base32 characters, 130 random bits
 	actx, cancel := detached(ctx, t.opts.attemptTimeout())
 	defer cancel()
 	ok, err := t.client.SetNX(actx, key, lease.token, t.opts.TTL).Result()
@@ -85,6 +91,22 @@ type tokenLease struct {
 	client redis.UniversalClient
 	key    string
 	token  string
+	ttl    time.Duration
+}
+
+var _ Renewable = (*tokenLease)(nil)
+
+// Extend gives the key a full TTL again if it still holds this lease's
+// token (extend.lua: a compare-and-pexpire), or wraps ErrNotHeld.
+func (l *tokenLease) Extend(ctx context.Context) error {
+	n, err := extendScript.Run(ctx, l.client, []string{l.key}, l.token, l.ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("locker: token extend %s: %w", l.key, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: token %s", ErrNotHeld, l.key)
+	}
+	return nil
 }
 
 // Unlock deletes the key if it still holds this lease's token, or wraps

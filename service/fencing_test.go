@@ -11,16 +11,17 @@ import (
 )
 
 // TestPurchaseFencing is the lease overrun: with a 300 ms lease, buyer A
-// takes the lock on one instance and works 1200 ms; the lease runs out, and
-// buyer B, who arrives at 600 ms on another instance (on A's own instance B
-// would wait in line behind A's hold), takes the lock and buys the last
-// unit while A still works. Without fencing A's write lands too and the unit is
-// sold twice (the flaw, asserted); with fencing A's write is refused with
+// takes the lock on one instance and is paused 1200 ms (a stop-the-world
+// pause: its watchdog stops too); the lease runs out, and buyer B, who
+// arrives at 600 ms on another instance (on A's own instance B would wait
+// in line behind A's hold), takes the lock and buys the last unit while A
+// is frozen. Without fencing A's write lands too and the unit is sold
+// twice (the flaw, asserted); with fencing A's write is refused with
 // ErrLockLost and the stock stays whole (the fix).
 func TestPurchaseFencing(t *testing.T) {
 	const (
 		ttl     = 300 * time.Millisecond
-		holdA   = 1200 * time.Millisecond
+		pauseA  = 1200 * time.Millisecond
 		arriveB = 600 * time.Millisecond
 	)
 	for _, strategy := range []string{"setnx", "token", "redlock"} {
@@ -37,7 +38,7 @@ func TestPurchaseFencing(t *testing.T) {
 				in := f.instance(settings{Strategy: strategy, Fencing: !fencing, TTL: ttl, Wait: 5 * time.Second})
 				other := f.instance(settings{Strategy: strategy, Fencing: !fencing, TTL: ttl, Wait: 5 * time.Second})
 				prod := in.product(t, 1)
-				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA, Fencing: ptr(fencing)}
+				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: pauseA, Fencing: ptr(fencing)}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Fencing: ptr(fencing)}
 
 				var errA, errB error
@@ -71,6 +72,58 @@ func TestPurchaseFencing(t *testing.T) {
 				if got := in.counter(t, strategy, "lock_lost"); got != 1 {
 					t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"lock_lost\"} = %v; want 1", strategy, got)
 				}
+			})
+		}
+	}
+}
+
+// TestWatchdogKeepsLongHold: with a 300 ms lease, buyer A works 1200 ms
+// (hold_ms, not a pause) while buyer B arrives at 600 ms on another
+// instance. With the watchdog on, A's lease is renewed every 100 ms, so B
+// waits for A's release: A buys the last unit and B finds it sold out,
+// nobody is fenced off. Without the watchdog the lease runs out under A's
+// work, B takes the lock and buys, and fencing turns A away (lock_lost):
+// the watchdog is what kept A's lock.
+func TestWatchdogKeepsLongHold(t *testing.T) {
+	const (
+		ttl     = 300 * time.Millisecond
+		holdA   = 1200 * time.Millisecond
+		arriveB = 600 * time.Millisecond
+	)
+	for _, strategy := range []string{"token", "redlock"} {
+		for _, watchdog := range []bool{true, false} {
+			name := strategy + "/watchdog on"
+			if !watchdog {
+				name = strategy + "/watchdog off"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, nil)
+				s := settings{Strategy: strategy, Fencing: true, TTL: ttl, Wait: 5 * time.Second, NoWatchdog: !watchdog}
+				in, other := f.instance(s), f.instance(s)
+				prod := in.product(t, 1)
+				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA}
+				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
+				var errA, errB error
+				var g errgroup.Group
+				g.Go(func() error {
+					_, errA = in.svc.Purchase(t.Context(), a)
+					return nil
+				})
+				g.Go(func() error {
+					time.Sleep(arriveB)
+					_, errB = other.svc.Purchase(t.Context(), b)
+					return nil
+				})
+				_ = g.Wait() // the goroutines report through errA and errB
+				if watchdog {
+					if errA != nil || !errors.Is(errB, service.ErrSoldOut) {
+						t.Errorf("with the watchdog: A = %v, B = %v; want A nil (it kept its lock), B %v", errA, errB, service.ErrSoldOut)
+					}
+				} else if !errors.Is(errA, service.ErrLockLost) || errB != nil {
+					t.Errorf("without the watchdog: A = %v, B = %v; want A %v (its lease ran out), B nil", errA, errB, service.ErrLockLost)
+				}
+				in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
 			})
 		}
 	}

@@ -92,6 +92,7 @@ type settings struct {
 	TTL          time.Duration // default 8s
 	Wait         time.Duration // default 20s: long enough that nobody times out
 	Batch        int           // default 100
+	NoWatchdog   bool          // the watchdog is on unless this says otherwise
 	// NoReleases leaves the instance's waiters without release messages:
 	// they poll at their fallback delay.
 	NoReleases bool
@@ -146,6 +147,8 @@ func (f *fixture) instance(s settings) *instance {
 		LockWait:     s.Wait,
 		KeyPrefix:    f.prefix,
 		Batch:        s.Batch,
+		LockTTL:      s.TTL,
+		Watchdog:     !s.NoWatchdog,
 	}, service.NewMetrics(reg), slog.New(slog.DiscardHandler))
 	f.t.Cleanup(func() {
 		svc.Close()

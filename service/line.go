@@ -91,9 +91,11 @@ func (l *line) remove(t *ticket) {
 	}
 }
 
-// leaderBudget bounds one hold's store calls: the longest lock wait, the
-// longest held work and room for the writes.
-func (s *Seckill) leaderBudget() time.Duration { return s.cfg.LockWait + MaxHold + 15*time.Second }
+// leaderBudget bounds a purchase, and one hold: the longest lock wait, the
+// longest held work and pause, and room for the database calls.
+func (s *Seckill) leaderBudget() time.Duration {
+	return s.cfg.LockWait + 2*MaxHold + 3*s.cfg.DBTimeout
+}
 
 // lead serves line l until nobody waits in it.
 func (s *Seckill) lead(key lineKey, l *line) {
@@ -131,7 +133,7 @@ func (s *Seckill) lead(key lineKey, l *line) {
 // itself, with lock_timeout.)
 func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	if !s.memory.knows(key.product) {
-		rctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
+		rctx, cancel := s.dbCtx(ctx, 0)
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
 		if err == nil {
@@ -161,7 +163,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	s.lines.mu.Unlock()
 
 	for _, t := range soldOut {
-		rctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
+		rctx, cancel := s.dbCtx(ctx, 0)
 		r, err := s.answerSoldOut(rctx, t.p, t.stock)
 		cancel()
 		t.answer(r, err)
@@ -249,8 +251,13 @@ func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, batch 
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 	start := time.Now()
-	err := s.sellBatch(ctx, st, batch)
+	var wd *locker.Watchdog
+	if lease != nil && st.Watchdog && s.cfg.Watchdog {
+		wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
+	}
+	err := s.sellBatch(ctx, st, batch, wd)
 	if lease != nil {
+		wd.Stop()
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
 	}
 	s.metrics.held(st.Name, len(batch), time.Since(start))

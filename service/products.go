@@ -28,6 +28,8 @@ type Audit struct {
 
 // Products lists every product by ID.
 func (s *Seckill) Products(ctx context.Context) ([]model.Product, error) {
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	var ps []model.Product
 	if err := s.db.WithContext(ctx).Order("id").Find(&ps).Error; err != nil {
 		return nil, storeErr("list products", err)
@@ -37,6 +39,8 @@ func (s *Seckill) Products(ctx context.Context) ([]model.Product, error) {
 
 // Product returns the product with id.
 func (s *Seckill) Product(ctx context.Context, id int64) (model.Product, error) {
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	return s.product(ctx, s.db, id)
 }
 
@@ -64,6 +68,8 @@ func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (
 		return model.Product{}, err
 	}
 	p := model.Product{Name: name, Stock: stock, InitialStock: stock}
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	if err := s.db.WithContext(ctx).Create(&p).Error; err != nil {
 		return model.Product{}, storeErr("create product", err)
 	}
@@ -77,9 +83,11 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		return model.Product{}, err
 	}
 	var p model.Product
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	tctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		if p, err = s.product(ctx, tx, id); err != nil {
+		if p, err = s.product(tctx, tx, id); err != nil {
 			return err
 		}
 		if err := tx.Where("product_id = ?", id).Delete(&model.Order{}).Error; err != nil {
@@ -118,6 +126,8 @@ func checkStock(stock int64) error {
 // hold.
 func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 	var a Audit
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		p, err := s.product(ctx, tx, id)
 		if err != nil {

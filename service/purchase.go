@@ -35,6 +35,10 @@ type Purchase struct {
 	// Hold is simulated business work inside the critical section, after
 	// the stock is read and before it is written.
 	Hold time.Duration
+	// Pause is a simulated pause of the whole holder inside the critical
+	// section, after Hold: a stop-the-world GC pause, a frozen VM. Unlike
+	// Hold it stops the lease's watchdog too, so the lease runs out.
+	Pause time.Duration
 	// Fencing overrides Config.Fencing when not nil.
 	Fencing *bool
 	// Batch overrides Config.Batch for the hold this purchase heads, when
@@ -71,6 +75,8 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		return st, errorf(CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
 	case p.Hold < 0 || p.Hold > MaxHold:
 		return st, errorf(CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
+	case p.Pause < 0 || p.Pause > MaxHold:
+		return st, errorf(CodeInvalid, "pause_ms must be from 0 to %d", MaxHold.Milliseconds())
 	case p.Batch < 0 || p.Batch > MaxBatch:
 		return st, errorf(CodeInvalid, "batch must be from 1 to %d", MaxBatch)
 	}
@@ -104,13 +110,14 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer func() {
 		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
-	// Every store call needs a deadline: on the embedded store one
-	// connection serves all, and a stuck call would stall every buyer.
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LockWait+p.Hold+15*time.Second)
+	// A deadline for the whole purchase; each store call has its own too.
+	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 
 	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
-		return s.answerSoldOut(ctx, p, stock)
+		rctx, cancel := s.dbCtx(ctx, 0)
+		defer cancel()
+		return s.answerSoldOut(rctx, p, stock)
 	}
 	op := fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 	switch {
@@ -125,7 +132,9 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		r, err = s.sellNone(ctx, p)
 	}
 	if err != nil {
-		return s.replayRaced(ctx, p, storeErr(op, err))
+		rctx, cancel := s.dbCtx(ctx, 0)
+		defer cancel()
+		return s.replayRaced(rctx, p, storeErr(op, err))
 	}
 	return r, nil
 }

@@ -112,33 +112,45 @@ func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, leas
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
-func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) error {
+func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *locker.Watchdog) error {
 	id := ts[0].p.ProductID
-	work := time.Duration(0)
+	var work, pause time.Duration
 	for _, t := range ts {
-		work = max(work, t.p.Hold)
+		work, pause = max(work, t.p.Hold), max(pause, t.p.Pause)
+	}
+	// The held work, once per hold, then the pause: the whole holder stops,
+	// its watchdog included.
+	hold := func() error {
+		if err := doWork(ctx, work); err != nil {
+			return err
+		}
+		wd.Freeze()
+		defer wd.Thaw()
+		return doWork(ctx, pause)
 	}
 	if st.Name == "pessimistic" {
-		return s.writeBatch(ctx, st, ts, true, func(tx *gorm.DB) (int64, error) {
+		return s.writeBatch(ctx, st, ts, true, s.cfg.LockWait+work+pause, func(tx *gorm.DB) (int64, error) {
 			stock, err := s.lockRow(ctx, tx, st, id)
 			if err != nil {
 				return 0, err
 			}
-			return stock, doWork(ctx, work)
+			return stock, hold()
 		})
 	}
 	fenced := s.fencing(st, ts[0].p)
-	if fenced && work == 0 {
+	if fenced && work == 0 && pause == 0 {
 		// Nothing happens between the grant and the write, so the fence is
 		// moved on in the write itself, with no read before it.
 		if len(ts) == 1 {
 			return s.sellOne(ctx, st, ts[0])
 		}
-		return s.writeBatch(ctx, st, ts, true, func(tx *gorm.DB) (int64, error) {
+		return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
 			return s.passFence(ctx, tx, st, id, nil)
 		})
 	}
-	prod, err := s.product(ctx, s.db, id)
+	rctx, cancel := s.dbCtx(ctx, 0)
+	prod, err := s.product(rctx, s.db, id)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -147,14 +159,16 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 		// Nothing to sell: no work, no write. A request ID may still have
 		// made an order: answerSoldOut replays it.
 		for _, t := range ts {
-			t.r, t.err = s.answerSoldOut(ctx, t.p, prod.Stock)
+			rctx, cancel := s.dbCtx(ctx, 0)
+			t.r, t.err = s.answerSoldOut(rctx, t.p, prod.Stock)
+			cancel()
 		}
 		return nil
 	}
-	if err := doWork(ctx, work); err != nil {
+	if err := hold(); err != nil {
 		return err
 	}
-	return s.writeBatch(ctx, st, ts, fenced, func(tx *gorm.DB) (int64, error) {
+	return s.writeBatch(ctx, st, ts, fenced, 0, func(tx *gorm.DB) (int64, error) {
 		if fenced {
 			return s.passFence(ctx, tx, st, id, &prod.Fence)
 		}
@@ -178,13 +192,15 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket) erro
 func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
 	p := t.p
 	var o model.Order
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, true)
+	tctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+		left, ok, err := s.takeStock(tctx, tx, p.ProductID, p.Quantity, true)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			prod, err := s.product(ctx, tx, p.ProductID)
+			prod, err := s.product(tctx, tx, p.ProductID)
 			if err != nil {
 				return err
 			}
@@ -209,7 +225,9 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
 	if !errors.As(err, &coded) && !errors.Is(err, gorm.ErrDuplicatedKey) {
 		return err // the hold's: the store
 	}
-	t.r, t.err = s.replayRaced(ctx, p, err)
+	rctx, rcancel := s.dbCtx(ctx, 0)
+	defer rcancel()
+	t.r, t.err = s.replayRaced(rctx, p, err)
 	if errors.Is(t.err, gorm.ErrDuplicatedKey) {
 		return t.err
 	}
@@ -320,7 +338,8 @@ func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id in
 }
 
 // writeBatch decides every ticket in line order against the stock that
-// stockFor returns inside the transaction (having taken the product's row
+// stockFor returns inside the transaction (bounded by DBTimeout plus extra,
+// for what stockFor waits or works) (having taken the product's row
 // lock: every writer takes it first), the request IDs already used and the
 // units each user holds, then writes what was sold: one decrement, the
 // users' new units and the orders, in one statement each. exact says the
@@ -328,11 +347,12 @@ func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id in
 // whatever the stock is now (the unsafe strategies' flaw). A request ID
 // that another purchase wrote meanwhile (a duplicate key), or a deadlock,
 // makes it decide again.
-func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exact bool, stockFor func(tx *gorm.DB) (int64, error)) error {
+func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exact bool, extra time.Duration, stockFor func(tx *gorm.DB) (int64, error)) error {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		var left int64
-		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		tctx, cancel := s.dbCtx(ctx, extra)
+		err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
 			stock, err := stockFor(tx)
 			if err != nil {
 				return err
@@ -340,6 +360,7 @@ func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exa
 			left, err = s.decideAndWrite(tx, st, ts, stock, exact)
 			return err
 		})
+		cancel()
 		if err == nil {
 			s.sawStock(ts[0].p.ProductID, left)
 		}
@@ -546,10 +567,12 @@ func (s *Seckill) setUnits(tx *gorm.DB, productID int64, ts []*ticket, units map
 // per-user limit is raised after that UPDATE, under the row lock it took,
 // by one conditional upsert of the user's units.
 func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
-	if err := doWork(ctx, p.Hold); err != nil {
+	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
 		return Receipt{}, err
 	}
 	var o model.Order
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, false)
 		if err != nil {
@@ -574,7 +597,9 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 // sellNone is the unguarded purchase: read the stock and check it, do the
 // work, then write the decrement whatever the stock is now.
 func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
-	prod, err := s.product(ctx, s.db, p.ProductID)
+	rctx, cancel := s.dbCtx(ctx, 0)
+	prod, err := s.product(rctx, s.db, p.ProductID)
+	cancel()
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -582,11 +607,13 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if prod.Stock < p.Quantity {
 		return Receipt{}, soldOut(p.ProductID, prod.Stock)
 	}
-	if err := doWork(ctx, p.Hold); err != nil {
+	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
 		return Receipt{}, err
 	}
 	var o model.Order
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	tctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err = s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Update("stock", gorm.Expr("stock - ?", p.Quantity))
 		if res.Error != nil {
 			return fmt.Errorf("decrement stock: %w", res.Error)

@@ -39,6 +39,14 @@ type Config struct {
 	// lock: the buyers waiting on this instance are combined. The default
 	// is 100; 1 is one lock per purchase.
 	Batch int
+	// LockTTL is the lease of the locks; Watchdog renews the leases of the
+	// strategies that have one every LockTTL/3 while their holder works.
+	LockTTL  time.Duration
+	Watchdog bool
+	// DBTimeout bounds every database call (the wait for a pooled
+	// connection included), beyond the held work and the lock wait a call
+	// may have to include. The default is 3s.
+	DBTimeout time.Duration
 }
 
 // Seckill sells products under the strategy each purchase asks for.
@@ -75,6 +83,12 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
 	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = 2 * time.Second
+	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = 3 * time.Second
+	}
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
 	ctx, stop := context.WithCancel(context.Background())
@@ -84,6 +98,12 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		s.background.Go(func() { s.listenResets(ctx, c) })
 	}
 	return s
+}
+
+// dbCtx bounds a database call: DBTimeout, plus extra for the held work or
+// the lock wait the call includes.
+func (s *Seckill) dbCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.DBTimeout+extra)
 }
 
 // Close stops the service's background work once every line's leader has

@@ -22,6 +22,9 @@ type Strategy struct {
 	// Lined says its buyers wait in line per product on each instance and
 	// are sold in batches of up to SECKILL_BATCH per hold.
 	Lined bool
+	// Watchdog says its lease is renewed while its holder works
+	// (SECKILL_WATCHDOG).
+	Watchdog bool
 }
 
 // StrategyTable returns every strategy, in the order of the articles: no
@@ -35,9 +38,9 @@ func StrategyTable() []Strategy {
 			Description: "An in-process lock per product. Correct with one instance; oversells as soon as two instances share the database."},
 		{Name: "setnx", Guard: "SETNX + GETSET, expiry in value", Locked: true, Fenced: true, Lined: true,
 			Description: "The classic recipe: SETNX with the expiry time in the value, GET + GETSET to take over an expired lock. Trusts every client's clock, and its unlock can delete another holder's lock."},
-		{Name: "token", Guard: "SET NX PX + Lua compare-and-delete", Safe: true, Locked: true, Fenced: true, Lined: true,
+		{Name: "token", Guard: "SET NX PX + Lua compare-and-delete", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
 			Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
-		{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true,
+		{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
 			Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
 		{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true,
 			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct."},

@@ -125,6 +125,8 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		KeyPrefix:    opts.KeyPrefix,
 		EmbeddedSQL:  st.Embedded,
 		Batch:        cfg.Batch,
+		LockTTL:      cfg.LockTTL,
+		Watchdog:     cfg.Watchdog,
 	}, service.NewMetrics(reg), log)
 	router := controller.NewRouter(svc, log, controller.Options{
 		AdminToken:       cfg.AdminToken,
