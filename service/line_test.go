@@ -112,16 +112,18 @@ func blockLine(t *testing.T, in *instance, strategy string, product int64) (rele
 
 // enqueue starts each purchase through its instance in turn, each once the
 // one before is in line, and returns a function that waits for every
-// answer, in the purchases' order.
+// answer, in the purchases' order. It checks the orders the answers carry:
+// a new order has an ID of its own, a replay the ID of an order made before.
 func enqueue(t *testing.T, attempts []attempt, strategy string) func() []string {
 	t.Helper()
 	out := make([]string, len(attempts))
+	receipts := make([]service.Receipt, len(attempts))
 	var wg sync.WaitGroup
 	inLine := map[*service.Seckill]int{}
 	for i, a := range attempts {
 		wg.Go(func() {
 			r, err := a.svc.Purchase(t.Context(), a.p)
-			out[i] = outcomeOf(r, err)
+			out[i], receipts[i] = outcomeOf(r, err), r
 		})
 		inLine[a.svc]++
 		want := inLine[a.svc]
@@ -141,7 +143,24 @@ func enqueue(t *testing.T, attempts []attempt, strategy string) func() []string 
 			time.Sleep(time.Millisecond)
 		}
 	}
-	return func() []string { wg.Wait(); return out }
+	return func() []string {
+		wg.Wait()
+		made := map[int64]bool{}
+		for i, r := range receipts {
+			if strings.HasPrefix(out[i], "ok ") {
+				if r.Order.ID == 0 || made[r.Order.ID] {
+					t.Errorf("purchase %d (%s) made order %d; want a new ID of its own", i, show(attempts[i].p), r.Order.ID)
+				}
+				made[r.Order.ID] = true
+			}
+		}
+		for i, r := range receipts {
+			if strings.HasPrefix(out[i], "replayed ") && !made[r.Order.ID] {
+				t.Errorf("purchase %d (%s) replayed order %d; want one of the orders made", i, show(attempts[i].p), r.Order.ID)
+			}
+		}
+		return out
+	}
 }
 
 // TestBatchSellsAsOneByOne: purchases that gather in line while the lock is

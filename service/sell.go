@@ -30,7 +30,7 @@ type ticket struct {
 	taken bool
 	// stock is what the memory had seen when it answered it sold out.
 	stock int64
-	// order is the order the purchase is to make, once accepted.
+	// order is the order the purchase made, once written.
 	order *model.Order
 	// first is the ticket of this hold with the same request ID that was
 	// accepted before this one: this one replays its order.
@@ -398,7 +398,10 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 	}
 	// Decide, one by one in line order.
 	accepted := map[string]*ticket{} // by request ID
-	var orders []model.Order
+	var (
+		orders []model.Order
+		sold   []*ticket // orders[i] is sold[i]'s
+	)
 	left, total := stock, int64(0)
 	for _, t := range ts {
 		t.r, t.err, t.order, t.first = Receipt{}, nil, nil, nil
@@ -410,7 +413,7 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 			}
 			if first, ok := accepted[p.RequestID]; ok {
 				t.first = first
-				if _, err := replayOf(p, *first.order); err != nil {
+				if _, err := replayOf(p, newOrder(first.p, st.Name, 0)); err != nil {
 					t.err, t.first = err, nil
 				}
 				continue
@@ -428,7 +431,7 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 		total += p.Quantity
 		units[p.UserID] += p.Quantity
 		orders = append(orders, newOrder(p, st.Name, left))
-		t.order = &orders[len(orders)-1]
+		sold = append(sold, t)
 		if p.RequestID != "" {
 			accepted[p.RequestID] = t
 		}
@@ -460,11 +463,15 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 		}
 		left = after
 	}
-	if err := s.setUnits(tx, id, ts, units); err != nil {
+	if err := s.setUnits(tx, id, sold, units); err != nil {
 		return 0, err
 	}
 	if err := tx.Create(&orders).Error; err != nil {
 		return 0, fmt.Errorf("write %d orders: %w", len(orders), err)
+	}
+	// The orders are final now, their IDs included.
+	for i, t := range sold {
+		t.order = &orders[i]
 	}
 	for _, t := range ts {
 		switch {
@@ -539,15 +546,15 @@ func (s *Seckill) unitsHeld(tx *gorm.DB, ts []*ticket) (map[string]int64, error)
 	return units, nil
 }
 
-// setUnits writes the new units of the users the tickets sold to.
-func (s *Seckill) setUnits(tx *gorm.DB, productID int64, ts []*ticket, units map[string]int64) error {
+// setUnits writes the new units of the users sold to.
+func (s *Seckill) setUnits(tx *gorm.DB, productID int64, sold []*ticket, units map[string]int64) error {
 	if s.cfg.PerUserLimit <= 0 {
 		return nil
 	}
 	var rows []model.UserUnits
 	seen := map[string]bool{}
-	for _, t := range ts {
-		if t.order != nil && !seen[t.p.UserID] {
+	for _, t := range sold {
+		if !seen[t.p.UserID] {
 			seen[t.p.UserID] = true
 			rows = append(rows, model.UserUnits{ProductID: productID, UserID: model.BinaryString(t.p.UserID), Units: units[t.p.UserID]})
 		}

@@ -1,0 +1,278 @@
+package faulttest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+// binary is the seckill program the tests run, built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial to stderr; these tests stop nodes on
+	// purpose. The errors themselves still reach the tests.
+	redis.SetLogger(quietRedisLog{})
+	dir, err := os.MkdirTemp("", "seckill-faulttest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faulttest:", err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "seckill")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/seckill/seckill").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "faulttest: build the service: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// instance is one seckill process.
+type instance struct {
+	url  string
+	c    *client.Client
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+// deployment is what a test's instances share: a database, Redis nodes
+// and the admin token.
+type deployment struct {
+	t     *testing.T
+	dsn   string
+	nodes []*testenv.Redis
+	token string
+	env   map[string]string
+}
+
+// newDeployment makes a database of the test's own on the server dsn (the
+// shared test server when ""), and three redis-server nodes of its own.
+func newDeployment(t *testing.T, serverDSN string, env map[string]string) *deployment {
+	t.Helper()
+	d := &deployment{t: t, token: testenv.RandomName("admin-"), env: env}
+	if serverDSN == "" {
+		d.dsn = testenv.MySQL(t)
+	} else {
+		cfg, err := mysql.ParseDSN(serverDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName, cfg.ParseTime = "seckill", true
+		d.dsn = cfg.FormatDSN()
+	}
+	for range 3 {
+		d.nodes = append(d.nodes, testenv.StartRedis(t))
+	}
+	return d
+}
+
+func (d *deployment) redisAddrs() string {
+	var addrs []string
+	for _, n := range d.nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	return strings.Join(addrs, ",")
+}
+
+// start runs an instance and waits until it answers /healthz; it is killed
+// when the test ends if still running.
+func (d *deployment) start() *instance {
+	t := d.t
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	in := &instance{url: "http://" + addr, out: &syncBuffer{}, done: make(chan error, 1)}
+	in.c = &client.Client{BaseURL: in.url, AdminToken: d.token, CallTimeout: 30 * time.Second}
+	in.cmd = exec.Command(binary)
+	in.cmd.Env = append(os.Environ(),
+		"SECKILL_ADDR="+addr,
+		"SECKILL_MYSQL_DSN="+d.dsn,
+		"SECKILL_REDIS_ADDRS="+d.redisAddrs(),
+		"SECKILL_ADMIN_TOKEN="+d.token,
+		"SECKILL_STRATEGY_OVERRIDE=true",
+		"SECKILL_PER_USER_LIMIT=0",
+	)
+	for k, v := range d.env {
+		in.cmd.Env = append(in.cmd.Env, k+"="+v)
+	}
+	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
+	if err := in.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", binary, err)
+	}
+	go func() { in.done <- in.cmd.Wait() }()
+	t.Cleanup(in.kill)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := in.c.Healthz(ctx)
+		cancel()
+		if err == nil {
+			return in
+		}
+		select {
+		case err := <-in.done:
+			in.done <- err
+			t.Fatalf("the instance exited at start: %v\n%s", err, in.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the instance did not answer /healthz within 30s\n%s", in.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill kills the process at once (SIGKILL), as a crash would.
+func (in *instance) kill() {
+	if in.cmd.ProcessState != nil {
+		return
+	}
+	_ = in.cmd.Process.Signal(syscall.SIGKILL) // gone already is fine: done says so
+	err := <-in.done
+	in.done <- err
+}
+
+// terminate sends SIGTERM, as an orchestrator stopping it would, and waits
+// up to limit for the process to exit; it returns how the process exited.
+func (in *instance) terminate(limit time.Duration) error {
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-in.done:
+		in.done <- err
+		return err
+	case <-time.After(limit):
+		return errors.New("still running after SIGTERM")
+	}
+}
+
+// product creates a product with stock units through in.
+func (in *instance) product(t *testing.T, stock int64) int64 {
+	t.Helper()
+	p, err := in.c.CreateProduct(context.Background(), testenv.RandomName("product-"), stock)
+	if err != nil {
+		t.Fatalf("create a product: %v", err)
+	}
+	return p.ID
+}
+
+// audit reads the product's audit through in.
+func (in *instance) audit(t *testing.T, id int64) client.Audit {
+	t.Helper()
+	a, err := in.c.Audit(context.Background(), id)
+	if err != nil {
+		t.Fatalf("audit product %d: %v", id, err)
+	}
+	return a
+}
+
+// wantConsistent reads the product's audit, and fails t unless the stock
+// invariant held (stock >= 0, initial - stock = units sold).
+func (in *instance) wantConsistent(t *testing.T, id int64) client.Audit {
+	t.Helper()
+	a := in.audit(t, id)
+	if !a.Consistent || a.Stock < 0 {
+		t.Errorf("audit of product %d = %+v; want stock >= 0 and initial - stock = units sold", id, a)
+	}
+	return a
+}
+
+// answer is what one purchase got.
+type answer struct {
+	order  client.Order
+	code   string // "" for 201, the error code, or "transport"
+	status int
+	at     time.Time     // when it came
+	took   time.Duration // how long it took
+}
+
+// buy makes one purchase and says what it got.
+func buy(in *instance, id int64, p client.Purchase, o client.Override) answer {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ord, err := in.c.Buy(ctx, id, p, o)
+	a := answer{order: ord, at: time.Now(), took: time.Since(start), status: 201}
+	var apiErr *client.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &apiErr):
+		a.code, a.status = apiErr.Code, apiErr.Status
+	default:
+		a.code, a.status = "transport", 0
+	}
+	return a
+}
+
+// waitForLockKey waits until a majority of the nodes hold the product's
+// lock key: a purchase holds the lock.
+func (d *deployment) waitForLockKey(t *testing.T, id int64, need int) {
+	t.Helper()
+	key := fmt.Sprintf("seckill:lock:product:%d", id)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		held := 0
+		for _, n := range d.nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1})
+			if v, err := c.Exists(context.Background(), key).Result(); err == nil && v == 1 {
+				held++
+			}
+			c.Close()
+		}
+		if held >= need {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no purchase took the lock of product %d (%d of %d nodes hold %s)", id, held, need, key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
