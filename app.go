@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 
 	"github.com/seckill/seckill/internal/app"
@@ -17,10 +16,16 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (e
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stdout, nil))
-	log.Info("seckill starting", "config", cfg)
+	log := app.NewLogger(stdout, cfg.LogFormat)
+	log.Info("seckill starting", "version", app.Version(), "config", cfg)
 	if cfg.AdminTokenGenerated {
-		fmt.Fprintf(stdout, "admin token (set SECKILL_ADMIN_TOKEN to choose it): %s\n", cfg.AdminToken)
+		// Once, on a line of its own (a record of its own in JSON).
+		const msg = "admin token (set SECKILL_ADMIN_TOKEN to choose it)"
+		if cfg.LogFormat == "json" {
+			log.Warn(msg, "admin_token", cfg.AdminToken)
+		} else {
+			fmt.Fprintf(stdout, "%s: %s\n", msg, cfg.AdminToken)
+		}
 	}
 	st, err := app.OpenStores(ctx, cfg, log)
 	if err != nil {

@@ -8,11 +8,17 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
+
+	"github.com/seckill/seckill/config"
 )
 
 func main() {
@@ -24,14 +30,57 @@ func main() {
 	}
 }
 
+// printUsage prints what -h and --help print: the commands, and the
+// variables config.Load reads, in its order.
+func printUsage(w io.Writer) error {
+	var names []string
+	if _, err := config.Load(func(k string) string {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+		return ""
+	}, false); err != nil {
+		return err
+	}
+	var vars strings.Builder
+	line := 0
+	for _, n := range names {
+		if line > 0 && line+len(n) > 88 {
+			vars.WriteString("\n")
+			line = 0
+		}
+		vars.WriteString("  " + n)
+		line += len(n) + 2
+	}
+	_, err := fmt.Fprintf(w, `usage: seckill [demo [flags]]
+
+  seckill          serve the HTTP API (on 127.0.0.1:8080 unless SECKILL_ADDR says otherwise)
+  seckill demo     run a sale against every strategy and print the comparison;
+                   seckill demo -h lists its flags
+  seckill -h       print this
+
+The service reads its settings from the environment (the README's Configuration section
+gives each default and meaning); with SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS unset
+it runs on embedded stores:
+%s
+`, vars.String())
+	return err
+}
+
 // run is the whole program: it returns when ctx ends (after a graceful
 // shutdown) or when something fails.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	switch {
 	case len(args) == 0:
 		return serve(ctx, getenv, stdout)
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
+		return printUsage(stdout)
 	case args[0] == "demo":
-		return demo(ctx, args[1:], getenv, stdout)
+		err := demo(ctx, args[1:], getenv, stdout)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the flags' usage is printed
+		}
+		return err
 	}
-	return fmt.Errorf("unknown command %q (want no argument, or demo)", args[0])
+	return fmt.Errorf("unknown command %q (want no argument, demo, or -h)", args[0])
 }

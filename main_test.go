@@ -17,6 +17,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -181,6 +182,7 @@ func TestRun(t *testing.T) {
 		"SECKILL_ADDR":        freeAddr(t),
 		"SECKILL_MYSQL_DSN":   testenv.MySQL(t),
 		"SECKILL_REDIS_ADDRS": strings.Join(testenv.RedisAddrs(t), ","),
+		"SECKILL_DRAIN_DELAY": "1m",
 	}
 	p := start(t, env)
 
@@ -209,8 +211,12 @@ func TestRun(t *testing.T) {
 		t.Errorf("purchase with ?strategy=token = %d %s; want 403", r.status, r.body)
 	}
 
+	begin := time.Now()
 	if err := p.stop(t); err != nil {
 		t.Fatalf("run() after its context ended = %v; want nil (graceful shutdown)", err)
+	}
+	if d := time.Since(begin); d > 20*time.Second {
+		t.Errorf("run() took %v to stop with nothing in flight; want it at once, not after SECKILL_DRAIN_DELAY (1m)", d)
 	}
 	if _, err := http.Get(p.url + "/healthz"); err == nil {
 		t.Errorf("GET /healthz after run returned succeeded; want the listener closed")
@@ -244,6 +250,7 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 		"SECKILL_REDIS_ADDRS":       strings.Join(addrs, ","),
 		"SECKILL_ADMIN_TOKEN":       "test-admin-token",
 		"SECKILL_STRATEGY_OVERRIDE": "true",
+		"SECKILL_DRAIN_DELAY":       "1s",
 	}
 	p := start(t, env)
 	if strings.Contains(p.out.String(), "test-admin-token") {
@@ -259,7 +266,7 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		r, err := request(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase?hold_ms=2000", p.url, id), "",
+		r, err := request(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase?hold_ms=5000", p.url, id), "",
 			`{"user_id":"u-1","quantity":1,"request_id":"in-flight"}`)
 		inflight <- answer{r, err}
 	}()
@@ -268,14 +275,7 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	// the product's lock key.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		locked := 0
-		for _, n := range nodes {
-			keys, err := n.Keys(context.Background(), "seckill:lock:*").Result()
-			if err != nil {
-				t.Fatalf("KEYS on %s: %v", n.Options().Addr, err)
-			}
-			locked += len(keys)
-		}
+		locked := lockKeys(t, nodes)
 		if locked >= 2 {
 			break
 		}
@@ -286,6 +286,34 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	}
 
 	p.cancel() // as SIGTERM does
+	// The drain has begun: /readyz says so at once, while the purchase is
+	// still in flight and the instance still accepts requests.
+	if r := p.do(t, http.MethodGet, "/readyz", "", ""); r.status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(r.body), `"down":"instance"`) {
+		t.Errorf("GET /readyz once the drain began = %d %s; want 503 naming the instance as down", r.status, r.body)
+	}
+	select {
+	case a := <-inflight:
+		t.Fatalf("the purchase (hold_ms=5000) answered %v before /readyz turned 503; want it still in flight", a)
+	default:
+	}
+	// SECKILL_DRAIN_DELAY later the instance stops accepting, though the
+	// purchase is still in flight.
+	refused := false
+	for deadline := time.Now().Add(30 * time.Second); !refused && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := request(ctx, http.MethodGet, p.url+"/healthz", "", "")
+		cancel()
+		refused = err != nil
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !refused {
+		t.Errorf("the instance still accepts connections 30s into its drain; want it to stop after SECKILL_DRAIN_DELAY (1s)")
+	}
+	// The purchase still holds its lock (it releases it before it answers).
+	if n := lockKeys(t, nodes); n < 2 {
+		t.Errorf("%d of 3 nodes hold the purchase's lock when the instance stops accepting; want the purchase still in flight (a majority)", n)
+	}
 	a := <-inflight
 	if a.err != nil {
 		t.Fatalf("in-flight purchase during shutdown: %v", a.err)
@@ -322,6 +350,20 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	}
 }
 
+// lockKeys counts the lock keys of the default prefix on nodes.
+func lockKeys(t *testing.T, nodes []*redis.Client) int {
+	t.Helper()
+	locked := 0
+	for _, n := range nodes {
+		keys, err := n.Keys(context.Background(), "seckill:lock:*").Result()
+		if err != nil {
+			t.Fatalf("KEYS on %s: %v", n.Options().Addr, err)
+		}
+		locked += len(keys)
+	}
+	return locked
+}
+
 // TestRunRejectsBadSettings: a setting that does not parse stops run at
 // once with an error naming the variable; nothing starts, nothing listens.
 // The test holds SECKILL_ADDR's port itself, so that no other test can take
@@ -344,6 +386,9 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
 		{"SECKILL_PER_USER_LIMIT", "-1"},
 		{"SECKILL_FENCING", "sometimes"},
+		{"SECKILL_LOG_FORMAT", "xml"},
+		{"SECKILL_MYSQL_MAX_CONNS", "0"},
+		{"SECKILL_DRAIN_DELAY", "-1s"},
 	} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -368,6 +413,45 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		if out.String() != "" {
 			t.Errorf("run(%s=%q) wrote %q; want nothing started", tc.variable, tc.value, out.String())
 		}
+	}
+}
+
+// TestRunHelp: -h and --help print the usage, of the program and of the
+// demo, and return nil (exit 0).
+func TestRunHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"usage: seckill", "seckill demo", "SECKILL_ADDR", "SECKILL_LOG_FORMAT"}},
+		{[]string{"--help"}, []string{"usage: seckill", "SECKILL_MYSQL_MAX_CONNS"}},
+		{[]string{"demo", "-h"}, []string{"-stock", "-requests", "-report"}},
+		{[]string{"demo", "--help"}, []string{"-stock", "-concurrency"}},
+	} {
+		var out syncBuffer
+		err := run(t.Context(), tc.args, func(string) string { return "" }, &out)
+		if err != nil {
+			t.Errorf("run(%q) = %v; want nil", tc.args, err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("run(%q) printed %q; want it to contain %q", tc.args, out.String(), want)
+			}
+		}
+	}
+	// The usage names every variable the program reads.
+	var out syncBuffer
+	if err := run(t.Context(), []string{"-h"}, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(func(k string) string {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("run(-h) does not name %s", k)
+		}
+		return ""
+	}, false); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -409,6 +493,123 @@ func TestRunDoesNotPrintSecrets(t *testing.T) {
 	for _, secret := range []string{"pw-SECRET-1", "tok-SECRET-2"} {
 		if strings.Contains(out.String(), secret) || strings.Contains(err.Error(), secret) {
 			t.Errorf("run() = %v, output %q; want no %q in either", err, out.String(), secret)
+		}
+	}
+}
+
+// TestRunLogsJSON runs the program with SECKILL_LOG_FORMAT=json: every line
+// it prints is a JSON record; each request is logged at info with its
+// request ID (the X-Request-ID it came with, or one made up, echoed in the
+// answer), and the lines about a purchase, its error line included, name
+// the product, the user and the strategy.
+func TestRunLogsJSON(t *testing.T) {
+	t.Parallel()
+	var addrs []string
+	var nodes []*testenv.Redis
+	for range 3 {
+		n := testenv.StartRedis(t)
+		nodes = append(nodes, n)
+		addrs = append(addrs, n.Addr)
+	}
+	p := start(t, map[string]string{
+		"SECKILL_ADDR":              freeAddr(t),
+		"SECKILL_MYSQL_DSN":         testenv.MySQL(t),
+		"SECKILL_REDIS_ADDRS":       strings.Join(addrs, ","),
+		"SECKILL_STRATEGY_OVERRIDE": "true",
+		"SECKILL_LOG_FORMAT":        "json",
+	})
+	records := func() []map[string]any {
+		t.Helper()
+		var out []map[string]any
+		for l := range strings.Lines(p.out.String()) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(l), &rec); err != nil {
+				t.Fatalf("output line %q is not JSON: %v", l, err)
+			}
+			out = append(out, rec)
+		}
+		return out
+	}
+	var token string
+	for _, rec := range records() {
+		if tok, ok := rec["admin_token"].(string); ok {
+			token = tok
+		}
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
+		t.Fatalf("no record carries the generated admin token; output:\n%s", p.out)
+	}
+	id := p.createProduct(t, token, 10)
+
+	// send makes a purchase and returns the answer's status and X-Request-ID.
+	send := func(query, body, requestID string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase%s", p.url, id, query), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if requestID != "" {
+			req.Header.Set("X-Request-ID", requestID)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, res.Header.Get("X-Request-ID")
+	}
+	if status, rid := send("", `{"user_id":"u-1","quantity":1}`, "trace-42"); status != http.StatusCreated || rid != "trace-42" {
+		t.Errorf("purchase with X-Request-ID trace-42 = %d, X-Request-ID %q; want 201 and trace-42 echoed", status, rid)
+	}
+	status, made := send("", `{"user_id":"u-2","quantity":1}`, "has a space")
+	if status != http.StatusCreated || made == "" || made == "has a space" {
+		t.Errorf("purchase with X-Request-ID %q = %d, X-Request-ID %q; want 201 and an ID made up", "has a space", status, made)
+	}
+	// The token lock's node down: 503, logged with its cause.
+	nodes[0].Stop()
+	status, failed := send("?strategy=token", `{"user_id":"u-3","quantity":1}`, "")
+	if status != http.StatusServiceUnavailable || failed == "" {
+		t.Fatalf("purchase by token with its node down = %d, X-Request-ID %q; want 503 and an ID", status, failed)
+	}
+
+	find := func(msg, requestID string) map[string]any {
+		t.Helper()
+		for _, rec := range records() {
+			if rec["msg"] == msg && rec["request_id"] == requestID {
+				return rec
+			}
+		}
+		t.Errorf("no %q record with request_id %q; output:\n%s", msg, requestID, p.out)
+		return nil
+	}
+	want := func(rec map[string]any, fields map[string]any) {
+		t.Helper()
+		for k, v := range fields {
+			if rec != nil && fmt.Sprint(rec[k]) != fmt.Sprint(v) {
+				t.Errorf("record %v has %s = %v; want %v", rec, k, rec[k], v)
+			}
+		}
+	}
+	rec := find("request", "trace-42")
+	want(rec, map[string]any{"level": "INFO", "method": "POST", "route": "/api/v1/products/:id/purchase",
+		"path": fmt.Sprintf("/api/v1/products/%d/purchase", id), "status": 201, "product": id, "user": "u-1", "strategy": "redlock"})
+	if lat, ok := rec["latency"].(float64); rec != nil && (!ok || lat <= 0) {
+		t.Errorf("access log record %v; want a latency", rec)
+	}
+	want(find("request", made), map[string]any{"status": 201, "user": "u-2"})
+	want(find("request", failed), map[string]any{"level": "INFO", "status": 503, "product": id, "user": "u-3", "strategy": "token"})
+	rec = find("request failed", failed)
+	want(rec, map[string]any{"level": "ERROR", "code": "unavailable", "product": id, "user": "u-3", "strategy": "token"})
+	if rec != nil && rec["err"] == nil {
+		t.Errorf("error record %v has no err (the cause)", rec)
+	}
+	// The health checks that start() made are not at info.
+	for _, rec := range records() {
+		if rec["route"] == "/healthz" {
+			t.Errorf("record %v: want the health checks' access log at debug level only", rec)
 		}
 	}
 }

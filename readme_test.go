@@ -1,11 +1,19 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"os"
+	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -97,5 +105,263 @@ func TestReadmeConfigurationMatchesTheCode(t *testing.T) {
 		if !read[k] {
 			t.Errorf("the README documents %s; config does not read it", k)
 		}
+	}
+}
+
+// readmeSection returns the README's text from heading to the next heading
+// of the same or a higher level.
+func readmeSection(t *testing.T, readme, heading string) string {
+	t.Helper()
+	i := strings.Index(readme, "\n"+heading+"\n")
+	if i < 0 {
+		t.Fatalf("README has no heading %q", heading)
+	}
+	level := strings.Index(heading, " ") // the number of #
+	rest := readme[i+len(heading)+2:]
+	fenced := false
+	end := 0
+	for l := range strings.Lines(rest) {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if n := len(l) - len(strings.TrimLeft(l, "#")); !fenced && n > 0 && n <= level && strings.HasPrefix(l[n:], " ") {
+			return rest[:end]
+		}
+		end += len(l)
+	}
+	return rest
+}
+
+// shBlocks returns the ```sh code blocks of text, in order.
+func shBlocks(text string) []string {
+	var blocks []string
+	for {
+		i := strings.Index(text, "```sh\n")
+		if i < 0 {
+			return blocks
+		}
+		text = text[i+len("```sh\n"):]
+		j := strings.Index(text, "```")
+		if j < 0 {
+			return blocks
+		}
+		blocks = append(blocks, text[:j])
+		text = text[j:]
+	}
+}
+
+// shCommands returns the commands of a shell block, continuation lines
+// joined, comments and blank lines left out.
+func shCommands(block string) []string {
+	var cmds []string
+	var cur strings.Builder
+	for l := range strings.Lines(block) {
+		l = strings.TrimRight(l, "\n")
+		if cur.Len() == 0 && (strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#")) {
+			continue
+		}
+		if rest, ok := strings.CutSuffix(l, "\\"); ok {
+			cur.WriteString(rest)
+			continue
+		}
+		cur.WriteString(l)
+		cmds = append(cmds, cur.String())
+		cur.Reset()
+	}
+	return cmds
+}
+
+// runSettings returns the variables each `go run .` command of the README's
+// "Running the service" sets, in order.
+func runSettings(t *testing.T, readme string) []map[string]string {
+	t.Helper()
+	var runs []map[string]string
+	for _, block := range shBlocks(readmeSection(t, readme, "## Running the service")) {
+		for _, cmd := range shCommands(block) {
+			words := strings.Fields(cmd)
+			at := slices.Index(words, "go")
+			if at < 0 || at+2 >= len(words) || words[at+1] != "run" || words[at+2] != "." {
+				continue
+			}
+			env := map[string]string{}
+			for _, w := range words[:at] {
+				k, v, ok := strings.Cut(w, "=")
+				if !ok {
+					t.Fatalf("README: %q before `go run .` is not NAME=value", w)
+				}
+				env[k] = strings.Trim(v, `'"`)
+			}
+			runs = append(runs, env)
+		}
+	}
+	return runs
+}
+
+// saleStep is one command of the README's curl sale and the comment lines
+// right under it: what it prints.
+type saleStep struct {
+	command string
+	want    []string
+}
+
+// saleSteps splits the README's curl sale into its steps. A comment before
+// a command says what it does; the comments right under it are its answer.
+func saleSteps(block string) []saleStep {
+	var steps []saleStep
+	var cmd strings.Builder
+	under := false // the lines are right under a command
+	for l := range strings.Lines(block) {
+		l = strings.TrimRight(l, "\n")
+		switch {
+		case strings.TrimSpace(l) == "":
+			under = false
+		case strings.HasPrefix(l, "#"):
+			if under {
+				s := &steps[len(steps)-1]
+				s.want = append(s.want, strings.TrimPrefix(strings.TrimPrefix(l, "#"), " "))
+			}
+		default:
+			if strings.HasSuffix(l, "\\") {
+				cmd.WriteString(l + "\n") // as written: the shell joins the lines
+				continue
+			}
+			cmd.WriteString(l)
+			steps = append(steps, saleStep{command: cmd.String()})
+			cmd.Reset()
+			under = true
+		}
+	}
+	return steps
+}
+
+// answerMatches reports whether a printed line matches a README comment:
+// the same words, where "..." stands for any text.
+func answerMatches(want, got string) bool {
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	pattern := strings.ReplaceAll(regexp.QuoteMeta(norm(want)), `\.\.\.`, `.*`)
+	return regexp.MustCompile(`^` + pattern + `$`).MatchString(norm(got))
+}
+
+// TestReadmeSale runs the README's curl sale as written against an instance
+// started with the settings of the README's run commands, on the embedded
+// stores and on real ones, and holds what each command prints against the
+// comment under it.
+func TestReadmeSale(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "seq", "xargs", "sort", "uniq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's sale needs %s: %v", tool, err)
+		}
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	const base = "http://127.0.0.1:8080"
+	var sale string
+	for _, block := range shBlocks(readmeSection(t, readme, "## Running the service")) {
+		if strings.Contains(block, "curl") && strings.Contains(block, "/purchase") {
+			sale = block
+		}
+	}
+	steps := saleSteps(sale)
+	if len(steps) < 5 {
+		t.Fatalf("README's curl sale has %d steps; want the sale", len(steps))
+	}
+	runs := runSettings(t, readme)
+	if len(runs) != 2 {
+		t.Fatalf("README's Running the service has %d `go run .` commands; want 2 (embedded, real stores)", len(runs))
+	}
+	if runs[0]["SECKILL_MYSQL_DSN"] != "" || runs[1]["SECKILL_MYSQL_DSN"] == "" || runs[1]["SECKILL_REDIS_ADDRS"] == "" {
+		t.Fatalf("README's run commands set %v; want the embedded stores first, then real ones", runs)
+	}
+	for i, name := range []string{"embedded", "real"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env := maps.Clone(runs[i])
+			env["SECKILL_ADDR"] = freeAddr(t)
+			if name == "real" {
+				// Nodes of its own: the program uses the default key prefix.
+				var addrs []string
+				for range 3 {
+					addrs = append(addrs, testenv.StartRedis(t).Addr)
+				}
+				env["SECKILL_MYSQL_DSN"] = testenv.MySQL(t)
+				env["SECKILL_REDIS_ADDRS"] = strings.Join(addrs, ",")
+			}
+			p := start(t, env)
+			const marker = "--- end of step ---"
+			var script strings.Builder
+			for _, s := range steps {
+				fmt.Fprintf(&script, "%s\necho '%s'\n", strings.ReplaceAll(s.command, base, p.url), marker)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).Output()
+			if err != nil {
+				t.Fatalf("the README's sale: %v\n%s", err, out)
+			}
+			printed := strings.Split(string(out), marker+"\n")
+			for j, s := range steps {
+				var got []string
+				if j < len(printed) {
+					got = strings.Split(strings.TrimSuffix(printed[j], "\n"), "\n")
+					if len(got) == 1 && got[0] == "" {
+						got = nil
+					}
+				}
+				ok := len(got) == len(s.want)
+				for k := 0; ok && k < len(got); k++ {
+					ok = answerMatches(s.want[k], got[k])
+				}
+				if !ok {
+					t.Errorf("README step\n%s\nprinted\n%s\nwant (README's comment)\n%s",
+						s.command, strings.Join(got, "\n"), strings.Join(s.want, "\n"))
+				}
+			}
+		})
+	}
+}
+
+// TestReadmeDriverCommands: the README's load driver commands talk to the
+// service its run commands start, with their admin token.
+func TestReadmeDriverCommands(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	runs := runSettings(t, readme)
+	if len(runs) == 0 {
+		t.Fatal("README has no `go run .` command")
+	}
+	for _, run := range runs {
+		if run["SECKILL_STRATEGY_OVERRIDE"] != "true" {
+			t.Errorf("README: the run command with %v does not set SECKILL_STRATEGY_OVERRIDE=true, which the driver needs", run)
+		}
+	}
+	n := 0
+	for _, block := range shBlocks(readmeSection(t, readme, "## The load driver")) {
+		for _, cmd := range shCommands(block) {
+			if !strings.HasPrefix(cmd, "go run ./loadtest ") {
+				continue
+			}
+			n++
+			flags := map[string]string{}
+			words := strings.Fields(cmd)[3:]
+			for k := 0; k+1 < len(words); k += 2 {
+				flags[words[k]] = words[k+1]
+			}
+			for _, run := range runs {
+				if flags["-admin-token"] != run["SECKILL_ADMIN_TOKEN"] || flags["-url"] != "http://127.0.0.1:8080" {
+					t.Errorf("README: %q; want -url http://127.0.0.1:8080 -admin-token %s, as the run commands give",
+						cmd, run["SECKILL_ADMIN_TOKEN"])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("README's load driver section has no `go run ./loadtest` command")
 	}
 }

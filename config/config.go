@@ -54,10 +54,25 @@ type Config struct {
 	// Batch is the most purchases of one product one instance sells under
 	// one hold of its lock (SECKILL_BATCH); 1 is a lock per purchase.
 	Batch int
+	// LogFormat is "text" or "json" (SECKILL_LOG_FORMAT).
+	LogFormat string
+	// MySQLMaxConns is the most connections the instance keeps open to
+	// MySQL, idle ones included (SECKILL_MYSQL_MAX_CONNS).
+	MySQLMaxConns int
+	// DrainDelay is how long, at most, the instance keeps accepting
+	// requests once its drain has started (SECKILL_DRAIN_DELAY): while
+	// requests are in flight, with /readyz answering 503, so that a
+	// balancer that polls it stops sending work first.
+	DrainDelay time.Duration
 }
 
 // MaxBatch is the largest SECKILL_BATCH (and batch= of a purchase).
 const MaxBatch = 1000
+
+// DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's default: seven
+// instances keep 140 connections open, within the 151 a MySQL or MariaDB
+// server allows by default (max_connections).
+const DefaultMySQLMaxConns = 20
 
 // Load reads the configuration through getenv. demo changes the default of
 // SECKILL_STRATEGY_OVERRIDE to true.
@@ -122,6 +137,22 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	} else {
 		c.PerUserLimit = 1
 	}
+	switch c.LogFormat = strings.ToLower(orDefault(getenv("SECKILL_LOG_FORMAT"), "text")); c.LogFormat {
+	case "text", "json":
+	default:
+		return Config{}, fmt.Errorf("config: SECKILL_LOG_FORMAT %q: want text or json", c.LogFormat)
+	}
+	c.MySQLMaxConns = DefaultMySQLMaxConns
+	if v := strings.TrimSpace(getenv("SECKILL_MYSQL_MAX_CONNS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_MAX_CONNS %q: want a whole number from 1 to 10000", v)
+		}
+		c.MySQLMaxConns = n
+	}
+	if c.DrainDelay, err = duration(getenv, "SECKILL_DRAIN_DELAY", 5*time.Second); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 
@@ -148,6 +179,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("per_user_limit", c.PerUserLimit),
 		slog.Bool("fencing", c.Fencing),
 		slog.Int("batch", c.Batch),
+		slog.String("log_format", c.LogFormat),
+		slog.Int("mysql_max_conns", c.MySQLMaxConns),
+		slog.Duration("drain_delay", c.DrainDelay),
 	)
 }
 
@@ -197,6 +231,15 @@ func parseAddrs(v string) ([]string, error) {
 }
 
 func positiveDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	d, err := duration(getenv, name, def)
+	if err == nil && d == 0 {
+		err = fmt.Errorf("config: %s %q: must be positive", name, strings.TrimSpace(getenv(name)))
+	}
+	return d, err
+}
+
+// duration reads a Go duration that is not negative.
+func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
 	v := strings.TrimSpace(getenv(name))
 	if v == "" {
 		return def, nil
@@ -205,8 +248,8 @@ func positiveDuration(getenv func(string) string, name string, def time.Duration
 	if err != nil {
 		return 0, fmt.Errorf("config: %s %q: want a Go duration such as 8s or 500ms", name, v)
 	}
-	if d <= 0 {
-		return 0, fmt.Errorf("config: %s %q: must be positive", name, v)
+	if d < 0 {
+		return 0, fmt.Errorf("config: %s %q: must not be negative", name, v)
 	}
 	return d, nil
 }

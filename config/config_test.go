@@ -40,6 +40,9 @@ func TestLoadDefaults(t *testing.T) {
 			{"Fencing", c.Fencing, true},
 			{"Batch", c.Batch, 100},
 			{"AdminTokenGenerated", c.AdminTokenGenerated, true},
+			{"LogFormat", c.LogFormat, "text"},
+			{"MySQLMaxConns", c.MySQLMaxConns, 20},
+			{"DrainDelay", c.DrainDelay, 5 * time.Second},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -77,6 +80,9 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_FENCING":           "false",
 		"SECKILL_BATCH":             "7",
 		"SECKILL_WATCHDOG":          "false",
+		"SECKILL_LOG_FORMAT":        "JSON",
+		"SECKILL_MYSQL_MAX_CONNS":   "8",
+		"SECKILL_DRAIN_DELAY":       "0s",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -95,6 +101,9 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		Fencing:          false,
 		Batch:            7,
 		Watchdog:         false,
+		LogFormat:        "json",
+		MySQLMaxConns:    8,
+		DrainDelay:       0,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -170,6 +179,14 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_MYSQL_DSN", "not a dsn"},
 		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306"},
 		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?timeout=forever"},
+		{"SECKILL_LOG_FORMAT", "xml"},
+		{"SECKILL_LOG_FORMAT", "logfmt"},
+		{"SECKILL_MYSQL_MAX_CONNS", "0"},
+		{"SECKILL_MYSQL_MAX_CONNS", "-4"},
+		{"SECKILL_MYSQL_MAX_CONNS", "twenty"},
+		{"SECKILL_MYSQL_MAX_CONNS", "10001"},
+		{"SECKILL_DRAIN_DELAY", "-1s"},
+		{"SECKILL_DRAIN_DELAY", "5"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.variable+"="+tc.value, func(t *testing.T) {
@@ -249,7 +266,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		t.Errorf("config.lock_ttl = %v; want %d (2s in nanoseconds)", got, 2*time.Second)
 	}
 	for _, key := range []string{"addr", "mysql_dsn", "redis_addrs", "lock", "lock_ttl", "watchdog", "lock_wait",
-		"strategy_override", "per_user_limit", "fencing", "batch"} {
+		"strategy_override", "per_user_limit", "fencing", "batch", "log_format", "mysql_max_conns", "drain_delay"} {
 		if _, ok := line.Config[key]; !ok {
 			t.Errorf("config log %s has no %q", buf.String(), key)
 		}

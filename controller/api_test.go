@@ -77,6 +77,11 @@ func TestReadyzNeedsARedisMajority(t *testing.T) {
 	if body.Down != "redis" || body.Error.Code != "unavailable" || !strings.Contains(body.Error.Message, "redis") {
 		t.Errorf("GET /readyz body = %s; want it to name redis as down, with the error body", r.body)
 	}
+	for _, n := range nodes {
+		if strings.Contains(string(r.body), n.Addr) {
+			t.Errorf("GET /readyz body = %s; want no node address in it", r.body)
+		}
+	}
 	// The HTTP layer and the database are unaffected.
 	if r := c.get("/healthz"); r.status != http.StatusOK {
 		t.Errorf("GET /healthz with Redis down = %v; want 200", r)

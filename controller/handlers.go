@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -65,22 +66,42 @@ type strategyJSON struct {
 	Safe        bool   `json:"safe"`
 }
 
-func handleReady(svc *service.Seckill) gin.HandlerFunc {
+// handleReady answers 200 while the database and a majority of the Redis
+// nodes answer and the instance is not draining; else 503 naming what is
+// down (database, redis or, while draining, the instance itself). The
+// route is unauthenticated: the body names no address and no driver error,
+// which go to the log.
+func handleReady(svc *service.Seckill, log *slog.Logger, drain *Drain) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if err := svc.Ready(c.Request.Context()); err != nil {
-			var dep *service.DependencyError
-			down := "unknown"
-			if errors.As(err, &dep) {
-				down = dep.Dependency
-			}
+		notReady := func(down, msg string) {
 			c.JSON(http.StatusServiceUnavailable, gin.H{
 				"status": "unavailable",
 				"down":   down,
-				"error":  gin.H{"code": "unavailable", "message": err.Error()},
+				"error":  gin.H{"code": service.CodeUnavailable, "message": msg},
 			})
+		}
+		if drain.Started() {
+			notReady("instance", "the instance is shutting down")
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		err := svc.Ready(c.Request.Context())
+		if err == nil {
+			c.JSON(http.StatusOK, gin.H{"status": "ready"})
+			return
+		}
+		down := "unknown"
+		if dep, ok := errors.AsType[*service.DependencyError](err); ok {
+			down = dep.Dependency
+		}
+		log.WarnContext(c.Request.Context(), "not ready", "down", down, "err", err)
+		switch down {
+		case "database":
+			notReady(down, "database is down: it does not answer")
+		case "redis":
+			notReady(down, "redis is down: fewer than a majority of its nodes answer")
+		default:
+			notReady(down, "a dependency is down")
+		}
 	}
 }
 
@@ -145,13 +166,20 @@ type purchaseRequest struct {
 	RequestID string  `json:"request_id"`
 }
 
-func handlePurchase(svc *service.Seckill, log *slog.Logger, override bool) gin.HandlerFunc {
+func handlePurchase(svc *service.Seckill, log *slog.Logger, override bool, strategy string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		p, err := purchaseFrom(c, override)
 		if err != nil {
 			writeError(c, log, err)
 			return
 		}
+		// Every line logged about this purchase names it.
+		attrs := []slog.Attr{slog.Int64("product", p.ProductID), slog.String("user", p.UserID),
+			slog.String("strategy", cmp.Or(p.Strategy, strategy))}
+		if p.RequestID != "" {
+			attrs = append(attrs, slog.String("purchase_request_id", p.RequestID))
+		}
+		addLogAttrs(c, attrs...)
 		r, err := svc.Purchase(c.Request.Context(), p)
 		if err != nil {
 			writeError(c, log, err)

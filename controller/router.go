@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +27,12 @@ type Options struct {
 	// Gatherer serves /metrics; Registerer takes the HTTP instruments.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
+	// Strategy is the strategy of a purchase that names none (SECKILL_LOCK),
+	// for the log.
+	Strategy string
+	// Drain is the instance's shutdown: /readyz answers 503 once it has
+	// started. Nil: a drain of the router's own, never started.
+	Drain *Drain
 }
 
 // maxBody is the largest request body the API reads.
@@ -36,24 +41,27 @@ const maxBody = 4 << 10
 // NewRouter returns the service's routes.
 func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
+	if opts.Drain == nil {
+		opts.Drain = &Drain{}
+	}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(recovery(log), requestMetrics(opts.Registerer), requestLog(log))
+	r.Use(requestID(), recovery(log), requestMetrics(opts.Registerer), accessLog(log, opts.Drain))
 	r.NoRoute(func(c *gin.Context) { writeError(c, log, apiError(codeRouteNotFound, "no such route")) })
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, log, apiError(codeMethodNotAllowed, "method not allowed on this route"))
 	})
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", handleReady(svc))
+	r.GET("/readyz", handleReady(svc, log, opts.Drain))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
 	api := r.Group("/api/v1")
 	api.GET("/strategies", handleStrategies(svc))
 	api.GET("/products", handleProducts(svc, log))
 	api.GET("/products/:id", handleProduct(svc, log))
-	api.POST("/products/:id/purchase", handlePurchase(svc, log, opts.StrategyOverride))
+	api.POST("/products/:id/purchase", handlePurchase(svc, log, opts.StrategyOverride, opts.Strategy))
 	api.GET("/products/:id/audit", handleAudit(svc, log))
 
 	admin := api.Group("/admin", requireToken(log, opts.AdminToken))
@@ -83,19 +91,6 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 		c.AbortWithStatusJSON(http.StatusInternalServerError,
 			gin.H{"error": gin.H{"code": "internal", "message": "internal error"}})
 	})
-}
-
-// requestLog logs every request at debug level and server errors at error
-// level (writeError logs those with their cause).
-func requestLog(log *slog.Logger) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		start := time.Now()
-		c.Next()
-		if log.Enabled(c.Request.Context(), slog.LevelDebug) {
-			log.DebugContext(c.Request.Context(), "request", "method", c.Request.Method,
-				"path", c.Request.URL.Path, "status", c.Writer.Status(), "duration", time.Since(start))
-		}
-	}
 }
 
 // requestMetrics counts requests by route and status.

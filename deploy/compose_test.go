@@ -43,7 +43,11 @@ type service struct {
 	Profiles    []string    `yaml:"profiles"`
 	Ports       []string    `yaml:"ports"`
 	Volumes     []string    `yaml:"volumes"`
-	Deploy      struct {
+	Restart     string      `yaml:"restart"`
+	// StopGracePeriod is how long compose waits after SIGTERM before it
+	// kills the container (10s when unset).
+	StopGracePeriod string `yaml:"stop_grace_period"`
+	Deploy          struct {
 		Replicas *int `yaml:"replicas"`
 	} `yaml:"deploy"`
 }

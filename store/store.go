@@ -40,8 +40,9 @@ func Embedded(dsn string, addrs []string) (embeddedSQL, embeddedRedis bool) {
 	return dsn == "", len(addrs) == 0
 }
 
-// OpenSQL opens the database named by dsn (MySQL, see OpenMySQL). The
-// returned func closes it; calls after the first return the first's result.
+// OpenSQL opens the database named by dsn (MySQL, see OpenMySQL, which
+// takes opts). The returned func closes it; calls after the first return
+// the first's result.
 //
 // An empty dsn opens the embedded database instead: an SQLite file
 // (OpenSQLite) in a new temporary directory, which the returned func
@@ -50,11 +51,11 @@ func Embedded(dsn string, addrs []string) (embeddedSQL, embeddedRedis bool) {
 // working directory. That database has one connection: every context used
 // with it needs a deadline, because a query made on the pool instead of on
 // the transaction, inside a transaction, waits for ever.
-func OpenSQL(ctx context.Context, dsn string) (*gorm.DB, func() error, error) {
+func OpenSQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, func() error, error) {
 	if dsn == "" {
 		return openEmbeddedSQL(ctx)
 	}
-	db, err := OpenMySQL(ctx, dsn)
+	db, err := OpenMySQL(ctx, dsn, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,9 +104,33 @@ func OpenRedisNodes(ctx context.Context, addrs []string) ([]redis.UniversalClien
 	return clients, sync.OnceValue(func() error { return errors.Join(CloseRedis(clients), stop()) }), nil
 }
 
+// DefaultMySQLMaxConns is the size of OpenMySQL's pool unless
+// MySQLMaxConns says otherwise.
+const DefaultMySQLMaxConns = 20
+
+// MySQLOption changes how OpenMySQL opens its pool.
+type MySQLOption func(*mysqlOptions)
+
+type mysqlOptions struct{ maxConns int }
+
+// MySQLMaxConns sets the most connections the pool keeps open, idle ones
+// included: what one process takes of the server's max_connections. The
+// default is DefaultMySQLMaxConns; n < 1 keeps it.
+func MySQLMaxConns(n int) MySQLOption {
+	return func(o *mysqlOptions) {
+		if n >= 1 {
+			o.maxConns = n
+		}
+	}
+}
+
 // OpenMySQL connects to the MySQL (or MariaDB) server named by dsn, creating
 // its database if it does not exist yet.
-func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
+func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, error) {
+	o := mysqlOptions{maxConns: DefaultMySQLMaxConns}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse mysql dsn: %w", err)
@@ -135,8 +160,8 @@ func OpenMySQL(ctx context.Context, dsn string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: mysql pool: %w", err)
 	}
-	sqlDB.SetMaxOpenConns(64)
-	sqlDB.SetMaxIdleConns(64)
+	sqlDB.SetMaxOpenConns(o.maxConns)
+	sqlDB.SetMaxIdleConns(o.maxConns)
 	sqlDB.SetConnMaxLifetime(5 * time.Minute)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return nil, fmt.Errorf("store: ping mysql: %w", errors.Join(err, sqlDB.Close()))

@@ -61,7 +61,7 @@ func (s *Stores) Close() error { return s.close() }
 func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stores, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN)
+	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -97,6 +97,7 @@ type Server struct {
 	HTTP     *http.Server
 	svc      *service.Seckill
 	releases *locker.Releases
+	drain    *controller.Drain
 }
 
 // NewServer wires one instance over st: its own lockers (local is per
@@ -116,7 +117,8 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		log.Warn("no Redis node answers the release subscription; waiters will poll", "err", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo())
 	svc := service.New(st.DB, NewLockers(cfg, st.Redis, releases), st.Redis, service.Config{
 		Strategy:     cfg.Lock,
 		PerUserLimit: int64(cfg.PerUserLimit),
@@ -128,11 +130,14 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		LockTTL:      cfg.LockTTL,
 		Watchdog:     cfg.Watchdog,
 	}, service.NewMetrics(reg), log)
+	drain := &controller.Drain{}
 	router := controller.NewRouter(svc, log, controller.Options{
 		AdminToken:       cfg.AdminToken,
 		StrategyOverride: cfg.StrategyOverride,
 		Gatherer:         reg,
 		Registerer:       reg,
+		Strategy:         cfg.Lock,
+		Drain:            drain,
 	})
 	return &Server{
 		HTTP: &http.Server{
@@ -145,6 +150,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		},
 		svc:      svc,
 		releases: releases,
+		drain:    drain,
 	}
 }
 
@@ -167,8 +173,24 @@ func NewLockers(cfg config.Config, clients []redis.UniversalClient, releases *lo
 	}
 }
 
-// Serve serves srv on ln until ctx ends, then shuts down gracefully:
-// in-flight purchases finish and release their locks, then srv closes.
+// DrainBudget is the longest an instance takes to stop once its context
+// ends: cfg.DrainDelay of accepting while requests are in flight, then the
+// longest purchase (the lock wait, the longest hold_ms and 15 s for its
+// transaction). A container's stop grace period must be longer.
+func DrainBudget(cfg config.Config) time.Duration {
+	return cfg.DrainDelay + shutdownTimeout(cfg)
+}
+
+func shutdownTimeout(cfg config.Config) time.Duration {
+	return cfg.LockWait + service.MaxHold + 15*time.Second
+}
+
+// Serve serves srv on ln until ctx ends, then drains: /readyz answers 503
+// at once and keep-alive connections close after their answer; while
+// requests are in flight the instance keeps accepting new ones, for at most
+// cfg.DrainDelay, so that a balancer that polls /readyz stops sending work
+// first; then it stops accepting, the requests in flight finish (purchases
+// release their locks) and srv closes. It all fits DrainBudget.
 func Serve(ctx context.Context, srv *Server, ln net.Listener, cfg config.Config, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, srv.Close()) }()
 	errc := make(chan error, 1)
@@ -178,8 +200,12 @@ func Serve(ctx context.Context, srv *Server, ln net.Listener, cfg config.Config,
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("seckill shutting down")
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.LockWait+service.MaxHold+15*time.Second)
+	srv.drain.Start()
+	srv.HTTP.SetKeepAlivesEnabled(false)
+	log.Info("seckill draining: /readyz answers 503", "in_flight", srv.drain.InFlight(), "drain_delay", cfg.DrainDelay)
+	waitIdle(srv.drain, cfg.DrainDelay)
+	log.Info("seckill shutting down", "in_flight", srv.drain.InFlight())
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout(cfg))
 	defer cancel()
 	if err := srv.HTTP.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -189,4 +215,19 @@ func Serve(ctx context.Context, srv *Server, ln net.Listener, cfg config.Config,
 	}
 	log.Info("seckill stopped")
 	return nil
+}
+
+// waitIdle returns once no request is in flight, or after at most d.
+func waitIdle(drain *controller.Drain, d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for drain.InFlight() > 0 {
+		select {
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }

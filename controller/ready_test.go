@@ -1,0 +1,47 @@
+package controller_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/apptest"
+)
+
+// TestReadyzNamesTheDatabase: with the database gone, /readyz answers 503
+// naming the database, without the driver's error or any address (the
+// route is unauthenticated).
+func TestReadyzNamesTheDatabase(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, nil)
+	c := newClient(t, in)
+	if r := c.get("/readyz"); r.status != http.StatusOK {
+		t.Fatalf("GET /readyz = %v; want 200", r)
+	}
+	sqlDB, err := in.Stores.DB.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlDB.Close(); err != nil { // as if the server went away
+		t.Fatal(err)
+	}
+	r := c.get("/readyz")
+	var body struct {
+		Status string `json:"status"`
+		Down   string `json:"down"`
+		Error  struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusServiceUnavailable ||
+		body.Down != "database" || body.Error.Code != "unavailable" || !strings.Contains(body.Error.Message, "database") {
+		t.Fatalf("GET /readyz with the database closed = %v; want 503 naming the database as down", r)
+	}
+	for _, leak := range []string{"sql:", "closed", "127.0.0.1", "tcp", in.Config.MySQLDSN} {
+		if strings.Contains(string(r.body), leak) {
+			t.Errorf("GET /readyz body = %s; want no %q in it (driver errors and addresses go to the log)", r.body, leak)
+		}
+	}
+}
