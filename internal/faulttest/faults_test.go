@@ -1,7 +1,10 @@
 package faulttest_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"syscall"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,8 +241,8 @@ func TestRedisNodeRestartedEmpty(t *testing.T) {
 }
 
 // TestSIGTERMMidSale: SIGTERM reaches an instance while 32 buyers buy
-// without pause (each purchase works 50 ms inside the lock): it stops
-// taking new connections, finishes the purchases in flight and exits 0;
+// without pause (each purchase works 50 ms inside the lock): /readyz
+// answers 503 at once, the purchases in flight finish and it exits 0;
 // every 201 a buyer saw has its order and there is no order no buyer saw.
 func TestSIGTERMMidSale(t *testing.T) {
 	t.Parallel()
@@ -275,6 +278,19 @@ func TestSIGTERMMidSale(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second)
+	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// /readyz turns 503 at once, while the purchases in flight finish.
+	ready := 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ready = readyz(in.url); ready == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if ready != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz within 1 s of SIGTERM = %d; want 503 (draining)", ready)
+	}
 	if err := in.terminate(40 * time.Second); err != nil {
 		t.Errorf("after SIGTERM the instance exited with %v; want 0\n%s", err, in.out)
 	}
@@ -291,4 +307,20 @@ func TestSIGTERMMidSale(t *testing.T) {
 			t.Errorf("a purchase during the drain got %q; want 201, or no answer once the instance stopped listening", code)
 		}
 	}
+}
+
+// readyz returns the status of GET /readyz, 0 when nothing answers.
+func readyz(base string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	if err != nil {
+		return 0
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer res.Body.Close()
+	return res.StatusCode
 }

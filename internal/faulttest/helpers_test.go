@@ -69,11 +69,13 @@ func (s *syncBuffer) String() string {
 
 // instance is one seckill process.
 type instance struct {
-	url  string
-	c    *client.Client
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan error
+	url string
+	c   *client.Client
+	cmd *exec.Cmd
+	out *syncBuffer
+	// exited is closed once the process has exited, exitErr set.
+	exited  chan struct{}
+	exitErr error
 }
 
 // deployment is what a test's instances share: a database, Redis nodes
@@ -126,7 +128,7 @@ func (d *deployment) start() *instance {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	in := &instance{url: "http://" + addr, out: &syncBuffer{}, done: make(chan error, 1)}
+	in := &instance{url: "http://" + addr, out: &syncBuffer{}, exited: make(chan struct{})}
 	in.c = &client.Client{BaseURL: in.url, AdminToken: d.token, CallTimeout: 30 * time.Second}
 	in.cmd = exec.Command(binary)
 	in.cmd.Env = append(os.Environ(),
@@ -144,7 +146,10 @@ func (d *deployment) start() *instance {
 	if err := in.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", binary, err)
 	}
-	go func() { in.done <- in.cmd.Wait() }()
+	go func() {
+		in.exitErr = in.cmd.Wait()
+		close(in.exited)
+	}()
 	t.Cleanup(in.kill)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -155,9 +160,8 @@ func (d *deployment) start() *instance {
 			return in
 		}
 		select {
-		case err := <-in.done:
-			in.done <- err
-			t.Fatalf("the instance exited at start: %v\n%s", err, in.out)
+		case <-in.exited:
+			t.Fatalf("the instance exited at start: %v\n%s", in.exitErr, in.out)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -169,24 +173,18 @@ func (d *deployment) start() *instance {
 
 // kill kills the process at once (SIGKILL), as a crash would.
 func (in *instance) kill() {
-	if in.cmd.ProcessState != nil {
-		return
-	}
-	_ = in.cmd.Process.Signal(syscall.SIGKILL) // gone already is fine: done says so
-	err := <-in.done
-	in.done <- err
+	_ = in.cmd.Process.Signal(syscall.SIGKILL) // gone already is fine: exited says so
+	<-in.exited
 }
 
-// terminate sends SIGTERM, as an orchestrator stopping it would, and waits
-// up to limit for the process to exit; it returns how the process exited.
+// terminate sends SIGTERM, as an orchestrator stopping it would (again,
+// if it was sent already), and waits up to limit for the process to exit;
+// it returns how the process exited.
 func (in *instance) terminate(limit time.Duration) error {
-	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
+	_ = in.cmd.Process.Signal(syscall.SIGTERM) // it may be exiting already: exited says how
 	select {
-	case err := <-in.done:
-		in.done <- err
-		return err
+	case <-in.exited:
+		return in.exitErr
 	case <-time.After(limit):
 		return errors.New("still running after SIGTERM")
 	}
