@@ -194,8 +194,13 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 		s.lines.mu.Unlock()
 		return nil, errors.New("nobody waits")
 	}
+	// A purchase whose wait has just run out leaves the line by itself; the
+	// floor keeps this loop from spinning until it has.
 	until := l.waiting[0].arrived.Add(s.cfg.LockWait)
 	s.lines.mu.Unlock()
+	if floor := time.Now().Add(10 * time.Millisecond); until.Before(floor) {
+		until = floor
+	}
 	wctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	lease, err := s.lock(wctx, st, key.product)

@@ -8,7 +8,7 @@
 //   - the service over HTTP, as a process of its own, under the bundled
 //     driver: each safe strategy at 64 buyers with stock enough for every
 //     request, redlock with one lock per purchase (batch=1) and with the
-//     default batch;
+//     default batch, on one instance and on two;
 //   - a flash sale: two instances, 256 buyers, 500 units, 5,000 requests,
 //     the default strategy;
 //   - sold-out answers against GET /healthz, at the same concurrency.
@@ -158,6 +158,17 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 	defer stopSecond()
+	both, err := driver.Run(ctx, driver.Config{
+		URLs: []string{first, second}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency,
+	})
+	if err != nil {
+		return fmt.Errorf("two instances: %w", err)
+	}
+	res := both.Results[0]
+	b.rows = append(b.rows, row{what: "service redlock, default batch, 2 instances", perSecond: res.SellRate,
+		p99: res.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: res.Requests - res.Successes})
+
 	flash, err := driver.Run(ctx, driver.Config{
 		URLs: []string{first, second}, AdminToken: token, Stock: 500, Strategies: []string{""},
 		Requests: 5000, Concurrency: 256,
