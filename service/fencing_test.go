@@ -41,18 +41,7 @@ func TestPurchaseFencing(t *testing.T) {
 				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: pauseA, Fencing: ptr(fencing)}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Fencing: ptr(fencing)}
 
-				var errA, errB error
-				var g errgroup.Group
-				g.Go(func() error {
-					_, errA = in.svc.Purchase(t.Context(), a)
-					return nil
-				})
-				g.Go(func() error {
-					time.Sleep(arriveB)
-					_, errB = other.svc.Purchase(t.Context(), b)
-					return nil
-				})
-				_ = g.Wait() // the goroutines report through errA and errB
+				errA, errB := overlap(t, in, a, other, b, arriveB)
 
 				if errB != nil {
 					t.Errorf("Purchase(%s) at %v = %v; want nil", show(b), arriveB, errB)
@@ -104,18 +93,7 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 				prod := in.product(t, 1)
 				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
-				var errA, errB error
-				var g errgroup.Group
-				g.Go(func() error {
-					_, errA = in.svc.Purchase(t.Context(), a)
-					return nil
-				})
-				g.Go(func() error {
-					time.Sleep(arriveB)
-					_, errB = other.svc.Purchase(t.Context(), b)
-					return nil
-				})
-				_ = g.Wait() // the goroutines report through errA and errB
+				errA, errB := overlap(t, in, a, other, b, arriveB)
 				if watchdog {
 					if errA != nil || !errors.Is(errB, service.ErrSoldOut) {
 						t.Errorf("with the watchdog: A = %v, B = %v; want A nil (it kept its lock), B %v", errA, errB, service.ErrSoldOut)
@@ -127,4 +105,21 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 			})
 		}
 	}
+}
+
+// overlap buys a through in and, after arriveB, b through other, and
+// returns what each got.
+func overlap(t *testing.T, in *instance, a service.Purchase, other *instance, b service.Purchase, arriveB time.Duration) (errA, errB error) {
+	var g errgroup.Group
+	g.Go(func() error {
+		_, errA = in.svc.Purchase(t.Context(), a)
+		return nil
+	})
+	g.Go(func() error {
+		time.Sleep(arriveB)
+		_, errB = other.svc.Purchase(t.Context(), b)
+		return nil
+	})
+	_ = g.Wait() // the goroutines report through errA and errB
+	return errA, errB
 }

@@ -139,7 +139,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		if err == nil {
 			s.memory.saw(prod.ID, prod.Stock)
 		} else if errors.Is(err, ErrNotFound) {
-			s.answerAll(l, err)
+			s.answerAll(l, err, nil)
 		}
 		// A store error is left to the hold to meet and answer.
 	}
@@ -171,8 +171,9 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	return !empty
 }
 
-// answerAll answers everyone waiting in l with err.
-func (s *Seckill) answerAll(l *line, err error) {
+// answerAll answers everyone waiting in l with err, calling each first
+// (when not nil) for what else an answer of theirs records.
+func (s *Seckill) answerAll(l *line, err error, each func(*ticket)) {
 	s.lines.mu.Lock()
 	all := l.waiting
 	l.waiting = nil
@@ -181,6 +182,9 @@ func (s *Seckill) answerAll(l *line, err error) {
 	}
 	s.lines.mu.Unlock()
 	for _, t := range all {
+		if each != nil {
+			each(t)
+		}
 		t.answer(Receipt{}, err)
 	}
 }
@@ -208,18 +212,10 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 		return lease, nil
 	}
 	if errors.Is(err, ErrUnavailable) {
-		s.lines.mu.Lock()
-		all := l.waiting
-		l.waiting = nil
-		for _, t := range all {
-			t.taken = true
-		}
-		s.lines.mu.Unlock()
-		for _, t := range all {
+		s.answerAll(l, err, func(t *ticket) {
 			s.metrics.lockWaited(st.Name, "unavailable", time.Since(t.arrived))
 			s.metrics.lockFailed(st.Name, "unavailable")
-			t.answer(Receipt{}, err)
-		}
+		})
 	}
 	return nil, err
 }
