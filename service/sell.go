@@ -190,34 +190,8 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 // refuses, or whose request ID was used, is answered as one by one would:
 // its request ID's order first.
 func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
-	p := t.p
-	var o model.Order
-	tctx, cancel := s.dbCtx(ctx, 0)
-	defer cancel()
-	err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
-		left, ok, err := s.takeStock(tctx, tx, p.ProductID, p.Quantity, true)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			prod, err := s.product(tctx, tx, p.ProductID)
-			if err != nil {
-				return err
-			}
-			s.sawStock(p.ProductID, prod.Stock)
-			return soldOut(p.ProductID, prod.Stock)
-		}
-		if err := s.raiseUnits(tx, p); err != nil {
-			return err
-		}
-		o = newOrder(p, st.Name, left)
-		if err := tx.Create(&o).Error; err != nil {
-			return fmt.Errorf("write order: %w", err)
-		}
-		return nil
-	})
+	o, err := s.buyOne(ctx, t.p, true)
 	if err == nil {
-		s.sawStock(p.ProductID, o.RemainingStock)
 		t.r = Receipt{Order: o}
 		return nil
 	}
@@ -227,11 +201,39 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
 	}
 	rctx, rcancel := s.dbCtx(ctx, 0)
 	defer rcancel()
-	t.r, t.err = s.replayRaced(rctx, p, err)
+	t.r, t.err = s.replayRaced(rctx, t.p, err)
 	if errors.Is(t.err, gorm.ErrDuplicatedKey) {
 		return t.err
 	}
 	return nil
+}
+
+// buyOne is one purchase's transaction: the conditional decrement (moving
+// the fence on when fence is set), the user's units within the limit, the
+// order; ErrSoldOut when less than the quantity is left.
+func (s *Seckill) buyOne(ctx context.Context, p Purchase, fence bool) (model.Order, error) {
+	var o model.Order
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, fence)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			prod, err := s.product(ctx, tx, p.ProductID)
+			if err != nil {
+				return err
+			}
+			s.sawStock(p.ProductID, prod.Stock)
+			return soldOut(p.ProductID, prod.Stock)
+		}
+		return s.finishOrder(tx, p, left, &o)
+	})
+	if err == nil {
+		s.sawStock(p.ProductID, o.RemainingStock)
+	}
+	return o, err
 }
 
 // takeStock decrements the product's stock by q if at least q is left, in
@@ -577,27 +579,7 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	var o model.Order
-	ctx, cancel := s.dbCtx(ctx, 0)
-	defer cancel()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, false)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			prod, err := s.product(ctx, tx, p.ProductID)
-			if err != nil {
-				return err
-			}
-			s.sawStock(p.ProductID, prod.Stock)
-			return soldOut(p.ProductID, prod.Stock)
-		}
-		return s.finishOrder(tx, p, left, &o)
-	})
-	if err == nil {
-		s.sawStock(p.ProductID, o.RemainingStock)
-	}
+	o, err := s.buyOne(ctx, p, false)
 	return Receipt{Order: o}, err
 }
 
