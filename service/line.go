@@ -94,8 +94,6 @@ func (s *Seckill) answered(ctx context.Context, t *ticket) (Receipt, error) {
 	if !t.soldOut {
 		return t.r, t.err
 	}
-	ctx, cancel := s.dbCtx(ctx, 0)
-	defer cancel()
 	return s.answerSoldOut(ctx, t.p, t.stock)
 }
 

@@ -112,7 +112,11 @@ func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, leas
 //     stock it reads under the row lock: a holder overtaken by a later
 //     holder's claim, or by a stock reset, writes nothing and gets
 //     ErrLockLost, and no decrement can take the stock below zero whoever
-//     else writes.
+//     else writes. A hold with nothing to do between its grant and its
+//     write (no hold_ms, no pause_ms) folds the claim into the write: the
+//     write's first statement moves the fence on, so claim and write are
+//     one atomic step and a holder that read or claimed before is fenced
+//     off all the same.
 //   - An unfenced hold (local, setnx and the others with fencing off)
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
@@ -151,6 +155,18 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		})
 	}
 	fenced := s.fencing(st, ts[0].p)
+	if fenced && work+pause == 0 {
+		// Nothing happens between the grant and the write, so the claim is
+		// folded into the write: its first statement moves the fence on
+		// and holds the row until the commit, claim and write one atomic
+		// step, with no commit of its own.
+		if len(ts) == 1 {
+			return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
+		}
+		return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
+			return s.claimInWrite(tx, id)
+		})
+	}
 	var token int64
 	if fenced {
 		var err error
@@ -182,7 +198,7 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		return err
 	}
 	if fenced && len(ts) == 1 {
-		return s.sellOne(ctx, st, ts[0], token)
+		return s.sellOne(ctx, st, ts[0], fenceWrite{token: &token})
 	}
 	return s.writeBatch(ctx, st, ts, fenced, 0, func(tx *gorm.DB) (int64, error) {
 		if fenced {
@@ -230,6 +246,34 @@ func (s *Seckill) claim(ctx context.Context, id int64) (int64, error) {
 	return token, nil
 }
 
+// claimInWrite is the claim folded into a write: the transaction's first
+// statement moves the fence on, taking the row lock until the commit, and
+// the stock is read under it.
+func (s *Seckill) claimInWrite(tx *gorm.DB, id int64) (int64, error) {
+	res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", gorm.Expr("fence + 1"))
+	if res.Error != nil {
+		return 0, fmt.Errorf("claim the fence of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return 0, errorf(CodeNotFound, "product %d not found", id)
+	}
+	var stock int64
+	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Select("stock").Scan(&stock).Error
+	if err != nil {
+		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
+	}
+	return stock, nil
+}
+
+// fenceWrite is what a one-purchase write does with the fence: move it on
+// itself (claim, the claim folded into the write), or apply only while it
+// is still token (a claim made at the grant), or neither (nil token, no
+// claim: optimistic).
+type fenceWrite struct {
+	claim bool
+	token *int64
+}
+
 // lockLost is the answer of a hold whose token went stale.
 func (s *Seckill) lockLost(st Strategy, id, token int64) error {
 	s.metrics.lockFailed(st.Name, "lost")
@@ -239,12 +283,12 @@ func (s *Seckill) lockLost(st Strategy, id, token int64) error {
 
 // sellOne is a fenced hold of one purchase: one transaction of three
 // statements, as few as a purchase can take. The decrement is conditional
-// on the stock and on the fence still being the hold's token, and says what
-// it left; then the user's units are raised within the limit and the order
-// written. A purchase it refuses, or whose request ID was used, is answered
+// on the stock and either claims the fence itself or applies only while the
+// fence is still the hold's token (fw), and says what it left; then the
+// user's units are raised within the limit and the order written. A purchase it refuses, or whose request ID was used, is answered
 // as one by one would: its request ID's order first.
-func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, token int64) error {
-	o, err := s.buyOne(ctx, st, t.p, &token)
+func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceWrite) error {
+	o, err := s.buyOne(ctx, st, t.p, fw)
 	if err == nil {
 		t.r = Receipt{Order: o}
 		return nil
@@ -262,18 +306,17 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, token int
 	return nil
 }
 
-// buyOne is one purchase's transaction: the conditional decrement (only
-// while the fence is still *token, when token is not nil), the user's
-// units within the limit, the order; ErrSoldOut when less than the
-// quantity is left, ErrLockLost when the fence moved on. A deadlock victim
-// tries once more.
-func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, token *int64) (model.Order, error) {
+// buyOne is one purchase's transaction: the conditional decrement (doing
+// with the fence what fw says), the user's units within the limit, the
+// order; ErrSoldOut when less than the quantity is left, ErrLockLost when
+// the fence moved on from fw's token. A deadlock victim tries once more.
+func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (model.Order, error) {
 	var o model.Order
 	try := func() error {
 		ctx, cancel := s.dbCtx(ctx, 0)
 		defer cancel()
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, token)
+			left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, fw)
 			if err != nil {
 				return err
 			}
@@ -282,8 +325,8 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, token *in
 				if err != nil {
 					return err
 				}
-				if token != nil && prod.Fence != *token {
-					return s.lockLost(st, p.ProductID, *token)
+				if fw.token != nil && prod.Fence != *fw.token {
+					return s.lockLost(st, p.ProductID, *fw.token)
 				}
 				s.sawStock(p.ProductID, prod.Stock)
 				return soldOut(p.ProductID, prod.Stock)
@@ -301,21 +344,24 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, token *in
 	return o, err
 }
 
-// takeStock decrements the product's stock by q if at least q is left (and
-// the fence is still *token, when token is not nil), in one statement, and
-// returns the stock it left; ok is false when it changed nothing. The stock
-// left comes from the write itself: MySQL's LAST_INSERT_ID(expr) (never
-// negative here), SQLite's RETURNING.
-func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, token *int64) (left int64, ok bool, err error) {
+// takeStock decrements the product's stock by q if at least q is left, in
+// one statement that also does with the fence what fw says, and returns the
+// stock it left; ok is false when it changed nothing. The stock left comes
+// from the write itself: MySQL's LAST_INSERT_ID(expr) (never negative
+// here), SQLite's RETURNING.
+func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fw fenceWrite) (left int64, ok bool, err error) {
 	set := "stock = stock - ?"
 	if s.mysql {
 		set = "stock = LAST_INSERT_ID(stock - ?)"
 	}
+	if fw.claim {
+		set += ", fence = fence + 1"
+	}
 	query := "UPDATE products SET " + set + ", updated_at = ? WHERE id = ? AND stock >= ?"
 	args := []any{q, time.Now(), id, q}
-	if token != nil {
+	if fw.token != nil {
 		query += " AND fence = ?"
-		args = append(args, *token)
+		args = append(args, *fw.token)
 	}
 	if !s.mysql {
 		var stocks []int64
@@ -639,7 +685,7 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	o, err := s.buyOne(ctx, Strategy{Name: p.Strategy}, p, nil)
+	o, err := s.buyOne(ctx, Strategy{Name: p.Strategy}, p, fenceWrite{})
 	return Receipt{Order: o}, err
 }
 

@@ -182,7 +182,8 @@ func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 }
 
 // answerSoldOut answers a purchase the memory knows is sold out: sold out,
-// unless its request ID made an order of the product, which it replays.
+// unless its request ID made an order of the product, which it replays. It
+// bounds its own database calls (there are none when the memory can tell).
 func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (Receipt, error) {
 	out := soldOut(p.ProductID, stock)
 	if p.RequestID == "" {
@@ -195,6 +196,8 @@ func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (R
 	if known && id == 0 {
 		return Receipt{}, out // among the product's final orders: not there
 	}
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	if known {
 		var o model.Order
 		err := s.db.WithContext(ctx).Take(&o, id).Error
