@@ -143,6 +143,7 @@ func (d *deployment) start() *instance {
 		in.cmd.Env = append(in.cmd.Env, k+"="+v)
 	}
 	in.cmd.Stdout, in.cmd.Stderr = in.out, in.out
+	testenv.DieWithParent(in.cmd)
 	if err := in.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", binary, err)
 	}

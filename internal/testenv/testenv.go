@@ -176,6 +176,7 @@ func (r *Redis) start(path string) error {
 	r.cmd = exec.Command(path, "--port", r.port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
 		"--logfile", filepath.Join(r.dir, "redis.log"))
+	DieWithParent(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		return err
 	}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package testenv
+
+import "os/exec"
+
+// DieWithParent does nothing where the kernel cannot tie a child's life to
+// its parent's: the tests' cleanups stop what they started.
+func DieWithParent(*exec.Cmd) {}
