@@ -26,6 +26,10 @@ func retry(ctx context.Context, opts Options, key string, minDelay, maxDelay tim
 		if err == nil {
 			return lease, nil
 		}
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			// The try ended on its own terms while ctx ended: say both.
+			return nil, fmt.Errorf("%w: %w", notAcquired(err), cerr)
+		}
 		if ctx.Err() != nil || errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNotAcquired) {
 			return nil, notAcquired(err)
 		}

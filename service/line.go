@@ -29,6 +29,12 @@ type lineKey struct {
 // line is the purchases waiting in one line, oldest first.
 type line struct {
 	waiting []*ticket
+	// outage says the line's last hold failed for a store that did not
+	// answer; overdue is when the hold under way should have ended (zero:
+	// none). A purchase whose wait runs out while either says so was kept
+	// waiting by a store, not by another holder: it answers unavailable.
+	outage  bool
+	overdue time.Time
 }
 
 // lines are an instance's lines, and their leaders.
@@ -73,6 +79,10 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 		why = &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message}
 	}
 	s.lines.mu.Lock()
+	stuck := l.outage || (!l.overdue.IsZero() && time.Now().After(l.overdue))
+	if stuck && errors.Is(why, ErrLockTimeout) {
+		why = &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: errors.New("the line waited on a store that does not answer")}
+	}
 	if !t.taken {
 		l.remove(t)
 		s.lines.mu.Unlock()
@@ -148,7 +158,7 @@ func (s *Seckill) lead(key lineKey, l *line) {
 			}
 			continue
 		}
-		s.sellHold(ctx, st, key, batch, lease)
+		s.sellHold(ctx, st, key, l, batch, lease)
 	}
 }
 
@@ -272,10 +282,24 @@ func (s *Seckill) take(key lineKey, l *line, st Strategy, locked bool) []*ticket
 
 // sellHold sells batch under the lease (nil for pessimistic, whose lock is
 // the row's), gives the lease back and answers every purchase.
-func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, batch []*ticket, lease locker.Lease) {
+func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, l *line, batch []*ticket, lease locker.Lease) {
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 	start := time.Now()
+	var work time.Duration
+	for _, t := range batch {
+		work = max(work, t.p.Hold+t.p.Pause)
+	}
+	// Beyond its work (and, for pessimistic, its wait for the row), a hold
+	// takes milliseconds; one that takes longer than a database call's
+	// bound is waiting on the database.
+	due := work + s.cfg.DBTimeout
+	if !st.Locked {
+		due += s.cfg.LockWait
+	}
+	s.lines.mu.Lock()
+	l.overdue = start.Add(due)
+	s.lines.mu.Unlock()
 	var wd *locker.Watchdog
 	if lease != nil && st.Watchdog && s.cfg.Watchdog {
 		wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
@@ -286,6 +310,10 @@ func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, batch 
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
 	}
 	s.metrics.held(st.Name, len(batch), time.Since(start))
+	s.lines.mu.Lock()
+	l.outage = ErrorCode(storeErr("", err)) == CodeUnavailable
+	l.overdue = time.Time{}
+	s.lines.mu.Unlock()
 	for _, t := range batch {
 		if err != nil {
 			t.answer(Receipt{}, storeErr("sell a batch", err))

@@ -293,9 +293,13 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceW
 		t.r = Receipt{Order: o}
 		return nil
 	}
-	var coded *Error
-	if errors.Is(err, ErrLockLost) || (!errors.As(err, &coded) && !errors.Is(err, gorm.ErrDuplicatedKey)) {
-		return err // the hold's
+	switch ErrorCode(err) {
+	case CodeSoldOut, CodeLimitExceeded, CodeRequestIDReused, CodeNotFound:
+		// The purchase's own answer (after its request ID's order, if any).
+	default:
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			return err // the hold's: the lock lost, the store down
+		}
 	}
 	rctx, rcancel := s.dbCtx(ctx, 0)
 	defer rcancel()

@@ -111,7 +111,10 @@ const DefaultMySQLMaxConns = 20
 // MySQLOption changes how OpenMySQL opens its pool.
 type MySQLOption func(*mysqlOptions)
 
-type mysqlOptions struct{ maxConns int }
+type mysqlOptions struct {
+	maxConns  int
+	ioTimeout time.Duration
+}
 
 // MySQLMaxConns sets the most connections the pool keeps open, idle ones
 // included: what one process takes of the server's max_connections. The
@@ -122,6 +125,15 @@ func MySQLMaxConns(n int) MySQLOption {
 			o.maxConns = n
 		}
 	}
+}
+
+// MySQLIOTimeout bounds every read and write on a connection (the driver's
+// readTimeout and writeTimeout), unless the DSN sets them: the one bound on
+// a COMMIT, which takes no context, when the server hangs. It must be
+// longer than any statement may legitimately wait (a row lock). 0 leaves
+// none.
+func MySQLIOTimeout(d time.Duration) MySQLOption {
+	return func(o *mysqlOptions) { o.ioTimeout = d }
 }
 
 // OpenMySQL connects to the MySQL (or MariaDB) server named by dsn, creating
@@ -136,6 +148,12 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 		return nil, fmt.Errorf("store: parse mysql dsn: %w", err)
 	}
 	cfg.ParseTime = true
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = o.ioTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = o.ioTimeout
+	}
 	// Affected rows must count rows changed, not rows matched: the per-user
 	// limit's conditional upsert reads "nothing changed" as "over the limit".
 	cfg.ClientFoundRows = false

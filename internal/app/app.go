@@ -61,7 +61,10 @@ func (s *Stores) Close() error { return s.close() }
 func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stores, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns))
+	// A statement waits at most the lock wait (a row lock) and a database
+	// call's bound: past both, the connection is given up on.
+	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns),
+		store.MySQLIOTimeout(cfg.LockWait+service.DefaultDBTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -165,7 +165,7 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 		case a.code == "unavailable":
 			unavailable++
 		default:
-			t.Errorf("a purchase got %d %q; want 201 or 503 unavailable", a.status, a.code)
+			t.Errorf("a purchase got %d %q at %v (took %v); want 201 or 503 unavailable", a.status, a.code, a.at.Sub(downAt), a.took)
 		}
 		switch {
 		case a.at.Before(downAt):
