@@ -3,7 +3,8 @@
 // buyers hit one product at once.
 //
 //	seckill        serve the HTTP API (configuration from SECKILL_* variables)
-//	seckill demo   run a sale against every strategy and print the comparison
+//	seckill demo   play the workshop's scenarios, every lock's failure on demand
+//	               (-list, -scenario NAME, -web ADDR for the projector page)
 package main
 
 import (
@@ -31,7 +32,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case len(args) == 0:
 		return serve(ctx, getenv, stdout)
 	case args[0] == "demo":
-		return demo(ctx, args[1:], getenv, stdout)
+		return runDemo(ctx, args[1:], getenv, stdout)
 	}
 	return fmt.Errorf("unknown command %q (want no argument, or demo)", args[0])
 }

@@ -4,7 +4,8 @@
 # Makes a real MariaDB/MySQL and three independent redis-server processes
 # available, runs COMMAND with them, then stops what it started:
 #   - uses a MySQL server that already answers on 127.0.0.1:3306;
-#   - installs mariadb-server and redis-server with apt-get when missing;
+#   - installs mariadb-server, redis-server and chromium (for the tests that
+#     look at the pages in a headless browser) with apt-get when missing;
 #   - starts MariaDB when it is not running (and stops it afterwards);
 #   - always starts its own three Redis nodes on free ports of its own.
 # COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database) and
@@ -42,6 +43,7 @@ port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 install_missing() {
 	local pkgs=()
 	command -v redis-server >/dev/null || pkgs+=(redis-server)
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || pkgs+=(chromium)
 	if ! port_open "$MYSQL_HOST" "$MYSQL_PORT" && ! command -v mariadbd >/dev/null && ! command -v mysqld >/dev/null; then
 		pkgs+=(mariadb-server)
 	fi

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
+
+	"github.com/seckill/seckill/demo"
+)
+
+// demoUsage heads `seckill demo -h`.
+const demoUsage = `usage: seckill demo [-list] [-scenario NAME[,NAME]] [-web ADDR] [-log FILE]
+
+Plays the workshop's scenarios against instances of the service started in
+this process, on embedded stores (or on SECKILL_MYSQL_DSN and
+SECKILL_REDIS_ADDRS), and exits 0 when every safe strategy held and every
+unsafe one showed its flaw.
+
+Flags:
+`
+
+// runDemo parses the demo's flags and hands over to package demo: the
+// scenarios in the terminal, the list, or the workshop page.
+func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
+	fs := flag.NewFlagSet("seckill demo", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	list := fs.Bool("list", false, "list the scenarios, one per line: its name, then what it shows")
+	only := fs.String("scenario", "", "play only these scenarios (comma-separated names; default: all)")
+	web := fs.String("web", "", "serve the workshop page at this address (e.g. 127.0.0.1:8088) instead")
+	logPath := fs.String("log", filepath.Join(os.TempDir(), "seckill-demo.log"),
+		"where the instances' logs go")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), demoUsage)
+		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output(), "\nScenarios:")
+		_ = demo.List(fs.Output()) // usage that cannot be printed has nowhere to go
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("demo: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
+	}
+	if *list {
+		return demo.List(stdout)
+	}
+	scenarios, err := demo.Select(*only)
+	if err != nil {
+		return err
+	}
+	logFile, err := os.Create(*logPath)
+	if err != nil {
+		return fmt.Errorf("demo: -log: %w", err)
+	}
+	defer func() {
+		if cerr := logFile.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("demo: -log: %w", cerr))
+		}
+	}()
+	// go-redis reports the nodes the demo stops on purpose on its own
+	// logger: to the file with the rest.
+	redis.SetLogger(fileLog{logFile})
+	lab, err := demo.NewLab(getenv, logFile)
+	if err != nil {
+		return err
+	}
+	if *web != "" {
+		return demo.Serve(ctx, lab, *web, stdout)
+	}
+	tty := isTerminal(stdout)
+	_, err = demo.Run(ctx, lab, scenarios, demo.Terminal{
+		Out:    stdout,
+		Colour: tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
+		Live:   tty,
+	})
+	fmt.Fprintf(stdout, "The instances' logs: %s\n", *logPath)
+	return err
+}
+
+// fileLog is go-redis's logger in the demo: lines into the log file.
+type fileLog struct{ w io.Writer }
+
+func (l fileLog) Printf(_ context.Context, format string, v ...any) {
+	fmt.Fprintf(l.w, "go-redis: "+format+"\n", v...)
+}
+
+// isTerminal says w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
