@@ -15,13 +15,16 @@ const (
 	clockAhead = time.Minute
 	// clockWork is buyer A's work inside the lock: within the lease.
 	clockWork = 1500 * time.Millisecond
+	// unlockLease is setnx's lease in setnx-unlock: longer than both
+	// buyers' work, so that nothing but A's unlock can let C in.
+	unlockLease = 4 * time.Second
 	// unlockWorkA is buyer A's work under setnx in setnx-unlock: within
-	// the lease, so that A's unlock still believes it holds.
-	unlockWorkA = 600 * time.Millisecond
+	// the lease, so that A's unlock still believes it holds, and long
+	// enough for B to take the lock over meanwhile.
+	unlockWorkA = 1500 * time.Millisecond
 	// unlockWorkB is buyer B's work under setnx in setnx-unlock: B still
-	// holds long after A has finished, and within its lease, so that
-	// nothing but A's unlock can let C in.
-	unlockWorkB = 1600 * time.Millisecond
+	// holds long after A has finished.
+	unlockWorkB = 3 * time.Second
 	// unlockTokenPauseA is how long buyer A is paused under token in
 	// setnx-unlock: past the lease, so that B can take the lock over at
 	// all (a pause stops the watchdog that would renew it).
@@ -49,16 +52,16 @@ func clockScenario() Scenario {
 	}
 }
 
-// skewed starts the two instances of setnx's scenarios: instance 2's setnx
-// lock reads a clock a minute ahead.
-func skewed(w *world) (*instance, *instance, error) {
+// skewed starts two instances with lease: instance 2's setnx lock reads a
+// clock a minute ahead.
+func skewed(w *world, lease time.Duration) (*instance, *instance, error) {
 	ahead := &clock{}
 	ahead.jump(clockAhead)
-	one, err := w.startInstances(1, setup{ttl: clockLease})
+	one, err := w.startInstances(1, setup{ttl: lease})
 	if err != nil {
 		return nil, nil, err
 	}
-	two, err := w.startInstances(1, setup{ttl: clockLease, clock: ahead})
+	two, err := w.startInstances(1, setup{ttl: lease, clock: ahead})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,7 +69,7 @@ func skewed(w *world) (*instance, *instance, error) {
 }
 
 func runClock(w *world) (*Result, error) {
-	one, two, err := skewed(w)
+	one, two, err := skewed(w, clockLease)
 	if err != nil {
 		return nil, err
 	}
@@ -129,15 +132,20 @@ func unlockScenario() Scenario {
 		Title: "AN UNLOCK THAT DELETES ANOTHER HOLDER'S LOCK",
 		Shows: "setnx's plain DEL frees a lock it no longer owns; token's compare-and-delete does not",
 		Story: fmt.Sprintf("Buyer B takes buyer A's lock over while A still works: under setnx "+
-			"because B's clock runs %s ahead, under token because A is paused %s (its watchdog too), "+
-			"past its %s lease. Then A finishes and unlocks, and buyer C arrives while B still works. "+
-			"Two units are on sale.", durWords(clockAhead), durWords(unlockTokenPauseA), durWords(clockLease)),
+			"because B's clock runs %s ahead (A works %s of its %s lease), under token because A is "+
+			"paused %s (its watchdog too), past its %s lease. Then A finishes and unlocks, and buyer C "+
+			"arrives while B still works. Two units are on sale.", durWords(clockAhead), durWords(unlockWorkA),
+			durWords(unlockLease), durWords(unlockTokenPauseA), durWords(clockLease)),
 		run: runUnlock,
 	}
 }
 
 func runUnlock(w *world) (*Result, error) {
-	one, two, err := skewed(w)
+	setnxOne, setnxTwo, err := skewed(w, unlockLease)
+	if err != nil {
+		return nil, err
+	}
+	tokenOne, tokenTwo, err := skewed(w, clockLease)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +155,10 @@ func runUnlock(w *world) (*Result, error) {
 		fencing bool
 	}{{"setnx", false}, {"setnx", true}, {"token", false}} {
 		key := fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing))
+		one, two := setnxOne, setnxTwo
+		if r.lock == "token" {
+			one, two = tokenOne, tokenTwo
+		}
 		s, err := w.newSeries(key, key, one, 2)
 		if err != nil {
 			return nil, err
@@ -165,7 +177,7 @@ func runUnlock(w *world) (*Result, error) {
 			return nil, err
 		}
 		if r.lock == "token" {
-			w.note("%s: A's lease runs out while A works", key)
+			w.note("%s: A's lease runs out while A is paused", key)
 			if err := sleep(w.ctx, unlockTokenAfter); err != nil {
 				return nil, err
 			}

@@ -240,6 +240,9 @@ func (w *world) emitTick() {
 	w.mu.Lock()
 	all := append([]*series(nil), w.series...)
 	w.mu.Unlock()
+	if len(all) == 0 {
+		return // nothing on sale yet
+	}
 	now := time.Now()
 	snaps := make([]Snapshot, len(all))
 	for i, s := range all {
