@@ -22,9 +22,9 @@
 //	|             |         | quorum, redsync (Redlock)          | keys; no overrun, no clock jumps    | restarts empty can grant a second majority      |
 //	| always-     | 004     | Unlock deferred on a context that  | always (it is how a lock is used)   | without it a buyer who hangs up leaves the lock |
 //	| release     |         | cannot be cancelled (service/)     |                                     | held until the TTL                              |
-//	| fencing     | -       | the product's fence, read at the   | the DB holds the stock and the      | never oversells, whatever else writes; a holder |
-//	|             |         | grant, compared and moved on in    | fence (with setnx/token/redlock)    | overtaken by a writer or a reset writes nothing |
-//	|             |         | the write (service/)               |                                     | and answers lock_lost                           |
+//	| fencing     | -       | a per-product token claimed from   | the DB holds the stock and the      | never oversells, whatever else writes; a holder |
+//	|             |         | the DB at the grant; the write     | token (with setnx/token/redlock)    | overtaken by a later holder or a reset writes   |
+//	|             |         | applies only while it is the latest|                                     | nothing and answers lock_lost                   |
 //	| pessimistic | -       | SELECT ... FOR UPDATE in one       | the DB is up                        | never oversells; buyers queue on the row lock   |
 //	|             |         | transaction (service/)             |                                     |                                                 |
 //	| optimistic  | -       | one UPDATE ... WHERE stock >= q    | the DB is up                        | never oversells; a loser sees 0 rows: sold out  |

@@ -60,7 +60,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m, clients: r.clients}
+	lease := &redlockLease{m: m, clients: r.clients, releases: r.opts.Releases}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
@@ -103,8 +103,9 @@ func nodesDown(err error) int {
 }
 
 type redlockLease struct {
-	m       *redsync.Mutex
-	clients []goredislib.UniversalClient
+	m        *redsync.Mutex
+	clients  []goredislib.UniversalClient
+	releases *Releases
 }
 
 var _ Renewable = (*redlockLease)(nil)
@@ -132,7 +133,7 @@ func (l *redlockLease) Unlock(ctx context.Context) error {
 	switch {
 	case ok:
 		// A majority released it; a node that was down forgets it at expiry.
-		announce(l.clients, l.m.Name())
+		l.releases.announce(l.clients, l.m.Name())
 		return nil
 	case errors.Is(err, redsync.ErrLockAlreadyExpired), errors.As(err, &taken):
 		// Expired, or a majority now holds another holder's value.

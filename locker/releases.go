@@ -154,13 +154,23 @@ const publishBudget = time.Second
 
 // announce publishes key's release on each client, in the background: a
 // message lost costs the waiters only their fallback delay, so the holder
-// does not wait for it.
-func announce(clients []redis.UniversalClient, key string) {
+// does not wait for it. Close waits for the announcements under way; on a
+// nil *Releases the holder waits for them itself.
+func (r *Releases) announce(clients []redis.UniversalClient, key string) {
+	publish := func(c redis.UniversalClient) {
+		ctx, cancel := context.WithTimeout(context.Background(), publishBudget)
+		defer cancel()
+		_ = c.Publish(ctx, key, "released").Err() // best effort, see above
+	}
+	if r == nil {
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Go(func() { publish(c) })
+		}
+		wg.Wait()
+		return
+	}
 	for _, c := range clients {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), publishBudget)
-			defer cancel()
-			_ = c.Publish(ctx, key, "released").Err() // best effort, see above
-		}()
+		r.wg.Go(func() { publish(c) })
 	}
 }

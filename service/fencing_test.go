@@ -123,3 +123,28 @@ func overlap(t *testing.T, in *instance, a service.Purchase, other *instance, b 
 	_ = g.Wait() // the goroutines report through errA and errB
 	return errA, errB
 }
+
+// TestOvertakenHolderLosesToLaterHolder: buyer A takes the lock on one
+// instance and is paused 1200 ms; its 300 ms lease runs out and buyer B
+// takes the lock on another instance at 600 ms, and is paused too. A
+// wakes first, but B holds the later token: A's write is refused
+// (lock_lost) and B's, later, lands. The token is taken when the lock is
+// granted, not when the holder first writes.
+func TestOvertakenHolderLosesToLaterHolder(t *testing.T) {
+	for _, strategy := range []string{"token", "redlock"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			s := settings{Strategy: strategy, Fencing: true, TTL: 300 * time.Millisecond, Wait: 5 * time.Second}
+			in, other := f.instance(s), f.instance(s)
+			prod := in.product(t, 1)
+			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: 1200 * time.Millisecond}
+			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Pause: 1200 * time.Millisecond}
+			errA, errB := overlap(t, in, a, other, b, 600*time.Millisecond)
+			if !errors.Is(errA, service.ErrLockLost) || errB != nil {
+				t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, service.ErrLockLost)
+			}
+			in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
+		})
+	}
+}

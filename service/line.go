@@ -36,6 +36,8 @@ type lines struct {
 	mu sync.Mutex
 	m  map[lineKey]*line
 	wg sync.WaitGroup
+	// closed says Close has begun: no new line, no new leader.
+	closed bool
 }
 
 // sellInLine puts p in its line and waits for its answer. A buyer who hangs
@@ -45,6 +47,10 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	t := &ticket{p: p, done: make(chan struct{}), arrived: time.Now()}
 	key := lineKey{product: p.ProductID, strategy: st.Name, fenced: s.fencing(st, p)}
 	s.lines.mu.Lock()
+	if s.lines.closed {
+		s.lines.mu.Unlock()
+		return Receipt{}, errorf(CodeUnavailable, "the instance is shutting down")
+	}
 	l, ok := s.lines.m[key]
 	if !ok {
 		l = &line{}
@@ -60,7 +66,7 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	var why error
 	select {
 	case <-t.done:
-		return t.r, t.err
+		return s.answered(ctx, t)
 	case <-ctx.Done():
 		why = ctx.Err()
 	case <-wait.C:
@@ -78,7 +84,17 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	}
 	s.lines.mu.Unlock()
 	<-t.done // taken into a hold: its answer is the hold's
-	return t.r, t.err
+	return s.answered(ctx, t)
+}
+
+// answered is the answer of a ticket that is done: the hold's, or, for one
+// found sold out, sold out unless its request ID made an order (looked up
+// on the buyer's own time, not the leader's).
+func (s *Seckill) answered(ctx context.Context, t *ticket) (Receipt, error) {
+	if !t.soldOut {
+		return t.r, t.err
+	}
+	return s.answerSoldOut(ctx, t.p, t.stock)
 }
 
 // remove takes t out of the line. The caller holds lines.mu.
@@ -91,10 +107,21 @@ func (l *line) remove(t *ticket) {
 	}
 }
 
-// leaderBudget bounds a purchase, and one hold: the longest lock wait, the
-// longest held work and pause, and room for the database calls.
+// leaderBudget bounds a purchase, and one hold (PurchaseBudget).
 func (s *Seckill) leaderBudget() time.Duration {
-	return s.cfg.LockWait + 2*MaxHold + 3*s.cfg.DBTimeout
+	return PurchaseBudget(s.cfg.LockWait, s.cfg.DBTimeout)
+}
+
+// PurchaseBudget is the longest a purchase can take, with a lock wait of
+// lockWait and database calls bounded by dbTimeout (0: the default): the
+// wait, the longest held work and pause, and the hold's database calls
+// (the claim, a read, the transaction). Servers size their write timeout
+// and their drain on it.
+func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
+	if dbTimeout <= 0 {
+		dbTimeout = DefaultDBTimeout
+	}
+	return lockWait + 2*MaxHold + 3*dbTimeout
 }
 
 // lead serves line l until nobody waits in it.
@@ -148,7 +175,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	kept := l.waiting[:0]
 	for _, t := range l.waiting {
 		if stock, out := s.memory.soldOut(key.product, t.p.Quantity); out {
-			t.taken, t.stock = true, stock
+			t.taken, t.soldOut, t.stock = true, true, stock
 			soldOut = append(soldOut, t)
 			continue
 		}
@@ -163,10 +190,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	s.lines.mu.Unlock()
 
 	for _, t := range soldOut {
-		rctx, cancel := s.dbCtx(ctx, 0)
-		r, err := s.answerSoldOut(rctx, t.p, t.stock)
-		cancel()
-		t.answer(r, err)
+		t.answer(Receipt{}, nil) // t.soldOut: its buyer answers
 	}
 	return !empty
 }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
 )
@@ -79,32 +80,46 @@ func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (
 // SetStock sets a product's stock and initial stock to stock and deletes
 // its orders, so that a sale can be run again.
 func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product, error) {
+	if id <= 0 {
+		return model.Product{}, errorf(CodeInvalid, "product id must be a positive integer")
+	}
 	if err := checkStock(stock); err != nil {
 		return model.Product{}, err
 	}
 	var p model.Product
 	tctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		if p, err = s.product(tctx, tx, id); err != nil {
-			return err
-		}
-		if err := tx.Where("product_id = ?", id).Delete(&model.Order{}).Error; err != nil {
-			return fmt.Errorf("delete orders: %w", err)
-		}
-		if err := tx.Where("product_id = ?", id).Delete(&model.UserUnits{}).Error; err != nil {
-			return fmt.Errorf("delete the units users hold: %w", err)
-		}
-		// The fence moves on: a lock holder from before the reset writes
-		// nothing into the new sale (it gets ErrLockLost).
-		err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock, "fence": gorm.Expr("fence + 1")}).Error
-		if err != nil {
-			return fmt.Errorf("update stock: %w", err)
-		}
-		p.Stock, p.InitialStock = stock, stock
-		return nil
-	})
+	reset := func() error {
+		return s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+			// The product's row first, as every purchase takes it first, then
+			// its orders and units: the same order of locks, no deadlock.
+			err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&p, id).Error
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return errorf(CodeNotFound, "product %d not found", id)
+			}
+			if err != nil {
+				return fmt.Errorf("lock product %d: %w", id, err)
+			}
+			// The fence moves on: a lock holder from before the reset writes
+			// nothing into the new sale (it gets ErrLockLost).
+			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock, "fence": gorm.Expr("fence + 1")}).Error
+			if err != nil {
+				return fmt.Errorf("update stock: %w", err)
+			}
+			if err := tx.Where("product_id = ?", id).Delete(&model.Order{}).Error; err != nil {
+				return fmt.Errorf("delete orders: %w", err)
+			}
+			if err := tx.Where("product_id = ?", id).Delete(&model.UserUnits{}).Error; err != nil {
+				return fmt.Errorf("delete the units users hold: %w", err)
+			}
+			p.Stock, p.InitialStock = stock, stock
+			return nil
+		})
+	}
+	err := reset()
+	if isDeadlock(err) {
+		err = reset()
+	}
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}

@@ -110,15 +110,13 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer func() {
 		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
+	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
+		return s.answerSoldOut(ctx, p, stock)
+	}
 	// A deadline for the whole purchase; each store call has its own too.
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 
-	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
-		rctx, cancel := s.dbCtx(ctx, 0)
-		defer cancel()
-		return s.answerSoldOut(rctx, p, stock)
-	}
 	op := fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 	switch {
 	case st.Lined:

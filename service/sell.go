@@ -28,8 +28,11 @@ type ticket struct {
 	// taken says it left the line for a hold or an answer (guarded by
 	// lines.mu).
 	taken bool
-	// stock is what the memory had seen when it answered it sold out.
-	stock int64
+	// soldOut says the hold, or the memory, found less than its quantity
+	// left (stock): its buyer answers sold out, after looking up its
+	// request ID on its own time.
+	soldOut bool
+	stock   int64
 	// order is the order the purchase made, once written.
 	order *model.Order
 	// first is the ticket of this hold with the same request ID that was
@@ -102,12 +105,18 @@ func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, leas
 //
 //   - pessimistic reads the stock with SELECT ... FOR UPDATE and keeps the
 //     row lock to the commit, the held work included.
-//   - A fenced hold reads the stock and the fence when it is granted the
-//     lock, does the held work, then writes only if the fence is unchanged
-//     (moving it on, under the row lock) and sells from the stock it reads
-//     there: a holder overtaken by a later writer, or by a stock reset,
-//     writes nothing and gets ErrLockLost, and no decrement can take the
-//     stock below zero whoever else writes.
+//   - A fenced hold claims the product's next fencing token the moment it
+//     is granted the lock (one short statement: fence = fence + 1, read
+//     back), which makes every earlier holder's token stale. Its write
+//     applies only while the fence is still its token, and sells from the
+//     stock it reads under the row lock: a holder overtaken by a later
+//     holder's claim, or by a stock reset, writes nothing and gets
+//     ErrLockLost, and no decrement can take the stock below zero whoever
+//     else writes. A hold with nothing to do between its grant and its
+//     write (no hold_ms, no pause_ms) folds the claim into the write: the
+//     write's first statement moves the fence on, so claim and write are
+//     one atomic step and a holder that read or claimed before is fenced
+//     off all the same.
 //   - An unfenced hold (local, setnx and the others with fencing off)
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
@@ -120,7 +129,12 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 	}
 	// The held work, once per hold, then the pause: the whole holder stops,
 	// its watchdog included.
+	worked := false
 	hold := func() error {
+		if worked {
+			return nil // a transaction tried again does not work again
+		}
+		worked = true
 		if err := doWork(ctx, work); err != nil {
 			return err
 		}
@@ -129,8 +143,11 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		return doWork(ctx, pause)
 	}
 	if st.Name == "pessimistic" {
+		// The row lock is part of the lock wait, which began when the
+		// oldest purchase of the batch joined the line.
+		until := ts[0].arrived.Add(s.cfg.LockWait)
 		return s.writeBatch(ctx, st, ts, true, s.cfg.LockWait+work+pause, func(tx *gorm.DB) (int64, error) {
-			stock, err := s.lockRow(ctx, tx, st, id)
+			stock, err := s.lockRow(ctx, tx, st, id, until)
 			if err != nil {
 				return 0, err
 			}
@@ -138,39 +155,54 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		})
 	}
 	fenced := s.fencing(st, ts[0].p)
-	if fenced && work == 0 && pause == 0 {
-		// Nothing happens between the grant and the write, so the fence is
-		// moved on in the write itself, with no read before it.
+	if fenced && work+pause == 0 {
+		// Nothing happens between the grant and the write, so the claim is
+		// folded into the write: its first statement moves the fence on
+		// and holds the row until the commit, claim and write one atomic
+		// step, with no commit of its own.
 		if len(ts) == 1 {
-			return s.sellOne(ctx, st, ts[0])
+			return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
 		}
 		return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
-			return s.passFence(ctx, tx, st, id, nil)
+			return s.claimInWrite(tx, id)
 		})
 	}
-	rctx, cancel := s.dbCtx(ctx, 0)
-	prod, err := s.product(rctx, s.db, id)
-	cancel()
-	if err != nil {
-		return err
-	}
-	s.sawStock(id, prod.Stock)
-	if least := leastQuantity(ts); prod.Stock < least {
-		// Nothing to sell: no work, no write. A request ID may still have
-		// made an order: answerSoldOut replays it.
-		for _, t := range ts {
-			rctx, cancel := s.dbCtx(ctx, 0)
-			t.r, t.err = s.answerSoldOut(rctx, t.p, prod.Stock)
-			cancel()
+	var token int64
+	if fenced {
+		var err error
+		if token, err = s.claim(ctx, id); err != nil {
+			return err
 		}
-		return nil
+	}
+	var stock int64
+	if !fenced || work+pause > 0 {
+		// The stock as the hold starts: what an unfenced hold sells from,
+		// and, before any work, a way to spare the work when nothing is
+		// left.
+		rctx, cancel := s.dbCtx(ctx, 0)
+		prod, err := s.product(rctx, s.db, id)
+		cancel()
+		if err != nil {
+			return err
+		}
+		s.sawStock(id, prod.Stock)
+		if least := leastQuantity(ts); prod.Stock < least {
+			for _, t := range ts {
+				t.soldOut, t.stock = true, prod.Stock // its buyer looks up its request ID
+			}
+			return nil
+		}
+		stock = prod.Stock
 	}
 	if err := hold(); err != nil {
 		return err
 	}
+	if fenced && len(ts) == 1 {
+		return s.sellOne(ctx, st, ts[0], fenceWrite{token: &token})
+	}
 	return s.writeBatch(ctx, st, ts, fenced, 0, func(tx *gorm.DB) (int64, error) {
 		if fenced {
-			return s.passFence(ctx, tx, st, id, &prod.Fence)
+			return s.checkFence(ctx, tx, st, id, token)
 		}
 		// Unfenced: sell from the stock read before the work. The row lock
 		// is taken first all the same, as every writer does, so that two
@@ -178,26 +210,92 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("id").Take(&model.Product{}, id).Error; err != nil {
 			return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
 		}
-		return prod.Stock, nil
+		return stock, nil
 	})
 }
 
-// sellOne is a fenced hold of one purchase with no held work: one
-// transaction of three statements, as few as a purchase can take. The
-// decrement is conditional on the stock, moves the fence on (fencing off
-// any holder that read it before) and says what it left; then the user's
-// units are raised within the limit and the order written. A purchase it
-// refuses, or whose request ID was used, is answered as one by one would:
-// its request ID's order first.
-func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
-	o, err := s.buyOne(ctx, t.p, true)
+// claim issues the product's next fencing token, in one short statement of
+// its own: fence = fence + 1, read back from the write itself (MySQL's
+// LAST_INSERT_ID(expr), SQLite's RETURNING). The token comes from the
+// database that holds the stock, so it grows per product whatever happens
+// to the Redis nodes, and it makes every earlier holder's token stale.
+func (s *Seckill) claim(ctx context.Context, id int64) (int64, error) {
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	if !s.mysql {
+		var fences []int64
+		if err := s.db.WithContext(ctx).Raw("UPDATE products SET fence = fence + 1 WHERE id = ? RETURNING fence", id).Scan(&fences).Error; err != nil {
+			return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+		}
+		if len(fences) == 0 {
+			return 0, errorf(CodeNotFound, "product %d not found", id)
+		}
+		return fences[0], nil
+	}
+	res, err := s.db.WithContext(ctx).ConnPool.ExecContext(ctx, "UPDATE products SET fence = LAST_INSERT_ID(fence + 1) WHERE id = ?", id)
+	if err != nil {
+		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, errors.Join(errorf(CodeNotFound, "product %d not found", id), err)
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, storeErr(fmt.Sprintf("read the fence of product %d", id), err)
+	}
+	return token, nil
+}
+
+// claimInWrite is the claim folded into a write: the transaction's first
+// statement moves the fence on, taking the row lock until the commit, and
+// the stock is read under it.
+func (s *Seckill) claimInWrite(tx *gorm.DB, id int64) (int64, error) {
+	res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", gorm.Expr("fence + 1"))
+	if res.Error != nil {
+		return 0, fmt.Errorf("claim the fence of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return 0, errorf(CodeNotFound, "product %d not found", id)
+	}
+	var stock int64
+	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Select("stock").Scan(&stock).Error
+	if err != nil {
+		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
+	}
+	return stock, nil
+}
+
+// fenceWrite is what a one-purchase write does with the fence: move it on
+// itself (claim, the claim folded into the write), or apply only while it
+// is still token (a claim made at the grant), or neither (nil token, no
+// claim: optimistic).
+type fenceWrite struct {
+	claim bool
+	token *int64
+}
+
+// lockLost is the answer of a hold whose token went stale.
+func (s *Seckill) lockLost(st Strategy, id, token int64) error {
+	s.metrics.lockFailed(st.Name, "lost")
+	return &Error{Code: CodeLockLost, Message: ErrLockLost.Message,
+		Err: fmt.Errorf("product %d: a later holder claimed its fence, or its stock was reset, after token %d", id, token)}
+}
+
+// sellOne is a fenced hold of one purchase: one transaction of three
+// statements, as few as a purchase can take. The decrement is conditional
+// on the stock and either claims the fence itself or applies only while the
+// fence is still the hold's token (fw), and says what it left; then the
+// user's units are raised within the limit and the order written. A purchase it refuses, or whose request ID was used, is answered
+// as one by one would: its request ID's order first.
+func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceWrite) error {
+	o, err := s.buyOne(ctx, st, t.p, fw)
 	if err == nil {
 		t.r = Receipt{Order: o}
 		return nil
 	}
 	var coded *Error
-	if !errors.As(err, &coded) && !errors.Is(err, gorm.ErrDuplicatedKey) {
-		return err // the hold's: the store
+	if errors.Is(err, ErrLockLost) || (!errors.As(err, &coded) && !errors.Is(err, gorm.ErrDuplicatedKey)) {
+		return err // the hold's
 	}
 	rctx, rcancel := s.dbCtx(ctx, 0)
 	defer rcancel()
@@ -208,28 +306,38 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket) error {
 	return nil
 }
 
-// buyOne is one purchase's transaction: the conditional decrement (moving
-// the fence on when fence is set), the user's units within the limit, the
-// order; ErrSoldOut when less than the quantity is left.
-func (s *Seckill) buyOne(ctx context.Context, p Purchase, fence bool) (model.Order, error) {
+// buyOne is one purchase's transaction: the conditional decrement (doing
+// with the fence what fw says), the user's units within the limit, the
+// order; ErrSoldOut when less than the quantity is left, ErrLockLost when
+// the fence moved on from fw's token. A deadlock victim tries once more.
+func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (model.Order, error) {
 	var o model.Order
-	ctx, cancel := s.dbCtx(ctx, 0)
-	defer cancel()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, fence)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			prod, err := s.product(ctx, tx, p.ProductID)
+	try := func() error {
+		ctx, cancel := s.dbCtx(ctx, 0)
+		defer cancel()
+		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, fw)
 			if err != nil {
 				return err
 			}
-			s.sawStock(p.ProductID, prod.Stock)
-			return soldOut(p.ProductID, prod.Stock)
-		}
-		return s.finishOrder(tx, p, left, &o)
-	})
+			if !ok {
+				prod, err := s.product(ctx, tx, p.ProductID)
+				if err != nil {
+					return err
+				}
+				if fw.token != nil && prod.Fence != *fw.token {
+					return s.lockLost(st, p.ProductID, *fw.token)
+				}
+				s.sawStock(p.ProductID, prod.Stock)
+				return soldOut(p.ProductID, prod.Stock)
+			}
+			return s.finishOrder(tx, p, left, &o)
+		})
+	}
+	err := try()
+	if isDeadlock(err) {
+		err = try()
+	}
 	if err == nil {
 		s.sawStock(p.ProductID, o.RemainingStock)
 	}
@@ -237,20 +345,24 @@ func (s *Seckill) buyOne(ctx context.Context, p Purchase, fence bool) (model.Ord
 }
 
 // takeStock decrements the product's stock by q if at least q is left, in
-// one statement that also moves the fence on when fence is set, and returns
-// the stock it left; ok is false when less than q was left, or there is no
-// such product. The stock left comes from the write itself: MySQL's
-// LAST_INSERT_ID(expr) (never negative here), SQLite's RETURNING.
-func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fence bool) (left int64, ok bool, err error) {
+// one statement that also does with the fence what fw says, and returns the
+// stock it left; ok is false when it changed nothing. The stock left comes
+// from the write itself: MySQL's LAST_INSERT_ID(expr) (never negative
+// here), SQLite's RETURNING.
+func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fw fenceWrite) (left int64, ok bool, err error) {
 	set := "stock = stock - ?"
 	if s.mysql {
 		set = "stock = LAST_INSERT_ID(stock - ?)"
 	}
-	if fence {
+	if fw.claim {
 		set += ", fence = fence + 1"
 	}
 	query := "UPDATE products SET " + set + ", updated_at = ? WHERE id = ? AND stock >= ?"
 	args := []any{q, time.Now(), id, q}
+	if fw.token != nil {
+		query += " AND fence = ?"
+		args = append(args, *fw.token)
+	}
 	if !s.mysql {
 		var stocks []int64
 		if err := tx.Raw(query+" RETURNING stock", args...).Scan(&stocks).Error; err != nil {
@@ -285,10 +397,10 @@ func leastQuantity(ts []*ticket) int64 {
 	return least
 }
 
-// lockRow reads the product's stock with SELECT ... FOR UPDATE, waiting at
-// most the lock wait for the row lock.
-func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int64) (int64, error) {
-	lockCtx, cancel := context.WithTimeout(ctx, s.cfg.LockWait)
+// lockRow reads the product's stock with SELECT ... FOR UPDATE, waiting
+// for the row lock until until at the most.
+func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int64, until time.Time) (int64, error) {
+	lockCtx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
 	start := time.Now()
 	var prod model.Product
@@ -308,35 +420,23 @@ func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int6
 	return prod.Stock, nil
 }
 
-// passFence moves the product's fence on, from *token (the value the
-// holder read when it was granted the lock) when token is not nil, and
-// reads the stock under the row lock this takes. A fence that moved
-// meanwhile means a later holder wrote, or the stock was reset:
+// checkFence reads the product's stock and fence under its row lock
+// (SELECT ... FOR UPDATE): a fence that is no longer token means a later
+// holder claimed it, or the stock was reset, after this hold's claim:
 // ErrLockLost, nothing written.
-func (s *Seckill) passFence(ctx context.Context, tx *gorm.DB, st Strategy, id int64, token *int64) (int64, error) {
-	q := tx.Model(&model.Product{}).Where("id = ?", id)
-	if token != nil {
-		q = q.Where("fence = ?", *token)
-	}
-	res := q.Update("fence", gorm.Expr("fence + 1"))
-	if res.Error != nil {
-		return 0, fmt.Errorf("pass the fence of product %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 && token == nil {
+func (s *Seckill) checkFence(ctx context.Context, tx *gorm.DB, st Strategy, id, token int64) (int64, error) {
+	var prod model.Product
+	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("id", "stock", "fence").Take(&prod, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return 0, errorf(CodeNotFound, "product %d not found", id)
 	}
-	if res.RowsAffected == 0 {
-		s.metrics.lockFailed(st.Name, "lost")
-		return 0, &Error{Code: CodeLockLost, Message: ErrLockLost.Message,
-			Err: fmt.Errorf("the fence of product %d moved on from %d", id, *token)}
-	}
-	var stock int64
-	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).
-		Where("id = ?", id).Select("stock").Scan(&stock).Error
 	if err != nil {
 		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
 	}
-	return stock, nil
+	if prod.Fence != token {
+		return 0, s.lockLost(st, id, token)
+	}
+	return prod.Stock, nil
 }
 
 // writeBatch decides every ticket in line order against the stock that
@@ -376,8 +476,14 @@ func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exa
 // again fixes: another purchase wrote one of its request IDs meanwhile, or
 // the database chose it as a deadlock's victim.
 func retryable(err error) bool {
+	return errors.Is(err, gorm.ErrDuplicatedKey) || isDeadlock(err)
+}
+
+// isDeadlock says the database chose the transaction as a deadlock's
+// victim: trying it again is the cure.
+func isDeadlock(err error) bool {
 	var my *mysql.MySQLError
-	return errors.Is(err, gorm.ErrDuplicatedKey) || (errors.As(err, &my) && my.Number == 1213)
+	return errors.As(err, &my) && my.Number == 1213
 }
 
 // sawStock records a product's stock as read or left by a committed write.
@@ -579,7 +685,7 @@ func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, erro
 	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	o, err := s.buyOne(ctx, p, false)
+	o, err := s.buyOne(ctx, Strategy{Name: p.Strategy}, p, fenceWrite{})
 	return Receipt{Order: o}, err
 }
 

@@ -45,9 +45,12 @@ type Config struct {
 	Watchdog bool
 	// DBTimeout bounds every database call (the wait for a pooled
 	// connection included), beyond the held work and the lock wait a call
-	// may have to include. The default is 3s.
+	// may have to include. The default is DefaultDBTimeout.
 	DBTimeout time.Duration
 }
+
+// DefaultDBTimeout is Config.DBTimeout's default.
+const DefaultDBTimeout = 3 * time.Second
 
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
@@ -87,7 +90,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		cfg.LockTTL = 2 * time.Second
 	}
 	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = 3 * time.Second
+		cfg.DBTimeout = DefaultDBTimeout
 	}
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
@@ -107,8 +110,12 @@ func (s *Seckill) dbCtx(ctx context.Context, extra time.Duration) (context.Conte
 }
 
 // Close stops the service's background work once every line's leader has
-// finished: call it after the last purchase has returned.
+// finished: call it after the last purchase has returned. A purchase that
+// would wait in line after Close has begun answers unavailable.
 func (s *Seckill) Close() {
+	s.lines.mu.Lock()
+	s.lines.closed = true
+	s.lines.mu.Unlock()
 	s.lines.wg.Wait()
 	s.stop()
 	s.background.Wait()

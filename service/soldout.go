@@ -182,7 +182,8 @@ func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 }
 
 // answerSoldOut answers a purchase the memory knows is sold out: sold out,
-// unless its request ID made an order of the product, which it replays.
+// unless its request ID made an order of the product, which it replays. It
+// bounds its own database calls (there are none when the memory can tell).
 func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (Receipt, error) {
 	out := soldOut(p.ProductID, stock)
 	if p.RequestID == "" {
@@ -195,6 +196,8 @@ func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (R
 	if known && id == 0 {
 		return Receipt{}, out // among the product's final orders: not there
 	}
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
 	if known {
 		var o model.Order
 		err := s.db.WithContext(ctx).Take(&o, id).Error
@@ -225,19 +228,26 @@ func (s *Seckill) orderOfRequest(ctx context.Context, product int64, requestID s
 		return 0, false, nil
 	}
 	if !loaded {
-		v, err, _ := s.ordersOnce.Do(fmt.Sprint(product), func() (any, error) { return s.loadOrders(ctx, product) })
+		// One load for every buyer that asks at once, on a context of its
+		// own: one buyer's deadline must not fail the others'.
+		v, err, _ := s.ordersOnce.Do(fmt.Sprint(product), func() (any, error) {
+			lctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
+			defer cancel()
+			return s.loadOrders(lctx, product)
+		})
 		if err != nil {
 			return 0, false, err
 		}
-		if orders = v.(map[string]int64); orders == nil {
-			return 0, false, nil // too many to remember
-		}
+		orders = v.(map[string]int64)
+	}
+	if orders == nil {
+		return 0, false, nil // too many to remember: look it up
 	}
 	return orders[requestID], true, nil
 }
 
 // loadOrders reads the request IDs of a sold-out product's orders into the
-// memory (nil when there are too many).
+// memory; nil, remembered too, when there are more than it keeps.
 func (s *Seckill) loadOrders(ctx context.Context, product int64) (map[string]int64, error) {
 	var rows []model.Order
 	err := s.db.WithContext(ctx).Select("id", "request_id").
@@ -246,12 +256,12 @@ func (s *Seckill) loadOrders(ctx context.Context, product int64) (map[string]int
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, storeErr("read the request IDs of a sold-out product", err)
 	}
-	if len(rows) > maxRememberedOrders {
-		return nil, nil
-	}
-	orders := make(map[string]int64, len(rows))
-	for _, o := range rows {
-		orders[string(*o.RequestID)] = o.ID
+	var orders map[string]int64 // nil: too many, remembered as such
+	if len(rows) <= maxRememberedOrders {
+		orders = make(map[string]int64, len(rows))
+		for _, o := range rows {
+			orders[string(*o.RequestID)] = o.ID
+		}
 	}
 	s.memory.mu.Lock()
 	defer s.memory.mu.Unlock()

@@ -148,7 +148,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 			Handler:           router,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      cfg.LockWait + service.MaxHold + 20*time.Second,
+			WriteTimeout:      service.PurchaseBudget(cfg.LockWait, 0) + 5*time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
@@ -190,8 +190,10 @@ func DrainBudget(cfg config.Config) time.Duration {
 	return cfg.DrainDelay + shutdownTimeout(cfg)
 }
 
+// shutdownTimeout is how long the requests in flight may take to finish:
+// the longest purchase, and its unlock.
 func shutdownTimeout(cfg config.Config) time.Duration {
-	return cfg.LockWait + service.MaxHold + 15*time.Second
+	return service.PurchaseBudget(cfg.LockWait, 0) + 3*time.Second
 }
 
 // Serve serves srv on ln until ctx ends, then drains: /readyz answers 503
