@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/loadtest/client"
@@ -205,7 +206,7 @@ func runUnlock(w *world) (*Result, error) {
 		case row.Flaw:
 			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
 		case cIn:
-			row.Verdict = "held: C got in, fencing refused B"
+			row.Verdict = "held: C got in, fencing refused " + refused(aa, bb, c)
 		default:
 			row.Verdict = "held: A's unlock spared B's lock"
 		}
@@ -238,6 +239,21 @@ func (w *world) holder(s *series, in *instance, o client.Override) (<-chan answe
 		return nil, err
 	}
 	return c, nil
+}
+
+// refused names the buyers among A, B and C whose write fencing refused:
+// "B", "A and B".
+func refused(as ...answer) string {
+	var names []string
+	for i, a := range as {
+		if a.code == "lock_lost" {
+			names = append(names, string(rune('A'+i)))
+		}
+	}
+	if len(names) == 0 {
+		return "nobody"
+	}
+	return strings.Join(names, " and ")
 }
 
 // answeredBefore says a's answer came before b's.
