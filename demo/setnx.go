@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -235,10 +236,20 @@ func (w *world) holder(s *series, in *instance, o client.Override) (<-chan answe
 		return nil, err
 	}
 	c := w.buyAsync(w.ctx, s, in, o)
-	if err := waitAcquired(w.ctx, in, o.Strategy, before, acquireLimit); err != nil {
-		return nil, err
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	held := make(chan error, 1)
+	go func() { held <- waitAcquired(ctx, in, o.Strategy, before, acquireLimit) }()
+	select {
+	case err := <-held:
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	case a := <-c:
+		// It answered without ever holding the lock.
+		return nil, fmt.Errorf("demo: a buyer who was to hold the %s lock on %s got %s", o.Strategy, in.name, a)
 	}
-	return c, nil
 }
 
 // refused names the buyers among A, B and C whose write fencing refused:
