@@ -4,90 +4,123 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/seckill/seckill/demo"
 )
 
-// TestDemo runs `seckill demo` as a workshop attendee would, on the
-// embedded stores with nothing set, and reads its tables: none oversells,
-// every safe strategy holds, and the lease overrun oversells without
-// fencing and is fenced off with it.
-func TestDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the demo runs a sale per strategy")
-	}
-	report := filepath.Join(t.TempDir(), "demo.html")
-	var out bytes.Buffer
-	noEnv := func(string) string { return "" }
-	if err := run(t.Context(), []string{"demo", "-report", report}, noEnv, &out); err != nil {
-		t.Fatalf("run(demo) = %v\n%s", err, out.String())
-	}
-	text := out.String()
-	row := func(strategy, rest string) *regexp.Regexp {
-		return regexp.MustCompile(`(?m)^` + strategy + `\s+` + rest)
-	}
-	sale := text[strings.Index(text, "THE SALE"):strings.Index(text, "LEASE OVERRUN")]
-	overrun := text[strings.Index(text, "LEASE OVERRUN"):]
-	checks := []struct {
-		in   string
-		want *regexp.Regexp
-	}{
-		{sale, row("none", `.*\s+no\s+\d+\s+\d+\s+-\d+\s+[1-9]\d*\s+oversold, as expected$`)},
-		{sale, row("token", `.*\s+yes\s+49\s+49\s+0\s+0\s+held$`)},
-		{sale, row("redlock", `.*\s+yes\s+49\s+49\s+0\s+0\s+held$`)},
-		{sale, row("pessimistic", `.*\s+yes\s+49\s+49\s+0\s+0\s+held$`)},
-		{sale, row("optimistic", `.*\s+yes\s+49\s+49\s+0\s+0\s+held$`)},
-		{overrun, row("setnx", `\s+off\s+201 created\s+201 created\s+-1\s+1\s+OVERSOLD`)},
-		{overrun, row("token", `\s+off\s+201 created\s+201 created\s+-1\s+1\s+OVERSOLD`)},
-		{overrun, row("redlock", `\s+off\s+201 created\s+201 created\s+-1\s+1\s+OVERSOLD`)},
-		{overrun, row("setnx", `\s+on\s+503 lock_lost\s+201 created\s+0\s+0\s+held: A fenced off$`)},
-		{overrun, row("token", `\s+on\s+503 lock_lost\s+201 created\s+0\s+0\s+held: A fenced off$`)},
-		{overrun, row("redlock", `\s+on\s+503 lock_lost\s+201 created\s+0\s+0\s+held: A fenced off$`)},
-	}
-	for _, c := range checks {
-		if !c.want.MatchString(c.in) {
-			t.Errorf("demo output has no line matching %s", c.want)
-		}
-	}
-	if !strings.Contains(text, "running on embedded stores") {
-		t.Errorf("demo output does not say it runs on embedded stores")
-	}
-	if !strings.Contains(text, "Every safe strategy held") {
-		t.Errorf("demo output does not conclude that every safe strategy held")
-	}
-	if t.Failed() {
-		t.Logf("demo output:\n%s", text)
-	}
-	page, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatalf("demo -report wrote nothing: %v", err)
-	}
-	for _, want := range []string{"<svg", "redlock", "optimistic"} {
-		if !bytes.Contains(page, []byte(want)) {
-			t.Errorf("demo report has no %q", want)
+func noEnv(string) string { return "" }
+
+// checkWidth fails t for every line of text wider than the demo's 100
+// columns.
+func checkWidth(t *testing.T, what, text string) {
+	t.Helper()
+	for i, line := range strings.Split(text, "\n") {
+		if w := demo.VisibleWidth(line); w > demo.Width {
+			t.Errorf("%s line %d is %d columns wide: %q", what, i+1, w, line)
 		}
 	}
 }
 
-// TestDemoRejectsBadFlags checks that the demo's own flags are validated
-// before anything starts.
-func TestDemoRejectsBadFlags(t *testing.T) {
-	noEnv := func(string) string { return "" }
-	for _, args := range [][]string{
-		{"-stock", "0"},
-		{"-requests", "0"},
-		{"-concurrency", "-1"},
-		{"-hold", "11s"},
-		{"-bogus"},
-		{"extra"},
-	} {
+// TestDemoHelp: `seckill demo -h` prints its usage, the flags and the
+// scenarios, and succeeds.
+func TestDemoHelp(t *testing.T) {
+	for _, flag := range []string{"-h", "-help", "--help"} {
 		var out bytes.Buffer
-		if err := run(t.Context(), append([]string{"demo"}, args...), noEnv, &out); err == nil {
-			t.Errorf("run(demo %v) = nil; want an error", args)
+		if err := run(t.Context(), []string{"demo", flag}, noEnv, &out); err != nil {
+			t.Errorf("run(demo %s) = %v; want nil (exit 0)", flag, err)
 		}
-		if strings.Contains(out.String(), "running on embedded stores") {
-			t.Errorf("run(demo %v) opened the stores before rejecting its flags", args)
+		text := out.String()
+		for _, want := range append([]string{"usage: seckill demo", "-scenario", "-list", "-web", "-log"}, scenarioNames()...) {
+			if !strings.Contains(text, want) {
+				t.Errorf("demo %s does not mention %q:\n%s", flag, want, text)
+			}
+		}
+		checkWidth(t, "demo "+flag, text)
+	}
+}
+
+// TestDemoList: `seckill demo -list` prints one line per scenario, its
+// name first, and starts nothing.
+func TestDemoList(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"demo", "-list"}, noEnv, &out); err != nil {
+		t.Fatalf("run(demo -list) = %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	names := scenarioNames()
+	if len(lines) != len(names) {
+		t.Fatalf("demo -list printed %d lines; want %d:\n%s", len(lines), len(names), out.String())
+	}
+	for i, name := range names {
+		if f := strings.Fields(lines[i]); len(f) < 3 || f[0] != name {
+			t.Errorf("demo -list line %d = %q; want %s, then what it shows", i+1, lines[i], name)
 		}
 	}
+	checkWidth(t, "demo -list", out.String())
+}
+
+// TestDemoRejectsBadInput: bad flags, an unknown scenario and a setting
+// the demo cannot run with fail before anything starts.
+func TestDemoRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-bogus"}, nil, "bogus"},
+		{[]string{"extra"}, nil, "extra"},
+		{[]string{"-scenario", "sale,nope"}, nil, "nope"},
+		{nil, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false"}, "SECKILL_STRATEGY_OVERRIDE"},
+		{nil, map[string]string{"SECKILL_LOCK_TTL": "soon"}, "SECKILL_LOCK_TTL"},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"demo", "-log", filepath.Join(t.TempDir(), "demo.log")}, tc.args...)
+		err := run(t.Context(), args, func(k string) string { return tc.env[k] }, &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) with %v = %v; want an error naming %s", args, tc.env, err, tc.want)
+		}
+		if strings.Contains(out.String(), "seckill demo:") {
+			t.Errorf("run(%q) started the scenarios before refusing:\n%s", args, out.String())
+		}
+	}
+}
+
+// TestDemoScenario plays one scenario as `seckill demo -scenario` does:
+// its table is printed within 100 columns, the instances' logs go to the
+// -log file and not to the screen, and it exits 0.
+func TestDemoScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays a scenario")
+	}
+	logPath := filepath.Join(t.TempDir(), "demo.log")
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"demo", "-scenario", "setnx-clock", "-log", logPath}, noEnv, &out); err != nil {
+		t.Fatalf("run(demo -scenario setnx-clock) = %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{"SETNX AND A CLOCK", "OVERSOLD: B took A's live lock", "All as the articles say", logPath} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output has no %q:\n%s", want, text)
+		}
+	}
+	for _, bad := range []string{"level=", "time=", "go-redis", "THE SALE"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("demo output has %q:\n%s", bad, text)
+		}
+	}
+	checkWidth(t, "demo -scenario setnx-clock", text)
+	logs, err := os.ReadFile(logPath)
+	if err != nil || !strings.Contains(string(logs), "lease expired before unlock") {
+		t.Errorf("the log file has %d bytes (%v); want the instances' warning that A's lease was gone", len(logs), err)
+	}
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, sc := range demo.Scenarios() {
+		names = append(names, sc.Name)
+	}
+	return names
 }

@@ -3,13 +3,12 @@
 // buyers hit one product at once.
 //
 //	seckill        serve the HTTP API (configuration from SECKILL_* variables)
-//	seckill demo   run a sale against every strategy and print the comparison
+//	seckill demo   play the workshop's scenarios, every lock's failure on demand
+//	               (-list, -scenario NAME, -web ADDR for the projector page)
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -55,8 +54,8 @@ func printUsage(w io.Writer) error {
 	_, err := fmt.Fprintf(w, `usage: seckill [demo [flags]]
 
   seckill          serve the HTTP API (on 127.0.0.1:8080 unless SECKILL_ADDR says otherwise)
-  seckill demo     run a sale against every strategy and print the comparison;
-                   seckill demo -h lists its flags
+  seckill demo     play the workshop's scenarios, every lock's failure on demand;
+                   seckill demo -h lists its flags and scenarios
   seckill -h       print this
 
 The service reads its settings from the environment (the README's Configuration section
@@ -76,11 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
 		return printUsage(stdout)
 	case args[0] == "demo":
-		err := demo(ctx, args[1:], getenv, stdout)
-		if errors.Is(err, flag.ErrHelp) {
-			return nil // the flags' usage is printed
-		}
-		return err
+		return runDemo(ctx, args[1:], getenv, stdout)
 	}
 	return fmt.Errorf("unknown command %q (want no argument, demo, or -h)", args[0])
 }

@@ -426,8 +426,8 @@ func TestRunHelp(t *testing.T) {
 	}{
 		{[]string{"-h"}, []string{"usage: seckill", "seckill demo", "SECKILL_ADDR", "SECKILL_LOG_FORMAT"}},
 		{[]string{"--help"}, []string{"usage: seckill", "SECKILL_MYSQL_MAX_CONNS"}},
-		{[]string{"demo", "-h"}, []string{"-stock", "-requests", "-report"}},
-		{[]string{"demo", "--help"}, []string{"-stock", "-concurrency"}},
+		{[]string{"demo", "-h"}, []string{"-scenario", "-list", "-web"}},
+		{[]string{"demo", "--help"}, []string{"-scenario", "lease-overrun"}},
 	} {
 		var out syncBuffer
 		err := run(t.Context(), tc.args, func(string) string { return "" }, &out)

@@ -53,6 +53,7 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 		writeError(c, log, apiError(codeMethodNotAllowed, "method not allowed on this route"))
 	})
 
+	r.GET("/", handleDashboard())
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", handleReady(svc, log, opts.Drain))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))

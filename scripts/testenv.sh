@@ -4,7 +4,8 @@
 # Makes a real MariaDB/MySQL and three independent redis-server processes
 # available, runs COMMAND with them, then stops what it started:
 #   - uses a MySQL server that already answers on 127.0.0.1:3306;
-#   - installs mariadb-server, redis-server and curl with apt-get when missing
+#   - installs mariadb-server, redis-server, curl and chromium (for the tests
+#     that look at the pages in a headless browser) with apt-get when missing
 #     (the fault tests start MariaDB servers of their own, so mariadbd and
 #     mariadb-install-db must be here even when a server already answers);
 #   - starts MariaDB when it is not running (and stops it afterwards);
@@ -45,6 +46,7 @@ install_missing() {
 	local pkgs=()
 	command -v redis-server >/dev/null || pkgs+=(redis-server)
 	command -v curl >/dev/null || pkgs+=(curl) # the README's curl sale (readme_test.go)
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || pkgs+=(chromium)
 	if ! command -v mariadb-install-db >/dev/null || { ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; }; then
 		pkgs+=(mariadb-server)
 	fi

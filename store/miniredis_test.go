@@ -263,3 +263,76 @@ func TestStartMiniRedisRejectsZero(t *testing.T) {
 		t.Error("StartMiniRedis(0) = nil error; want an error")
 	}
 }
+
+// TestMiniRedisStopAndRestartEmpty: a stopped node refuses connections while
+// the others answer; started again it answers on the same address with
+// none of its keys or cached scripts, as a redis-server restarted without
+// persistence.
+func TestMiniRedisStopAndRestartEmpty(t *testing.T) {
+	m, err := store.StartMiniRedisNodes(3)
+	if err != nil {
+		t.Fatalf("StartMiniRedisNodes(3) = %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs := m.Addrs()
+	clients := store.OpenRedis(addrs)
+	t.Cleanup(func() { _ = store.CloseRedis(clients) })
+	script := redis.NewScript(`return 7`)
+	for i, c := range clients {
+		if err := c.Set(ctx, "k", i, 0).Err(); err != nil {
+			t.Fatalf("SET on node %d = %v", i, err)
+		}
+		if err := script.Load(ctx, c).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD on node %d = %v", i, err)
+		}
+	}
+
+	if err := m.Stop(1); err != nil {
+		t.Fatalf("Stop(1) = %v", err)
+	}
+	if m.Up(1) || !m.Up(0) || !m.Up(2) {
+		t.Errorf("Up after Stop(1) = %t, %t, %t; want true, false, true", m.Up(0), m.Up(1), m.Up(2))
+	}
+	if conn, err := net.DialTimeout("tcp", addrs[1], time.Second); err == nil {
+		conn.Close()
+		t.Errorf("dial stopped node %s succeeded; want connection refused", addrs[1])
+	}
+	if err := clients[1].Get(ctx, "k").Err(); err == nil {
+		t.Errorf("GET on the stopped node = nil error; want an error")
+	}
+	if got, err := clients[0].Get(ctx, "k").Result(); err != nil || got != "0" {
+		t.Errorf("GET on node 0 while node 1 is down = %q, %v; want \"0\"", got, err)
+	}
+
+	if err := m.Start(1); err != nil {
+		t.Fatalf("Start(1) = %v", err)
+	}
+	if got := m.Addrs()[1]; got != addrs[1] {
+		t.Errorf("node 1 restarted on %s; want its address %s", got, addrs[1])
+	}
+	if err := clients[1].Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET k on the restarted node = %v; want redis.Nil (empty)", err)
+	}
+	if ok, err := clients[1].ScriptExists(ctx, script.Hash()).Result(); err != nil || len(ok) != 1 || ok[0] {
+		t.Errorf("SCRIPT EXISTS on the restarted node = %v, %v; want [false]", ok, err)
+	}
+	if got, err := clients[2].Get(ctx, "k").Result(); err != nil || got != "2" {
+		t.Errorf("GET on node 2 = %q, %v; want \"2\" (untouched)", got, err)
+	}
+
+	if err := m.Restart(2); err != nil {
+		t.Fatalf("Restart(2) = %v", err)
+	}
+	if err := clients[2].Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("GET k after Restart(2) = %v; want redis.Nil (empty)", err)
+	}
+	if err := m.Stop(3); err == nil {
+		t.Errorf("Stop(3) of 3 nodes = nil; want an error")
+	}
+}

@@ -93,6 +93,10 @@ type Options struct {
 	// KeyPrefix starts every Redis key the instance makes; instances that
 	// sell the same products must share it. The default is "seckill:".
 	KeyPrefix string
+	// Clock is the clock setnx's lock reads (the recipe trusts every
+	// client's clock); nil is time.Now. The demo moves it to show a clock
+	// that runs ahead.
+	Clock func() time.Time
 }
 
 // Server is one instance: its HTTP server and the service behind it.
@@ -122,7 +126,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
-	svc := service.New(st.DB, NewLockers(cfg, st.Redis, releases), st.Redis, service.Config{
+	svc := service.New(st.DB, newLockers(cfg, st.Redis, releases, opts.Clock), st.Redis, service.Config{
 		Strategy:     cfg.Lock,
 		PerUserLimit: int64(cfg.PerUserLimit),
 		Fencing:      cfg.Fencing,
@@ -167,10 +171,15 @@ func (s *Server) Close() error {
 // process, setnx and token on the first Redis node, redlock on all of them.
 // releases wakes their waiters (nil: they poll).
 func NewLockers(cfg config.Config, clients []redis.UniversalClient, releases *locker.Releases) map[string]locker.Locker {
+	return newLockers(cfg, clients, releases, time.Now)
+}
+
+// newLockers is NewLockers with setnx reading now (time.Now when nil).
+func newLockers(cfg config.Config, clients []redis.UniversalClient, releases *locker.Releases, now func() time.Time) map[string]locker.Locker {
 	opts := locker.Options{TTL: cfg.LockTTL, Wait: cfg.LockWait, Releases: releases}
 	return map[string]locker.Locker{
 		"local":   locker.NewLocal(opts),
-		"setnx":   locker.NewSetNX(clients[0], opts, time.Now),
+		"setnx":   locker.NewSetNX(clients[0], opts, now),
 		"token":   locker.NewToken(clients[0], opts),
 		"redlock": locker.NewRedlock(clients, opts),
 	}

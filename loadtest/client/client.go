@@ -177,6 +177,13 @@ func (c *Client) Strategies(ctx context.Context) ([]Strategy, error) {
 	return out, err
 }
 
+// Products lists every product.
+func (c *Client) Products(ctx context.Context) ([]Product, error) {
+	var out []Product
+	err := c.call(ctx, http.MethodGet, "/api/v1/products", nil, &out)
+	return out, err
+}
+
 // Product reads one product.
 func (c *Client) Product(ctx context.Context, id int64) (Product, error) {
 	var p Product
@@ -217,6 +224,18 @@ func (c *Client) Buy(ctx context.Context, id int64, p Purchase, o Override) (Ord
 func productPath(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	data, err := c.send(ctx, method, path, in)
+	if err != nil || out == nil {
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("client: %s %s%s: decode the answer: %w", method, c.BaseURL, path, err)
+	}
+	return nil
+}
+
+// send makes one call and returns the body of a 2xx answer.
+func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte, error) {
 	timeout := c.CallTimeout
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
@@ -228,13 +247,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("client: %s %s: %w", method, u, err)
+			return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", method, u, err)
+		return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -249,12 +268,12 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", method, u, err)
+		return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return fmt.Errorf("client: %s %s: read the answer: %w", method, u, err)
+		return nil, fmt.Errorf("client: %s %s: read the answer: %w", method, u, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &Error{Method: method, URL: u, Status: resp.StatusCode}
@@ -264,13 +283,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		if json.Unmarshal(data, &eb) == nil {
 			e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		}
-		return e
+		return nil, e
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("client: %s %s: decode the answer: %w", method, u, err)
-	}
-	return nil
+	return data, nil
 }

@@ -25,6 +25,9 @@ func TestClient(t *testing.T) {
 	if err != nil || p.ID <= 0 || p.Stock != 2 || p.InitialStock != 2 {
 		t.Fatalf("CreateProduct = %+v, %v", p, err)
 	}
+	if all, err := c.Products(ctx); err != nil || len(all) != 1 || all[0] != p {
+		t.Errorf("Products = %+v, %v; want [%+v]", all, err, p)
+	}
 	yes := true
 	o, err := c.Buy(ctx, p.ID, client.Purchase{UserID: "u-1", Quantity: 1, RequestID: "r-1"},
 		client.Override{Strategy: "token", Hold: time.Millisecond, Fencing: &yes})
@@ -35,6 +38,22 @@ func TestClient(t *testing.T) {
 	var e *client.Error
 	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != "limit_exceeded" {
 		t.Errorf("a second unit for u-1: %v; want 409 limit_exceeded", err)
+	}
+	m, err := c.Metrics(ctx)
+	if err != nil {
+		t.Fatalf("Metrics = %v", err)
+	}
+	if got := m.Sum("seckill_purchases_total", "strategy", "token", "outcome", "ok"); got != 1 {
+		t.Errorf("Metrics: purchases under token, ok = %g; want 1", got)
+	}
+	if got := m.Sum("seckill_purchases_total", "outcome", "limit_exceeded"); got != 1 {
+		t.Errorf("Metrics: purchases answered limit_exceeded = %g; want 1", got)
+	}
+	if got := m.Sum("seckill_lock_wait_seconds", "strategy", "token", "result", "acquired"); got != 1 {
+		t.Errorf("Metrics: token lock waits acquired = %g; want 1 (a histogram's count)", got)
+	}
+	if got := m.Sum("no_such_metric"); got != 0 {
+		t.Errorf("Metrics: an absent family sums to %g; want 0", got)
 	}
 	a, err := c.Audit(ctx, p.ID)
 	if err != nil || a.Orders != 1 || a.Stock != 1 || !a.Held() {

@@ -1,0 +1,300 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+// setnx's scenarios: instance 2's clock runs a minute ahead of instance
+// 1's. The lease is long enough that nothing overruns it unless a story
+// says so.
+const (
+	clockLease = 2 * time.Second
+	clockAhead = time.Minute
+	// clockWork is buyer A's work inside the lock: within the lease.
+	clockWork = 1500 * time.Millisecond
+	// unlockLease is setnx's lease in setnx-unlock: longer than both
+	// buyers' work, so that nothing but A's unlock can let C in.
+	unlockLease = 4 * time.Second
+	// unlockWorkA is buyer A's work under setnx in setnx-unlock: within
+	// the lease, so that A's unlock still believes it holds, and long
+	// enough for B to take the lock over meanwhile.
+	unlockWorkA = 1500 * time.Millisecond
+	// unlockWorkB is buyer B's work under setnx in setnx-unlock: B still
+	// holds long after A has finished.
+	unlockWorkB = 3 * time.Second
+	// unlockTokenPauseA is how long buyer A is paused under token in
+	// setnx-unlock: past the lease, so that B can take the lock over at
+	// all (a pause stops the watchdog that would renew it).
+	unlockTokenPauseA = 3 * time.Second
+	// unlockTokenAfter is when B asks under token: past A's lease.
+	unlockTokenAfter = clockLease + 400*time.Millisecond
+	// unlockTokenWorkB is B's work under token: within its own lease, and
+	// past the end of A's work.
+	unlockTokenWorkB = 1200 * time.Millisecond
+	// acquireLimit bounds the wait for a buyer to take a free lock.
+	acquireLimit = 10 * time.Second
+)
+
+func clockScenario() Scenario {
+	return Scenario{
+		Name:  "setnx-clock",
+		Title: "SETNX AND A CLOCK THAT RUNS AHEAD: two holders of one lock",
+		Shows: "a client whose clock runs ahead takes setnx's live lock; token reads no clock",
+		Story: fmt.Sprintf("The classic SETNX recipe stores the lock's expiry time in the key and "+
+			"every client compares it with its own clock. Instance 2's clock runs %s ahead. "+
+			"Buyer A takes the lock on instance 1 and works %s (the lease is %s); buyer B "+
+			"then asks on instance 2. One unit is on sale.", durWords(clockAhead), durWords(clockWork),
+			durWords(clockLease)),
+		run: runClock,
+	}
+}
+
+// skewed starts two instances with lease: instance 2's setnx lock reads a
+// clock a minute ahead.
+func skewed(w *world, lease time.Duration) (*instance, *instance, error) {
+	ahead := &clock{}
+	ahead.jump(clockAhead)
+	one, err := w.startInstances(1, setup{ttl: lease})
+	if err != nil {
+		return nil, nil, err
+	}
+	two, err := w.startInstances(1, setup{ttl: lease, clock: ahead})
+	if err != nil {
+		return nil, nil, err
+	}
+	return one[0], two[0], nil
+}
+
+func runClock(w *world) (*Result, error) {
+	one, two, err := skewed(w, clockLease)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Columns: []string{"LOCK", "FENCING", "BUYER A", "BUYER B (CLOCK AHEAD)", "LEFT", "VERDICT"}}
+	for _, r := range []struct {
+		lock    string
+		fencing bool
+	}{{"setnx", false}, {"setnx", true}, {"token", false}} {
+		key := fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing))
+		s, err := w.newSeries(key, key, one, 1)
+		if err != nil {
+			return nil, err
+		}
+		o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
+		w.note("%s: buyer A takes the lock on instance 1", key)
+		a, err := w.holder(s, one, working(o, clockWork))
+		if err != nil {
+			return nil, err
+		}
+		w.note("%s: buyer B asks on instance 2, whose clock runs ahead", key)
+		b := w.buy(w.ctx, s, two, o)
+		aa := <-a
+		audit, err := w.finish(s)
+		if err != nil {
+			return nil, err
+		}
+		// B answered before A: it held the lock while A did.
+		both := b.took > 0 && answeredBefore(b, aa) && (b.created() || b.code == "lock_lost")
+		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+			Cells: []string{r.lock, onOff(r.fencing), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
+		switch {
+		case row.Flaw && both:
+			row.Verdict = "OVERSOLD: B took A's live lock"
+		case row.Flaw:
+			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+		case both:
+			row.Verdict = "held: fencing refused A's write"
+		default:
+			row.Verdict = "held: B waited for A"
+		}
+		switch {
+		case r.lock == "token":
+			res.add(row, !row.Flaw && !both)
+		case r.fencing:
+			res.add(row, !row.Flaw && both)
+		default:
+			res.add(row, row.Flaw && both)
+		}
+	}
+	res.Notes = []string{
+		"setnx: B's clock said A's expiry had passed, so B's GETSET took the lock A still held.",
+		"token: Redis expires the key; no client clock is read, and B waits for A's release.",
+	}
+	return res, nil
+}
+
+func unlockScenario() Scenario {
+	return Scenario{
+		Name:  "setnx-unlock",
+		Title: "AN UNLOCK THAT DELETES ANOTHER HOLDER'S LOCK",
+		Shows: "setnx's plain DEL frees a lock it no longer owns; token's compare-and-delete does not",
+		Story: fmt.Sprintf("Buyer B takes buyer A's lock over while A still works: under setnx "+
+			"because B's clock runs %s ahead (A works %s of its %s lease), under token because A is "+
+			"paused %s (its watchdog too), past its %s lease. Then A finishes and unlocks, and buyer C "+
+			"arrives while B still works. Two units are on sale.", durWords(clockAhead), durWords(unlockWorkA),
+			durWords(unlockLease), durWords(unlockTokenPauseA), durWords(clockLease)),
+		run: runUnlock,
+	}
+}
+
+func runUnlock(w *world) (*Result, error) {
+	setnxOne, setnxTwo, err := skewed(w, unlockLease)
+	if err != nil {
+		return nil, err
+	}
+	tokenOne, tokenTwo, err := skewed(w, clockLease)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Columns: []string{"LOCK", "FENCING", "A", "B", "C", "LEFT", "VERDICT"}}
+	for _, r := range []struct {
+		lock    string
+		fencing bool
+	}{{"setnx", false}, {"setnx", true}, {"token", false}} {
+		key := fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing))
+		one, two := setnxOne, setnxTwo
+		if r.lock == "token" {
+			one, two = tokenOne, tokenTwo
+		}
+		s, err := w.newSeries(key, key, one, 2)
+		if err != nil {
+			return nil, err
+		}
+		o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
+		// Under token, A is paused: a slow holder's watchdog would renew
+		// its lease, a paused one's cannot.
+		aOver, bOver := working(o, unlockWorkA), working(o, unlockWorkB)
+		if r.lock == "token" {
+			aOver, bOver = o, working(o, unlockTokenWorkB)
+			aOver.Pause = unlockTokenPauseA
+		}
+		w.note("%s: buyer A takes the lock on instance 1", key)
+		a, err := w.holder(s, one, aOver)
+		if err != nil {
+			return nil, err
+		}
+		if r.lock == "token" {
+			w.note("%s: A's lease runs out while A is paused", key)
+			if err := sleep(w.ctx, unlockTokenAfter); err != nil {
+				return nil, err
+			}
+		}
+		w.note("%s: buyer B takes the lock over on instance 2", key)
+		b, err := w.holder(s, two, bOver)
+		if err != nil {
+			return nil, err
+		}
+		aa := <-a
+		w.note("%s: A has finished and unlocked; buyer C arrives", key)
+		c := w.buy(w.ctx, s, one, o)
+		bb := <-b
+		audit, err := w.finish(s)
+		if err != nil {
+			return nil, err
+		}
+		// C answered while B still held the lock: C got in beside B.
+		cIn := answeredBefore(c, bb) && (c.created() || c.code == "lock_lost")
+		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+			Cells: []string{r.lock, onOff(r.fencing), aa.short(), bb.short(), c.short(), fmt.Sprint(audit.Stock)}}
+		switch {
+		case row.Flaw && cIn:
+			row.Verdict = "OVERSOLD: A deleted B's lock, C got in"
+		case row.Flaw:
+			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+		case cIn:
+			row.Verdict = "held: C got in, fencing refused " + refused(aa, bb, c)
+		default:
+			row.Verdict = "held: A's unlock spared B's lock"
+		}
+		switch {
+		case r.lock == "token":
+			res.add(row, !row.Flaw && !cIn)
+		case r.fencing:
+			res.add(row, !row.Flaw && cIn)
+		default:
+			res.add(row, row.Flaw && cIn)
+		}
+	}
+	res.Notes = []string{
+		"setnx: A's unlock checks its own expiry by its own clock, then DELs the key whoever holds it.",
+		"token: the Lua compare-and-delete removes the key only while it holds A's token.",
+	}
+	return res, nil
+}
+
+// holder sends a purchase of s on in, with o's work (hold_ms) or pause
+// (pause_ms) inside the lock, and returns once it holds the lock; the
+// channel gives its answer.
+func (w *world) holder(s *series, in *instance, o client.Override) (<-chan answer, error) {
+	before, err := lockAcquired(w.ctx, in, o.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	c := w.buyAsync(w.ctx, s, in, o)
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	held := make(chan error, 1)
+	go func() { held <- waitAcquired(ctx, in, o.Strategy, before, acquireLimit) }()
+	select {
+	case err := <-held:
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	case a := <-c:
+		// It answered without ever holding the lock.
+		return nil, fmt.Errorf("demo: a buyer who was to hold the %s lock on %s got %s", o.Strategy, in.name, a)
+	}
+}
+
+// refused names the buyers among A, B and C whose write fencing refused:
+// "B", "A and B".
+func refused(as ...answer) string {
+	var names []string
+	for i, a := range as {
+		if a.code == "lock_lost" {
+			names = append(names, string(rune('A'+i)))
+		}
+	}
+	if len(names) == 0 {
+		return "nobody"
+	}
+	return strings.Join(names, " and ")
+}
+
+// answeredBefore says a's answer came before b's.
+func answeredBefore(a, b answer) bool { return a.sent.Add(a.took).Before(b.sent.Add(b.took)) }
+
+// working is o with work inside the lock (hold_ms).
+func working(o client.Override, work time.Duration) client.Override {
+	o.Hold = work
+	return o
+}
+
+// short says an answer in a word: "201", "lock_lost", "sold_out".
+func (a answer) short() string {
+	switch {
+	case a.created():
+		return "201"
+	case a.code != "":
+		return a.code
+	}
+	return a.String()
+}
+
+// durWords says a duration for a story: "300 ms", "1 s", "1.5 s", "1 min",
+// with a no-break space that keeps the number and its unit on one line.
+func durWords(d time.Duration) string {
+	switch {
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d\u00a0min", d/time.Minute)
+	case d >= time.Second:
+		return fmt.Sprintf("%g\u00a0s", d.Seconds())
+	}
+	return fmt.Sprintf("%d\u00a0ms", d.Milliseconds())
+}

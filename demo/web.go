@@ -1,0 +1,190 @@
+package demo
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+//go:embed workshop.html
+var workshopHTML string
+
+// workshopPage is the page's template: the scenarios' buttons are written
+// in, everything else is drawn by its script from the events of a run.
+var workshopPage = template.Must(template.New("workshop").Parse(workshopHTML))
+
+// Workshop is the workshop page and the calls it makes: an http.Handler.
+//
+//	GET  /                    the page: a button per scenario
+//	POST /api/run?scenario=N  plays scenario N and streams its events, one
+//	                          JSON Event per line, until its result
+//
+// One scenario plays at a time (a second run answers 409). The instances
+// of the last run stay up until the next run or Close, so that the page's
+// links to their audits answer.
+type Workshop struct {
+	lab *Lab
+	ctx context.Context
+	mux *http.ServeMux
+
+	mu      sync.Mutex
+	running bool
+	last    func() error // closes the last run's world
+}
+
+// NewWorkshop returns the page over lab. Runs end when ctx does.
+func NewWorkshop(ctx context.Context, lab *Lab) *Workshop {
+	ws := &Workshop{lab: lab, ctx: ctx, mux: http.NewServeMux()}
+	ws.mux.HandleFunc("GET /{$}", ws.page)
+	ws.mux.HandleFunc("POST /api/run", ws.run)
+	return ws
+}
+
+func (ws *Workshop) ServeHTTP(w http.ResponseWriter, r *http.Request) { ws.mux.ServeHTTP(w, r) }
+
+// Close stops the last run's instances and closes its stores.
+func (ws *Workshop) Close() error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.last == nil {
+		return nil
+	}
+	err := ws.last()
+	ws.last = nil
+	return err
+}
+
+func (ws *Workshop) page(w http.ResponseWriter, _ *http.Request) {
+	var infos []*Info
+	for _, sc := range Scenarios() {
+		infos = append(infos, infoOf(sc))
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := workshopPage.Execute(w, map[string]any{"Scenarios": infos, "Stores": ws.lab.Stores()}); err != nil {
+		ws.lab.log.Error("workshop page", "err", err)
+	}
+}
+
+// run plays one scenario and streams its events.
+func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
+	scs, err := Select(r.URL.Query().Get("scenario"))
+	if err != nil || len(scs) != 1 {
+		http.Error(w, "name one scenario: ?scenario=NAME", http.StatusBadRequest)
+		return
+	}
+	ws.mu.Lock()
+	if ws.running {
+		ws.mu.Unlock()
+		http.Error(w, "a scenario is playing; wait for its verdict", http.StatusConflict)
+		return
+	}
+	ws.running = true
+	last := ws.last
+	ws.last = nil
+	ws.mu.Unlock()
+	defer func() {
+		ws.mu.Lock()
+		ws.running = false
+		ws.mu.Unlock()
+	}()
+	if last != nil {
+		if err := last(); err != nil {
+			ws.lab.log.Error("close the last run", "err", err)
+		}
+	}
+
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	events := make(chan Event, 1024)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(ws.ctx, cancel)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, closeWorld, err := ws.lab.Run(ctx, scs[0], eventQueue(events), true)
+		if err != nil {
+			ws.lab.log.Error("workshop run", "scenario", scs[0].Name, "err", err)
+		}
+		ws.mu.Lock()
+		ws.last = closeWorld
+		ws.mu.Unlock()
+	}()
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case e := <-events:
+			if err := enc.Encode(e); err != nil {
+				cancel() // the page has gone: end the run
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		case <-done:
+			for {
+				select {
+				case e := <-events:
+					_ = enc.Encode(e) // the last events; a page that has gone misses them
+				default:
+					if flusher != nil {
+						flusher.Flush()
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// eventQueue is an Observer that hands events to a channel, dropping
+// ticks when the reader falls behind (the next tick has the same and
+// more).
+type eventQueue chan Event
+
+func (s eventQueue) Observe(e Event) {
+	if e.Kind == "tick" {
+		select {
+		case s <- e:
+		default:
+		}
+		return
+	}
+	s <- e
+}
+
+// Serve serves the workshop page at addr until ctx ends, then stops the
+// last run's instances.
+func Serve(ctx context.Context, lab *Lab, addr string, out io.Writer) (err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("demo: -web: %w", err)
+	}
+	ws := NewWorkshop(ctx, lab)
+	defer func() { err = errors.Join(err, ws.Close()) }()
+	srv := &http.Server{Handler: ws, ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(out, "The workshop page: http://%s/ (on %s; Ctrl-C ends it)\n", ln.Addr(), lab.Stores())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("demo: -web: %w", err)
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil {
+		return fmt.Errorf("demo: -web: shutdown: %w", err)
+	}
+	return nil
+}

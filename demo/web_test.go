@@ -1,0 +1,216 @@
+package demo_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/seckill/seckill/demo"
+	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+// shownSeries is a row of the page's live table, as the page shows it.
+type shownSeries struct {
+	ID       string `json:"id"`
+	Stock    string `json:"stock"`
+	Negative bool   `json:"negative"`
+	Audited  bool   `json:"audited"`
+	AuditURL string `json:"url"`
+}
+
+// layout is where the page put its parts, in CSS pixels.
+type layout struct {
+	ScrollWidth   int     `json:"scrollWidth"`
+	InnerWidth    int     `json:"innerWidth"`
+	InnerHeight   int     `json:"innerHeight"`
+	VerdictBottom float64 `json:"verdictBottom"`
+	Status        string  `json:"status"`
+	Rows          int     `json:"rows"`
+	FontSize      float64 `json:"fontSize"`
+}
+
+// TestWorkshopPage plays the sale on the workshop page in a headless
+// Chromium of 1280x720, as a presenter would: the stock the page shows for
+// every product is what the product's /audit reports, the oversold one is
+// drawn red, the verdict table has a row per strategy and is on screen
+// without scrolling, and nothing scrolls sideways. It saves a screenshot
+// (browser.Screenshot).
+func TestWorkshopPage(t *testing.T) {
+	srv := startWorkshop(t)
+	ctx := browser.New(t, 1280, 720, 3*time.Minute)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"] button[data-name="sale"]`)),
+		chromedp.Click(chromedp.CSS(`button[data-name="sale"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#result, #status.unexpected`)),
+	)
+	if err != nil {
+		t.Fatalf("play the sale on the page: %v", err)
+	}
+	if verdict, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`document.getElementById("result") ? "" : document.getElementById("verdict").innerText`)); err != nil || verdict != "" {
+		t.Fatalf("the page shows no verdict table: %q (%v)", verdict, err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownSeries](`[...document.querySelectorAll("#series tr.series")].map(r => ({
+		id: r.dataset.id, stock: r.dataset.stock, audited: r.dataset.audited === "true", url: r.dataset.auditUrl,
+		negative: r.querySelector(".stock").classList.contains("neg")}))`))
+	if err != nil {
+		t.Fatalf("read the page's stock: %v", err)
+	}
+	if len(shown) != 7 {
+		t.Fatalf("the page shows %d products; want one per strategy (7): %+v", len(shown), shown)
+	}
+	oversold := 0
+	for _, s := range shown {
+		a := audit(t, s.AuditURL)
+		if !s.Audited || s.Stock != jsonInt(a.Stock) {
+			t.Errorf("the page shows %s's stock as %s (audited %t); /audit reports %d", s.ID, s.Stock, s.Audited, a.Stock)
+		}
+		if s.Negative != (a.Stock < 0) {
+			t.Errorf("%s's stock %d drawn red = %t; want red exactly below zero", s.ID, a.Stock, s.Negative)
+		}
+		if a.Stock < 0 {
+			oversold++
+		}
+	}
+	if oversold < 2 {
+		t.Errorf("%d products below zero on the page; want none and local at least", oversold)
+	}
+
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[layout](`({
+		scrollWidth: document.documentElement.scrollWidth, innerWidth: innerWidth, innerHeight: innerHeight,
+		verdictBottom: document.getElementById("result").getBoundingClientRect().bottom,
+		status: document.getElementById("status").textContent,
+		rows: document.querySelectorAll("#result tr[data-key]").length,
+		fontSize: parseFloat(getComputedStyle(document.querySelector("#result td")).fontSize)})`))
+	if err != nil {
+		t.Fatalf("read the page's layout: %v", err)
+	}
+	if got.ScrollWidth > got.InnerWidth {
+		t.Errorf("the page is %d px wide in a %d px window: it scrolls sideways", got.ScrollWidth, got.InnerWidth)
+	}
+	if got.VerdictBottom > float64(got.InnerHeight) {
+		t.Errorf("the verdict table ends at %.0f px, below the %d px window", got.VerdictBottom, got.InnerHeight)
+	}
+	if got.Rows != 7 || got.Status == "" || got.FontSize < 18 {
+		t.Errorf("verdict: %d rows, status %q, %.0f px text; want 7 rows, a status, at least 18 px", got.Rows, got.Status, got.FontSize)
+	}
+
+	browser.Screenshot(t, ctx, "workshop.png")
+}
+
+// startWorkshop serves the workshop page on the embedded stores until t
+// ends.
+func startWorkshop(t *testing.T) *httptest.Server {
+	t.Helper()
+	lab, err := demo.NewLab(func(string) string { return "" }, logFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := demo.NewWorkshop(t.Context(), lab)
+	srv := httptest.NewServer(ws)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := ws.Close(); err != nil {
+			t.Errorf("Workshop.Close = %v", err)
+		}
+	})
+	return srv
+}
+
+// audit GETs an audit URL the page links to.
+func audit(t *testing.T, url string) client.Audit {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var a client.Audit
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d, %v", url, resp.StatusCode, err)
+	}
+	return a
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n) // an int64 always marshals
+	return string(b)
+}
+
+// logFile is where the instances of a test log: a file of the test's own.
+func logFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "demo.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestWorkshopCalls: the page lists every scenario; a run streams its
+// events, one JSON object per line, starting with the scenario; a second
+// run while one plays is refused (409), as is a scenario that does not
+// exist (400).
+func TestWorkshopCalls(t *testing.T) {
+	srv := startWorkshop(t)
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / = %d, %v", resp.StatusCode, err)
+	}
+	for _, sc := range demo.Scenarios() {
+		if !strings.Contains(string(page), `data-name="`+sc.Name+`"`) {
+			t.Errorf("the page has no button for %s", sc.Name)
+		}
+	}
+
+	post := func(scenario string) *http.Response {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/api/run?scenario="+scenario, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if resp := post("nope"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST /api/run?scenario=nope = %d; want 400", resp.StatusCode)
+	}
+	first := post("setnx-clock")
+	defer first.Body.Close()
+	events := bufio.NewScanner(first.Body)
+	var start demo.Event
+	if !events.Scan() || json.Unmarshal(events.Bytes(), &start) != nil || start.Kind != "start" ||
+		start.Scenario == nil || start.Scenario.Name != "setnx-clock" {
+		t.Fatalf("the run's first line = %q; want the start of setnx-clock", events.Text())
+	}
+	second := post("sale")
+	second.Body.Close()
+	if second.StatusCode != http.StatusConflict {
+		t.Errorf("a second run while one plays = %d; want 409", second.StatusCode)
+	}
+	var last demo.Event
+	for events.Scan() {
+		if err := json.Unmarshal(events.Bytes(), &last); err != nil {
+			t.Fatalf("a line of the run is not an event: %q", events.Text())
+		}
+	}
+	if last.Kind != "result" || last.Result == nil || !last.Result.OK() {
+		t.Errorf("the run's last event = %+v; want its result, as the articles say", last)
+	}
+}
