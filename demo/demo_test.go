@@ -46,13 +46,23 @@ var wantRows = map[string]map[string]want{
 		"token fencing=off": {[]string{"token", "off", "201", "201", "sold_out", "0"}, false},
 	},
 	"lease-overrun": {
-		// Columns: lock, fencing, A (overran), B, left.
-		"setnx fencing=off":   {[]string{"setnx", "off", "201 created", "201 created", "-1"}, true},
-		"token fencing=off":   {[]string{"token", "off", "201 created", "201 created", "-1"}, true},
-		"redlock fencing=off": {[]string{"redlock", "off", "201 created", "201 created", "-1"}, true},
-		"setnx fencing=on":    {[]string{"setnx", "on", "503 lock_lost", "201 created", "0"}, false},
-		"token fencing=on":    {[]string{"token", "on", "503 lock_lost", "201 created", "0"}, false},
-		"redlock fencing=on":  {[]string{"redlock", "on", "503 lock_lost", "201 created", "0"}, false},
+		// Columns: lock, what A does, fencing, A, B, left.
+		"setnx works":         {[]string{"setnx", "works", "off", "201 created", "201 created", "-1"}, true},
+		"token works":         {[]string{"token", "works", "off", "201 created", "409 sold_out", "0"}, false},
+		"redlock works":       {[]string{"redlock", "works", "off", "201 created", "409 sold_out", "0"}, false},
+		"setnx fencing=off":   {[]string{"setnx", "paused", "off", "201 created", "201 created", "-1"}, true},
+		"token fencing=off":   {[]string{"token", "paused", "off", "201 created", "201 created", "-1"}, true},
+		"redlock fencing=off": {[]string{"redlock", "paused", "off", "201 created", "201 created", "-1"}, true},
+		"setnx fencing=on":    {[]string{"setnx", "paused", "on", "503 lock_lost", "201 created", "0"}, false},
+		"token fencing=on":    {[]string{"token", "paused", "on", "503 lock_lost", "201 created", "0"}, false},
+		"redlock fencing=on":  {[]string{"redlock", "paused", "on", "503 lock_lost", "201 created", "0"}, false},
+	},
+	"killed-holder": {
+		// Columns: lease, watchdog, blocked, buyers after the kill. Without
+		// the watchdog, whether a buyer's wait runs out first depends on
+		// how the lease left compares with the lock wait.
+		"watchdog=on":  {[]string{"2 s", "on", "", "201"}, false},
+		"watchdog=off": {[]string{"8 s", "off", "", ""}, true},
 	},
 	"node-down": {
 		// Columns: lock, needs, sold all up, sold node 1 down, sold back, 503 while down.

@@ -89,6 +89,7 @@ func Scenarios() []Scenario {
 		clockScenario(),
 		unlockScenario(),
 		overrunScenario(),
+		killScenario(),
 		nodeDownScenario(),
 		nodeRestartScenario(),
 		batchScenario(),

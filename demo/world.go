@@ -110,31 +110,45 @@ func (c *clock) jump(d time.Duration) { c.ahead.Store(int64(d)) }
 type setup struct {
 	// ttl, when not 0, is its lock lease (SECKILL_LOCK_TTL).
 	ttl time.Duration
+	// watchdog, when not nil, turns the watchdog on or off
+	// (SECKILL_WATCHDOG), whatever the environment says: a scenario whose
+	// lesson needs it says so.
+	watchdog *bool
 	// clock, when not nil, is what its setnx lock reads.
 	clock *clock
+}
+
+// apply returns the world's configuration and options as s changes them.
+func (w *world) apply(s setup) (config.Config, app.Options) {
+	cfg := w.cfg
+	if s.ttl > 0 {
+		cfg.LockTTL = s.ttl
+	}
+	if s.watchdog != nil {
+		cfg.Watchdog = *s.watchdog
+	}
+	opts := app.Options{KeyPrefix: w.prefix}
+	if s.clock != nil {
+		opts.Clock = s.clock.now
+	}
+	return cfg, opts
 }
 
 // instance is one running instance of the service.
 type instance struct {
 	name string
 	url  string
+	srv  *app.Server
 	c    *client.Client
 	stop func() error
 }
 
 // startInstances starts n instances set up as s, over the world's stores.
 func (w *world) startInstances(n int, s setup) ([]*instance, error) {
-	cfg := w.cfg
-	if s.ttl > 0 {
-		cfg.LockTTL = s.ttl
-	}
-	opts := app.Options{KeyPrefix: w.prefix}
-	if s.clock != nil {
-		opts.Clock = s.clock.now
-	}
+	cfg, opts := w.apply(s)
 	var out []*instance
 	for range n {
-		in, err := w.serve(cfg, opts)
+		in, err := w.serve(cfg, w.stores, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -143,13 +157,41 @@ func (w *world) startInstances(n int, s setup) ([]*instance, error) {
 	return out, nil
 }
 
-func (w *world) serve(cfg config.Config, opts app.Options) (*instance, error) {
+// startKillable starts an instance set up as s on connections of its own
+// to the world's stores, and returns with it a kill that cuts it off at
+// once, as when its process dies: its listener and connections closed, its
+// database and Redis connections closed under it, so that it never writes,
+// unlocks or renews a lease again.
+func (w *world) startKillable(s setup) (*instance, func() error, error) {
+	cfg, opts := w.apply(s)
+	own, err := w.stores.Share(w.ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("demo: %w", err)
+	}
+	in, err := w.serve(cfg, own, opts)
+	if err != nil {
+		return nil, nil, errors.Join(err, own.Close())
+	}
+	kill := sync.OnceValue(func() error {
+		err := errors.Join(in.srv.HTTP.Close(), own.Close())
+		if err != nil {
+			return fmt.Errorf("demo: kill %s: %w", in.name, err)
+		}
+		return nil
+	})
+	w.mu.Lock()
+	w.closers = append(w.closers, kill)
+	w.mu.Unlock()
+	return in, kill, nil
+}
+
+func (w *world) serve(cfg config.Config, st *app.Stores, opts app.Options) (*instance, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(w.ctx))
-	srv := app.NewServer(ctx, cfg, w.stores, w.lab.log, opts)
+	srv := app.NewServer(ctx, cfg, st, w.lab.log, opts)
 	done := make(chan error, 1)
 	go func() { done <- app.Serve(ctx, srv, ln, cfg, w.lab.log) }()
 	url := "http://" + ln.Addr().String()
@@ -158,10 +200,12 @@ func (w *world) serve(cfg config.Config, opts app.Options) (*instance, error) {
 	in := &instance{
 		name: fmt.Sprintf("instance %d", len(w.instances)+1),
 		url:  url,
+		srv:  srv,
 		c:    &client.Client{BaseURL: url, AdminToken: cfg.AdminToken, HTTP: w.http},
 		stop: sync.OnceValue(func() error {
 			cancel()
-			if err := <-done; err != nil {
+			// A killed instance's server is closed already: not news.
+			if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("demo: %s: %w", url, err)
 			}
 			return nil
@@ -202,7 +246,9 @@ func (w *world) tick() (stop func()) {
 	}
 }
 
-// readStock reads the stock of every series that has no audit yet.
+// readStock reads the stock of every series that has no audit yet, from
+// the first instance started: a scenario that kills instances starts
+// another first.
 func (w *world) readStock() {
 	w.mu.Lock()
 	all := append([]*series(nil), w.series...)

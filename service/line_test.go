@@ -342,8 +342,16 @@ func TestSoldOutCostsNothing(t *testing.T) {
 	f := newFixture(t, nil)
 	in := f.instance(settings{Strategy: "redlock", Fencing: true})
 	prod := in.product(t, 2)
-	for _, u := range []string{"a", "b", "c"} {
-		_, _ = in.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: u, Quantity: 1, RequestID: "r-" + u})
+	// Two units sold, then the third buyer finds it sold out: now the
+	// instance has seen it.
+	for i, u := range []string{"a", "b", "c"} {
+		_, err := in.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: u, Quantity: 1, RequestID: "r-" + u})
+		switch {
+		case i < 2 && err != nil:
+			t.Fatalf("purchase %d by %s = %v; want nil", i+1, u, err)
+		case i == 2 && service.ErrorCode(err) != service.CodeSoldOut:
+			t.Fatalf("purchase %d by %s = %v; want sold_out", i+1, u, err)
+		}
 	}
 	var locks, queries atomic.Int64
 	in.lockers["redlock"] = countingLocker{Locker: in.lockers["redlock"], calls: &locks}

@@ -282,7 +282,11 @@ func TestMiniRedisStopAndRestartEmpty(t *testing.T) {
 	defer cancel()
 	addrs := m.Addrs()
 	clients := store.OpenRedis(addrs)
-	t.Cleanup(func() { _ = store.CloseRedis(clients) })
+	t.Cleanup(func() {
+		if err := store.CloseRedis(clients); err != nil {
+			t.Errorf("CloseRedis = %v", err)
+		}
+	})
 	script := redis.NewScript(`return 7`)
 	for i, c := range clients {
 		if err := c.Set(ctx, "k", i, 0).Err(); err != nil {

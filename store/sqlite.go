@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
@@ -53,4 +54,19 @@ func OpenSQLite(ctx context.Context, path string) (*gorm.DB, error) {
 		return nil, fmt.Errorf("store: ping sqlite %s: %w", path, errors.Join(err, sqlDB.Close()))
 	}
 	return db, nil
+}
+
+// Reopen opens another pool on the embedded SQLite database db is open on
+// (the same file, the same settings): a second process's view of it, for a
+// test or the demo to cut off on its own. Its one connection and db's take
+// turns at SQLite's file lock: with BEGIN IMMEDIATE a writer waits on the
+// other's transaction up to the busy timeout (10 s), long enough for the
+// short writes of the demo.
+func Reopen(ctx context.Context, db *gorm.DB) (*gorm.DB, error) {
+	d, ok := db.Dialector.(*sqlite.Dialector)
+	if !ok {
+		return nil, fmt.Errorf("store: reopen: %s is not the embedded SQLite", db.Dialector.Name())
+	}
+	path, _, _ := strings.Cut(d.DSN, "?")
+	return OpenSQLite(ctx, path)
 }

@@ -87,6 +87,42 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 	}, nil
 }
 
+// Share opens connections of its own to the same stores: a new pool on the
+// same database (the same file, for the embedded SQLite) and new clients to
+// the same Redis nodes. Closing it closes only those: an instance that runs
+// on them can be cut off from every store at once, as if its process had
+// died, while the others go on.
+func (s *Stores) Share(ctx context.Context, cfg config.Config) (*Stores, error) {
+	var (
+		db  *gorm.DB
+		err error
+	)
+	if s.Embedded {
+		db, err = store.Reopen(ctx, s.DB)
+	} else {
+		db, err = store.OpenMySQL(ctx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns),
+			store.MySQLIOTimeout(cfg.LockWait+service.DefaultDBTimeout))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("share the database: %w", err)
+	}
+	addrs := make([]string, len(s.Redis))
+	for i, c := range s.Redis {
+		cl, ok := c.(*redis.Client)
+		if !ok {
+			return nil, errors.Join(fmt.Errorf("share redis node %d: not a single-node client", i), store.CloseSQL(db))
+		}
+		addrs[i] = cl.Options().Addr
+	}
+	clients := store.OpenRedis(addrs)
+	return &Stores{
+		DB:       db,
+		Redis:    clients,
+		Embedded: s.Embedded,
+		close:    func() error { return errors.Join(store.CloseRedis(clients), store.CloseSQL(db)) },
+	}, nil
+}
+
 // Options are the settings of an instance that the environment does not
 // give.
 type Options struct {

@@ -1,0 +1,165 @@
+package demo
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+// The instance that dies holding the lock: how long its product stays
+// blocked, with the watchdog's short lease and without it.
+const (
+	// killWork is buyer A's work when its instance dies: longer than any
+	// lease here, so that only the lease frees the product.
+	killWork = 10 * time.Second
+	// killShortLease is the default lease, enough with the watchdog
+	// renewing it for any work.
+	killShortLease = 2 * time.Second
+	// killLongLease is a lease chosen, without a watchdog, for work of a
+	// few seconds not to lose its lock: a dead holder blocks its product
+	// until it runs out.
+	killLongLease = 8 * time.Second
+	// killAfter is how long A has held the lock when its instance dies:
+	// past the short lease, so that only a renewed lease still holds then.
+	killAfter = killShortLease + killShortLease/4
+	// killRetry spaces out the buyers after the kill whose answer came at
+	// once (a lock_timeout comes after a whole lock wait).
+	killRetry = 50 * time.Millisecond
+	// killLimit bounds the wait for the product to sell again.
+	killLimit = 30 * time.Second
+)
+
+func killScenario() Scenario {
+	return Scenario{
+		Name:  "killed-holder",
+		Title: "AN INSTANCE DIES HOLDING THE LOCK: how long its product stays blocked",
+		Shows: "an instance killed while it holds a lock: how long its product stays blocked",
+		Story: fmt.Sprintf("Buyer A takes the Redlock lock on one instance and works; %s later that "+
+			"instance dies (cut off from every store at once). Buyers on another instance ask for the "+
+			"product again and again until one buys: BLOCKED is the time from the death to that sale. "+
+			"With the watchdog the lease can be short (%s): it is renewed while A works, and nobody "+
+			"renews it once A is dead. Without it, the lease is chosen for slow work not to lose its "+
+			"lock (%s here), and a dead holder blocks the product until it runs out.",
+			durWords(killAfter), durWords(killShortLease), durWords(killLongLease)),
+		faults: true,
+		run:    runKill,
+	}
+}
+
+func runKill(w *world) (*Result, error) {
+	res := &Result{Columns: []string{"LEASE", "WATCHDOG", "BLOCKED", "BUYERS AFTER THE KILL", "VERDICT"}}
+	for _, c := range []struct {
+		lease    time.Duration
+		watchdog bool
+	}{{killShortLease, true}, {killLongLease, false}} {
+		key := "watchdog=" + onOff(c.watchdog)
+		s := setup{ttl: c.lease, watchdog: &c.watchdog}
+		// The survivor first: the live stock is read from the first
+		// instance started.
+		ins, err := w.startInstances(1, s)
+		if err != nil {
+			return nil, err
+		}
+		survivor := ins[0]
+		doomed, kill, err := w.startKillable(s)
+		if err != nil {
+			return nil, err
+		}
+		series, err := w.newSeries(key, fmt.Sprintf("lease %s, %s", ms(c.lease), key), survivor, 10)
+		if err != nil {
+			return nil, err
+		}
+		w.note("%s: buyer A takes the lock on %s and works", key, doomed.name)
+		a, err := w.holder(series, doomed, client.Override{Strategy: "redlock", Hold: killWork})
+		if err != nil {
+			return nil, err
+		}
+		granted := time.Now()
+		if err := sleep(w.ctx, killAfter); err != nil {
+			return nil, err
+		}
+		w.note("%s: %s dies holding the lock", key, doomed.name)
+		if err := kill(); err != nil {
+			return nil, err
+		}
+		killed := time.Now()
+		got, err := buyUntilSold(w, series, survivor)
+		if err != nil {
+			return nil, fmt.Errorf("demo: %s: %w", key, err)
+		}
+		blocked := time.Since(killed)
+		<-a // A's purchase: cut off with its instance
+		audit, err := w.finish(series)
+		if err != nil {
+			return nil, err
+		}
+		row := Row{Key: key, Series: series.id,
+			Cells: []string{fmt.Sprintf("%g s", c.lease.Seconds()), onOff(c.watchdog),
+				fmt.Sprintf("%.1f s", blocked.Seconds()), got}}
+		// The one unit sold is the survivor's: A never wrote.
+		wrote := audit.Held() && audit.UnitsSold == 1
+		// A's lease began when it took the lock, a little before granted:
+		// unrenewed, it runs out about a lease after that.
+		expires := c.lease - killed.Sub(granted)
+		if c.watchdog {
+			row.Verdict = "freed within one lease"
+			// Still blocked at the kill, past its first lease: renewed.
+			res.add(row, wrote && blocked >= c.lease/4 && blocked <= c.lease+time.Second)
+			continue
+		}
+		row.Flaw = true
+		row.Verdict = "BLOCKED: a dead holder keeps its long lease"
+		// Freed when the lease ran out, not before, nor when A's work
+		// would have ended (if the kill had not cut it off).
+		res.add(row, wrote && blocked >= expires-time.Second && blocked <= expires+time.Second)
+	}
+	res.Notes = []string{"A lease is how long a dead holder blocks its product. Without a watchdog it must " +
+		"outlast the slowest work; with one it can be short, because only a live holder renews it."}
+	return res, nil
+}
+
+// buyUntilSold has buyers on in ask for s's product one after another
+// until one gets a unit, and says what they got in order, repeats counted:
+// "503 lock_timeout, 201", "3 × 503 unavailable, 201".
+func buyUntilSold(w *world, s *series, in *instance) (string, error) {
+	var (
+		got   []string
+		last  string
+		times int
+	)
+	flush := func() {
+		if times > 1 {
+			got = append(got, fmt.Sprintf("%d × %s", times, last))
+		} else if times == 1 {
+			got = append(got, last)
+		}
+	}
+	start := time.Now()
+	for {
+		b := w.buy(w.ctx, s, in, client.Override{Strategy: "redlock"})
+		if err := w.ctx.Err(); err != nil {
+			return "", err
+		}
+		if b.created() {
+			flush()
+			return strings.Join(append(got, "201"), ", "), nil
+		}
+		if a := b.String(); a == last {
+			times++
+		} else {
+			flush()
+			last, times = a, 1
+		}
+		if time.Since(start) > killLimit {
+			flush()
+			return "", fmt.Errorf("nothing sold within %s of the kill: %s", killLimit, strings.Join(got, ", "))
+		}
+		if b.code != "lock_timeout" {
+			if err := sleep(w.ctx, killRetry); err != nil {
+				return "", err
+			}
+		}
+	}
+}
