@@ -38,8 +38,15 @@ func StartMariaDB(t testing.TB) *MariaDB {
 		t.Fatalf("testenv: mariadb-install-db not found (scripts/testenv.sh installs mariadb-server): %v", err)
 	}
 	m := &MariaDB{dir: t.TempDir()}
+	// A tmpdir of its own: a mariadbd that starts removes every "#sql"
+	// file in its tmpdir, so servers sharing /tmp (two tests bootstrapping
+	// at once, or the machine's server) delete each other's temporary tables.
+	if err := os.Mkdir(m.tmpdir(), 0o700); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 	out, err := exec.Command(install, "--no-defaults", "--datadir="+filepath.Join(m.dir, "data"), "--user="+osUser(),
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+		"--tmpdir="+m.tmpdir()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testenv: mariadb-install-db: %v\n%s", err, out)
 	}
@@ -53,6 +60,9 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	t.Cleanup(m.Kill)
 	return m
 }
+
+// tmpdir is the server's own directory for temporary files.
+func (m *MariaDB) tmpdir() string { return filepath.Join(m.dir, "tmp") }
 
 // osUser is who mariadbd runs as: this process's user (root needs saying).
 func osUser() string {
@@ -74,7 +84,7 @@ func (m *MariaDB) Start(t testing.TB) {
 	}
 	m.cmd = exec.Command(bin, "--no-defaults", "--datadir="+filepath.Join(m.dir, "data"), "--port="+m.port,
 		"--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
-		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "error.log"),
+		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--tmpdir="+m.tmpdir(), "--log-error="+filepath.Join(m.dir, "error.log"),
 		"--user="+osUser(), "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=300")
 	DieWithParent(m.cmd)
 	if err := m.cmd.Start(); err != nil {
