@@ -314,7 +314,18 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceW
 // with the fence what fw says), the user's units within the limit, the
 // order; ErrSoldOut when less than the quantity is left, ErrLockLost when
 // the fence moved on from fw's token. A deadlock victim tries once more.
+// On MySQL a purchase that goes through takes two round trips
+// (buyOneTrip); any other finds its answer step by step.
 func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (model.Order, error) {
+	if s.mysql {
+		o, ok, err := s.buyOneTrip(ctx, p, fw)
+		if err != nil || ok {
+			if ok {
+				s.sawStock(p.ProductID, o.RemainingStock)
+			}
+			return o, err
+		}
+	}
 	var o model.Order
 	try := func() error {
 		ctx, cancel := s.dbCtx(ctx, 0)
@@ -354,19 +365,7 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceW
 // from the write itself: MySQL's LAST_INSERT_ID(expr) (never negative
 // here), SQLite's RETURNING.
 func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fw fenceWrite) (left int64, ok bool, err error) {
-	set := "stock = stock - ?"
-	if s.mysql {
-		set = "stock = LAST_INSERT_ID(stock - ?)"
-	}
-	if fw.claim {
-		set += ", fence = fence + 1"
-	}
-	query := "UPDATE products SET " + set + ", updated_at = ? WHERE id = ? AND stock >= ?"
-	args := []any{q, time.Now(), id, q}
-	if fw.token != nil {
-		query += " AND fence = ?"
-		args = append(args, *fw.token)
-	}
+	query, args := s.decrementSQL(id, q, fw)
 	if !s.mysql {
 		var stocks []int64
 		if err := tx.Raw(query+" RETURNING stock", args...).Scan(&stocks).Error; err != nil {
@@ -390,6 +389,26 @@ func (s *Seckill) takeStock(ctx context.Context, tx *gorm.DB, id, q int64, fw fe
 		return 0, false, fmt.Errorf("the stock product %d was left with: %w", id, err)
 	}
 	return left, true, nil
+}
+
+// decrementSQL is takeStock's statement: the stock of product id
+// decremented by q if at least q is left, the fence moved on (fw.claim) or
+// checked (fw.token), the stock left in LAST_INSERT_ID on MySQL.
+func (s *Seckill) decrementSQL(id, q int64, fw fenceWrite) (string, []any) {
+	set := "stock = stock - ?"
+	if s.mysql {
+		set = "stock = LAST_INSERT_ID(stock - ?)"
+	}
+	if fw.claim {
+		set += ", fence = fence + 1"
+	}
+	query := "UPDATE products SET " + set + ", updated_at = ? WHERE id = ? AND stock >= ?"
+	args := []any{q, time.Now(), id, q}
+	if fw.token != nil {
+		query += " AND fence = ?"
+		args = append(args, *fw.token)
+	}
+	return query, args
 }
 
 // leastQuantity is the smallest quantity the tickets ask for.
@@ -746,6 +765,12 @@ func (s *Seckill) finishOrder(tx *gorm.DB, p Purchase, left int64, o *model.Orde
 	return nil
 }
 
+// raiseUnitsMySQL raises a user's units (product, user, units, limit) in
+// one conditional upsert; it changes no row when the sum would pass the
+// limit (the pool counts rows changed, not rows matched).
+const raiseUnitsMySQL = "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
+	"ON DUPLICATE KEY UPDATE units = IF(units + VALUES(units) <= ?, units + VALUES(units), units)"
+
 // raiseUnits adds p's units to the user's, in one conditional upsert that
 // changes nothing when the sum would pass the limit: the row lock it takes
 // orders this user's concurrent purchases, whatever sells them.
@@ -761,8 +786,7 @@ func (s *Seckill) raiseUnits(tx *gorm.DB, p Purchase) error {
 	q := "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
 		"ON CONFLICT (product_id, user_id) DO UPDATE SET units = units + excluded.units WHERE units + excluded.units <= ?"
 	if s.mysql {
-		q = "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
-			"ON DUPLICATE KEY UPDATE units = IF(units + VALUES(units) <= ?, units + VALUES(units), units)"
+		q = raiseUnitsMySQL
 	}
 	res := tx.Exec(q, p.ProductID, p.UserID, p.Quantity, limit)
 	if res.Error != nil {

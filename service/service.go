@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,7 +58,10 @@ type Seckill struct {
 	db *gorm.DB
 	// mysql says db is MySQL (or MariaDB), not the embedded SQLite: a few
 	// statements differ.
-	mysql   bool
+	mysql bool
+	// oneTrip says purchases may go in one multi-statement (MySQL, a pool
+	// that takes them): see buyOneTrip.
+	oneTrip atomic.Bool
 	lockers map[string]locker.Locker
 	redis   []redis.UniversalClient
 	cfg     Config
@@ -94,6 +98,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	}
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
+	s.oneTrip.Store(s.mysql)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.refresh(ctx) })

@@ -161,6 +161,10 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 	// utf8mb4), so that a statement is one round trip rather than a
 	// prepare, an execute and a close.
 	cfg.InterpolateParams = true
+	// A purchase sends its transaction as one multi-statement (the
+	// service's buyOneTrip). Every statement is built with placeholders,
+	// so this lets no input add a statement.
+	cfg.MultiStatements = true
 	if cfg.DBName != "" {
 		if err := createDatabase(ctx, *cfg); err != nil {
 			return nil, err

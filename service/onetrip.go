@@ -1,0 +1,153 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/model"
+)
+
+// One purchase in two round trips. On MySQL, buyOne first sends its whole
+// transaction as one multi-statement: START TRANSACTION, the conditional
+// decrement (which leaves the stock it left in LAST_INSERT_ID), the user's
+// units within the limit, the order (its remaining stock taken from
+// LAST_INSERT_ID()). When every statement did what a purchase needs, one
+// COMMIT ends it; otherwise one ROLLBACK does, and buyOne's step-by-step
+// transaction finds the purchase's exact answer (sold out, over the limit,
+// the fence moved, a request ID already used, a deadlock). A purchase that
+// goes through pays two round trips instead of five; one that does not
+// pays two more.
+
+// erParse is MySQL's ER_PARSE_ERROR: a pool opened without multiStatements
+// reads the multi-statement as one bad statement.
+const erParse = 1064
+
+// buyOneTrip tries p's transaction in two round trips (see above). ok says
+// it committed o; !ok with a nil error says it rolled back, nothing
+// written, and the step-by-step transaction is to decide. An error is one
+// whose outcome is not known to be a rollback (a COMMIT that failed), or
+// the context's.
+func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o model.Order, ok bool, err error) {
+	limit := s.cfg.PerUserLimit
+	if !s.oneTrip.Load() || (limit > 0 && p.Quantity > limit) {
+		return o, false, nil
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return o, false, fmt.Errorf("the mysql pool: %w", err)
+	}
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return o, false, storeErr("take a connection", err)
+	}
+	defer func() {
+		// A connection that went (driver.ErrBadConn) is closed already.
+		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
+		}
+	}()
+
+	o = newOrder(p, p.Strategy, 0)
+	o.CreatedAt = s.db.NowFunc()
+	decrement, args := s.decrementSQL(p.ProductID, p.Quantity, fw)
+	query := "START TRANSACTION; " + decrement
+	if limit > 0 {
+		query += "; " + raiseUnitsMySQL
+		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
+	}
+	query += "; INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at) " +
+		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?)"
+	var rid any // NULL when the purchase has no request ID
+	if o.RequestID != nil {
+		rid = string(*o.RequestID)
+	}
+	args = append(args, p.ProductID, p.UserID, p.Quantity, rid, o.Strategy, o.CreatedAt)
+	named, err := namedValues(args)
+	if err != nil {
+		return o, false, fmt.Errorf("buy product %d: %w", p.ProductID, err)
+	}
+
+	want := 3 // START TRANSACTION, the decrement, the order
+	if limit > 0 {
+		want++ // the units between them
+	}
+	// commitErr is a COMMIT that failed: whether it took is not known, so
+	// the step-by-step path must not try again.
+	var commitErr error
+	err = conn.Raw(func(dc any) error {
+		ex, isExecer := dc.(driver.ExecerContext)
+		if !isExecer {
+			s.oneTrip.Store(false)
+			return nil
+		}
+		res, err := ex.ExecContext(ctx, query, named)
+		if err != nil {
+			var my *mysql.MySQLError
+			if errors.As(err, &my) && my.Number == erParse {
+				s.oneTrip.Store(false)
+				s.log.WarnContext(ctx, "the MySQL pool takes no multi-statements: a purchase takes five round trips", "err", err)
+			}
+			// A statement failed (a request ID used, a deadlock): the
+			// transaction is open still, unless the connection is gone.
+			return rollback(ctx, ex)
+		}
+		r, isResult := res.(mysql.Result)
+		if !isResult {
+			s.oneTrip.Store(false)
+			return rollback(ctx, ex)
+		}
+		rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
+		if len(rows) != want || len(ids) != want || rows[1] != 1 || (limit > 0 && rows[2] < 1) || rows[want-1] != 1 {
+			return rollback(ctx, ex)
+		}
+		if _, err := ex.ExecContext(ctx, "COMMIT", nil); err != nil {
+			commitErr = err
+			return driver.ErrBadConn // the connection goes
+		}
+		o.RemainingStock, o.ID, ok = ids[1], ids[want-1], true
+		return nil
+	})
+	switch {
+	case commitErr != nil:
+		return o, false, storeErr(fmt.Sprintf("commit the purchase of product %d", p.ProductID), commitErr)
+	case ok:
+		return o, true, nil
+	case ctx.Err() != nil:
+		return o, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
+	case err != nil:
+		// The connection dropped before COMMIT, or its ROLLBACK failed: it
+		// is closed, and the server rolls back what it began.
+		s.log.WarnContext(ctx, "a purchase's one-trip transaction lost its connection", "product", p.ProductID, "err", err)
+	}
+	return o, false, nil
+}
+
+// rollback ends the open transaction of a one-trip purchase that is not to
+// commit. A failed ROLLBACK leaves the connection's state unknown: it goes
+// (driver.ErrBadConn), and the server rolls back when it closes.
+func rollback(ctx context.Context, ex driver.ExecerContext) error {
+	if _, err := ex.ExecContext(ctx, "ROLLBACK", nil); err != nil {
+		return fmt.Errorf("rollback: %w: %w", err, driver.ErrBadConn)
+	}
+	return nil
+}
+
+// namedValues makes args the driver's values, as database/sql would.
+func namedValues(args []any) ([]driver.NamedValue, error) {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out, nil
+}

@@ -1,0 +1,160 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/store"
+)
+
+// written is what the database holds of a product: its stock and fence,
+// its orders and the units each user holds.
+type written struct {
+	Stock, Fence, Orders int64
+	Units                map[string]int64
+}
+
+func readWritten(t *testing.T, db *gorm.DB, id int64) written {
+	t.Helper()
+	var w written
+	var p model.Product
+	if err := db.Take(&p, id).Error; err != nil {
+		t.Fatalf("read product %d: %v", id, err)
+	}
+	w.Stock, w.Fence = p.Stock, p.Fence
+	if err := db.Model(&model.Order{}).Where("product_id = ?", id).Count(&w.Orders).Error; err != nil {
+		t.Fatalf("count orders: %v", err)
+	}
+	var units []model.UserUnits
+	if err := db.Where("product_id = ?", id).Find(&units).Error; err != nil {
+		t.Fatalf("read user units: %v", err)
+	}
+	w.Units = map[string]int64{}
+	for _, u := range units {
+		w.Units[string(u.UserID)] = u.Units
+	}
+	return w
+}
+
+// TestOneTrip: a purchase the one multi-statement can sell commits with
+// its order as the database wrote it (the stock it left, its ID); one it
+// cannot (over the limit, a request ID used, sold out) rolls back and
+// leaves nothing written, not even the fence moved, for the step-by-step
+// transaction to answer.
+func TestOneTrip(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	in := f.instance(settings{PerUserLimit: 1, Fencing: true})
+	ctx := context.Background()
+	prod := in.product(t, 2)
+	buy := func(user, rid string) (model.Order, bool) {
+		t.Helper()
+		p := service.Purchase{ProductID: prod.ID, UserID: user, Quantity: 1, RequestID: rid, Strategy: "redlock"}
+		o, ok, err := in.svc.BuyOneTrip(ctx, p)
+		if err != nil {
+			t.Fatalf("BuyOneTrip(%s) = %v; want no error", show(p), err)
+		}
+		return o, ok
+	}
+	check := func(what string, want written) {
+		t.Helper()
+		got := readWritten(t, f.db, prod.ID)
+		if got.Stock != want.Stock || got.Fence != want.Fence || got.Orders != want.Orders || len(got.Units) != len(want.Units) {
+			t.Fatalf("after %s: %+v; want %+v", what, got, want)
+		}
+		for u, n := range want.Units {
+			if got.Units[u] != n {
+				t.Fatalf("after %s: units of %s = %d; want %d", what, u, got.Units[u], n)
+			}
+		}
+	}
+	start := readWritten(t, f.db, prod.ID)
+
+	o, ok := buy("ann", "r-1")
+	if !ok {
+		t.Fatalf("ann's purchase rolled back; want it committed")
+	}
+	var stored model.Order
+	if err := f.db.Take(&stored, o.ID).Error; err != nil {
+		t.Fatalf("read order %d: %v", o.ID, err)
+	}
+	if o.RemainingStock != 1 || stored.RemainingStock != 1 || string(stored.UserID) != "ann" ||
+		stored.RequestID == nil || string(*stored.RequestID) != "r-1" || stored.ProductID != prod.ID {
+		t.Fatalf("ann's order = %+v, stored as %+v; want remaining stock 1, user ann, request r-1", o, stored)
+	}
+	after := written{Stock: 1, Fence: start.Fence + 1, Orders: 1, Units: map[string]int64{"ann": 1}}
+	check("ann's purchase", after)
+
+	if _, ok := buy("ann", "r-2"); ok {
+		t.Fatalf("ann's second unit committed; want a rollback (limit 1)")
+	}
+	check("ann's second unit", after)
+	if _, ok := buy("bob", "r-1"); ok {
+		t.Fatalf("bob's purchase with ann's request ID committed; want a rollback")
+	}
+	check("bob's purchase with a used request ID", after)
+
+	if _, ok := buy("bob", ""); !ok {
+		t.Fatalf("bob's purchase rolled back; want it committed")
+	}
+	after = written{Stock: 0, Fence: start.Fence + 2, Orders: 2, Units: map[string]int64{"ann": 1, "bob": 1}}
+	check("bob's purchase", after)
+	if _, ok := buy("cat", "r-3"); ok {
+		t.Fatalf("cat's purchase of a sold-out product committed; want a rollback")
+	}
+	check("cat's purchase when sold out", after)
+	in.wantAudit(t, consistentAudit(prod.ID, 2, 2))
+}
+
+// TestOneTripNeedsMultiStatements: over a pool opened without
+// multiStatements (a *gorm.DB a team opened itself), purchases still sell,
+// step by step, and the one-trip path steps aside for good.
+func TestOneTripNeedsMultiStatements(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	cfg, err := mysql.ParseDSN(testenv.MySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ParseTime, cfg.InterpolateParams, cfg.MultiStatements = true, true, false
+	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{Logger: logger.Discard, TranslateError: true})
+	if err != nil {
+		t.Fatalf("open mysql: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := store.CloseSQL(db); err != nil {
+			t.Errorf("close database: %v", err)
+		}
+	})
+	if err := model.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	f.db = db
+	in := f.instance(settings{PerUserLimit: 1, Fencing: true})
+	prod := in.product(t, 3)
+	ctx := context.Background()
+	for i, user := range []string{"ann", "bob"} {
+		p := service.Purchase{ProductID: prod.ID, UserID: user, Quantity: 1, Strategy: "redlock"}
+		r, err := in.svc.Purchase(ctx, p)
+		if err != nil || r.Order.RemainingStock != int64(2-i) {
+			t.Fatalf("Purchase(%s) = %+v, %v; want an order leaving %d", show(p), r, err, 2-i)
+		}
+	}
+	before := readWritten(t, db, prod.ID)
+	p := service.Purchase{ProductID: prod.ID, UserID: "cat", Quantity: 1, Strategy: "redlock"}
+	if _, ok, err := in.svc.BuyOneTrip(ctx, p); ok || err != nil {
+		t.Fatalf("BuyOneTrip(%s) = %v, %v; want a step aside (false, nil)", show(p), ok, err)
+	}
+	if got := readWritten(t, db, prod.ID); got.Stock != before.Stock || got.Orders != before.Orders || got.Fence != before.Fence {
+		t.Fatalf("after the one-trip path stepped aside: %+v; want %+v", got, before)
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
+}
