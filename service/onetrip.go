@@ -116,17 +116,17 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 	})
 	switch {
 	case commitErr != nil:
-		return o, false, storeErr(fmt.Sprintf("commit the purchase of product %d", p.ProductID), commitErr)
+		return model.Order{}, false, storeErr(fmt.Sprintf("commit the purchase of product %d", p.ProductID), commitErr)
 	case ok:
 		return o, true, nil
 	case ctx.Err() != nil:
-		return o, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
+		return model.Order{}, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
 	case err != nil:
 		// The connection dropped before COMMIT, or its ROLLBACK failed: it
 		// is closed, and the server rolls back what it began.
 		s.log.WarnContext(ctx, "a purchase's one-trip transaction lost its connection", "product", p.ProductID, "err", err)
 	}
-	return o, false, nil
+	return model.Order{}, false, nil
 }
 
 // rollback ends the open transaction of a one-trip purchase that is not to

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +195,7 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 func createDatabase(ctx context.Context, cfg mysql.Config) (err error) {
 	name := cfg.DBName
 	cfg.DBName = ""
+	cfg.MultiStatements = false // one statement here, whatever the name holds
 	server, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return fmt.Errorf("store: open mysql server: %w", err)
@@ -203,7 +205,7 @@ func createDatabase(ctx context.Context, cfg mysql.Config) (err error) {
 			err = errors.Join(err, fmt.Errorf("store: close mysql server: %w", cerr))
 		}
 	}()
-	q := "CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4"
+	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4"
 	if _, err := server.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("store: create database %s: %w", name, err)
 	}
