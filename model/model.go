@@ -59,7 +59,9 @@ type Order struct {
 // UserUnits is how many units of a product one user holds. The per-user
 // limit is checked and raised on this row, under its row lock, in the
 // transaction that writes the order, so that two purchases of one user can
-// never both pass it, whatever instance or strategy sells them.
+// never both pass it, whatever instance or strategy sells them. It has no
+// AUTO_INCREMENT column: a one-trip purchase reads the stock it left from
+// LAST_INSERT_ID() after writing this row (service.buyOneTrip).
 type UserUnits struct {
 	ProductID int64        `gorm:"primaryKey;autoIncrement:false"`
 	UserID    BinaryString `gorm:"primaryKey"`

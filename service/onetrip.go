@@ -16,7 +16,8 @@ import (
 // transaction as one multi-statement: START TRANSACTION, the conditional
 // decrement (which leaves the stock it left in LAST_INSERT_ID), the user's
 // units within the limit, the order (its remaining stock taken from
-// LAST_INSERT_ID()). When every statement did what a purchase needs, one
+// LAST_INSERT_ID(), which the units' upsert leaves alone: user_units has no
+// AUTO_INCREMENT column). When every statement did what a purchase needs, one
 // COMMIT ends it; otherwise one ROLLBACK does, and buyOne's step-by-step
 // transaction finds the purchase's exact answer (sold out, over the limit,
 // the fence moved, a request ID already used, a deadlock). A purchase that

@@ -315,9 +315,12 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceW
 // order; ErrSoldOut when less than the quantity is left, ErrLockLost when
 // the fence moved on from fw's token. A deadlock victim tries once more.
 // On MySQL a purchase that goes through takes two round trips
-// (buyOneTrip); any other finds its answer step by step.
+// (buyOneTrip); any other finds its answer step by step. Either way it
+// makes at most three bounded database calls.
 func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (model.Order, error) {
-	if s.mysql {
+	// Not after a claim at the grant (fw.token): that hold's claim and read
+	// already spent two of the database calls PurchaseBudget allows.
+	if s.mysql && fw.token == nil {
 		o, ok, err := s.buyOneTrip(ctx, p, fw)
 		if err != nil || ok {
 			if ok {
