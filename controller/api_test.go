@@ -279,7 +279,8 @@ func TestPurchase(t *testing.T) {
 		http.StatusConflict, "limit_exceeded")
 	wantError(t, "2 units at once", c.purchase(id, "", `{"user_id":"u-9","quantity":2}`), http.StatusConflict, "limit_exceeded")
 
-	// Without request_id the order carries a null one.
+	// Without request_id the order carries one the server made, under
+	// which it can be looked up (and replayed).
 	r = c.purchase(id, "", `{"user_id":"u-2","quantity":1}`)
 	if r.status != http.StatusCreated {
 		t.Fatalf("purchase without request_id = %v; want 201", r)
@@ -287,8 +288,10 @@ func TestPurchase(t *testing.T) {
 	wantKeys(t, "order without request_id", r.body, orderKeys)
 	var second order
 	decode(t, r, &second)
-	if second.RequestID != nil || second.RemainingStock != 1 || second.OrderID == first.OrderID {
-		t.Errorf("order without request_id = %s; want request_id null, 1 left, a new order_id", r.body)
+	if second.RequestID == nil || !strings.HasPrefix(*second.RequestID, "srv-") || second.RemainingStock != 1 || second.OrderID == first.OrderID {
+		t.Errorf("order without request_id = %s; want a request_id made by the server, 1 left, a new order_id", r.body)
+	} else if again := c.purchase(id, "", `{"user_id":"u-2","quantity":1,"request_id":"`+*second.RequestID+`"}`); again.status != http.StatusOK {
+		t.Errorf("replay of the server's request_id = %v; want 200", again)
 	}
 
 	r = c.purchase(id, "", `{"user_id":"u-3","quantity":1}`)

@@ -35,7 +35,7 @@ func statusOf(code service.Code) int {
 		return http.StatusConflict
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case service.CodeLockTimeout, service.CodeLockLost, service.CodeUnavailable:
+	case service.CodeLockTimeout, service.CodeLockLost, service.CodeUnavailable, service.CodeOutcomeUnknown:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -63,6 +63,8 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 			level = slog.LevelWarn
 		case service.CodeUnavailable:
 			msg = "a store the service needs is unavailable; retry later"
+		case service.CodeOutcomeUnknown:
+			// The message names the request ID to replay.
 		default:
 			code, msg = service.CodeInternal, "internal error"
 		}
@@ -71,7 +73,7 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	}
 	switch status {
 	case http.StatusServiceUnavailable:
-		if code == service.CodeLockTimeout {
+		if code == service.CodeLockTimeout || code == service.CodeOutcomeUnknown {
 			c.Header("Retry-After", "1")
 		}
 	case http.StatusUnauthorized:

@@ -21,9 +21,14 @@ type Product struct {
 	// is granted the lock and writes only if it is unchanged, moving it on
 	// as it writes; a stock reset moves it too. A holder overtaken by
 	// another writer, or by a reset, writes nothing.
-	Fence     int64 `gorm:"not null;default:0"`
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Fence int64 `gorm:"not null;default:0"`
+	// Generation counts the product's stock resets. What an instance
+	// remembers of the stock (the sold-out memory), the request IDs of a
+	// sold-out product's orders and the reset announcements all carry it,
+	// so that nothing learnt of an older sale overwrites a newer one.
+	Generation int64 `gorm:"not null;default:0"`
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // BinaryString is a string the database stores and compares byte for byte,
@@ -47,7 +52,10 @@ type Order struct {
 	ProductID int64        `gorm:"not null;index:idx_orders_product_user,priority:1"`
 	UserID    BinaryString `gorm:"not null;index:idx_orders_product_user,priority:2"`
 	Quantity  int64        `gorm:"not null"`
-	// RequestID is unique where present; NULL when the buyer sent none.
+	// RequestID is unique where present: the buyer's, or one the service
+	// made for a purchase that came without (so that every order can be
+	// looked up when a COMMIT's outcome is unknown). NULL only in orders
+	// written before the service made them.
 	RequestID *BinaryString `gorm:"uniqueIndex"`
 	Strategy  string        `gorm:"size:16;not null"`
 	// RemainingStock is the product's stock right after this order, kept

@@ -20,6 +20,9 @@ const (
 	CodeLockTimeout     Code = "lock_timeout"
 	CodeLockLost        Code = "lock_lost"
 	CodeUnavailable     Code = "unavailable"
+	// CodeOutcomeUnknown: a COMMIT was sent and what became of it could not
+	// be looked up; a replay of the request ID answers the truth.
+	CodeOutcomeUnknown Code = "outcome_unknown"
 	// CodeInternal is a bug: an error that carries no code.
 	CodeInternal Code = "internal"
 )
@@ -63,6 +66,7 @@ var (
 	ErrLockTimeout     = &Error{Code: CodeLockTimeout, Message: "the product's lock was held by others for the whole wait"}
 	ErrLockLost        = &Error{Code: CodeLockLost, Message: "the lock's lease ran out and a later holder took over; nothing was written"}
 	ErrUnavailable     = &Error{Code: CodeUnavailable, Message: "a store the service needs is unavailable"}
+	ErrOutcomeUnknown  = &Error{Code: CodeOutcomeUnknown, Message: "the purchase may or may not have been made"}
 )
 
 // errorf makes an *Error of code whose message is formatted.

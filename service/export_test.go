@@ -28,3 +28,23 @@ func (s *Seckill) Waiting(product int64) int {
 func (s *Seckill) BuyOneTrip(ctx context.Context, p Purchase) (model.Order, bool, error) {
 	return s.buyOneTrip(ctx, p, fenceWrite{claim: true})
 }
+
+// Hooks are the points where a test forces an interleaving (see hooks).
+type Hooks struct {
+	// OrdersRead runs in loadOrders between its read and keeping it.
+	OrdersRead func(product int64)
+	// ResetHeard runs after a reset announcement was applied or ignored.
+	ResetHeard func(product, gen int64)
+	// Committed runs after a write committed, before the memory hears of it.
+	Committed func(product int64)
+}
+
+// WithHooks returns c with h installed.
+func (c Config) WithHooks(h Hooks) Config {
+	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed}
+	return c
+}
+
+// ResetMessage is the announcement of a reset of product to stock in
+// generation gen.
+func ResetMessage(product, stock, gen int64) string { return resetMessage(product, stock, gen) }

@@ -98,6 +98,10 @@ type settings struct {
 	NoReleases bool
 	// Fallback is the lockers' fallback delay (locker.Options.Fallback).
 	Fallback time.Duration
+	// DBTimeout bounds each database call (service.Config.DBTimeout).
+	DBTimeout time.Duration
+	// Hooks force interleavings (service.Config.WithHooks).
+	Hooks service.Hooks
 }
 
 // instance is one Seckill with its own lockers and metrics, as one process
@@ -149,7 +153,8 @@ func (f *fixture) instance(s settings) *instance {
 		Batch:        s.Batch,
 		LockTTL:      s.TTL,
 		Watchdog:     !s.NoWatchdog,
-	}, service.NewMetrics(reg), slog.New(slog.DiscardHandler))
+		DBTimeout:    s.DBTimeout,
+	}.WithHooks(s.Hooks), service.NewMetrics(reg), slog.New(slog.DiscardHandler))
 	f.t.Cleanup(func() {
 		svc.Close()
 		if err := releases.Close(); err != nil {

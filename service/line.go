@@ -125,13 +125,14 @@ func (s *Seckill) leaderBudget() time.Duration {
 // PurchaseBudget is the longest a purchase can take, with a lock wait of
 // lockWait and database calls bounded by dbTimeout (0: the default): the
 // wait, the longest held work and pause, and the hold's database calls
-// (the claim, a read, the transaction). Servers size their write timeout
-// and their drain on it.
+// (the claim, a read, the transaction, and the look-up that settles a
+// COMMIT whose outcome is unknown). Servers size their write timeout and
+// their drain on it.
 func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 	if dbTimeout <= 0 {
 		dbTimeout = DefaultDBTimeout
 	}
-	return lockWait + 2*MaxHold + 3*dbTimeout
+	return lockWait + 2*MaxHold + 4*dbTimeout
 }
 
 // lead serves line l until nobody waits in it.
@@ -174,7 +175,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
 		if err == nil {
-			s.memory.saw(prod.ID, prod.Stock)
+			s.sawStock(prod.ID, prod.Stock, prod.Generation)
 		} else if errors.Is(err, ErrNotFound) {
 			s.answerAll(l, err, nil)
 		}

@@ -24,7 +24,7 @@ type Metrics struct {
 func PurchaseOutcomes() []string {
 	return []string{"ok", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
 		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeLockTimeout), string(CodeLockLost),
-		string(CodeUnavailable), string(CodeInternal)}
+		string(CodeUnavailable), string(CodeOutcomeUnknown), string(CodeInternal)}
 }
 
 // NewMetrics makes the instruments and registers them with reg.

@@ -31,8 +31,8 @@ const erParse = 1064
 // buyOneTrip tries p's transaction in two round trips (see above). ok says
 // it committed o; !ok with a nil error says it rolled back, nothing
 // written, and the step-by-step transaction is to decide. An error is one
-// whose outcome is not known to be a rollback (a COMMIT that failed), or
-// the context's.
+// whose outcome is not known to be a rollback (a *commitError: the COMMIT
+// failed, it may have taken), or the context's.
 func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o model.Order, ok bool, err error) {
 	limit := s.cfg.PerUserLimit
 	if !s.oneTrip.Load() || (limit > 0 && p.Quantity > limit) {
@@ -117,7 +117,8 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 	})
 	switch {
 	case commitErr != nil:
-		return model.Order{}, false, storeErr(fmt.Sprintf("commit the purchase of product %d", p.ProductID), commitErr)
+		// The caller settles it (buyOne): it may have taken.
+		return model.Order{}, false, &commitError{err: fmt.Errorf("commit the purchase of product %d: %w", p.ProductID, commitErr)}
 	case ok:
 		return o, true, nil
 	case ctx.Err() != nil:

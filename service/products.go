@@ -102,7 +102,10 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			}
 			// The fence moves on: a lock holder from before the reset writes
 			// nothing into the new sale (it gets ErrLockLost).
-			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock, "fence": gorm.Expr("fence + 1")}).Error
+			// So does the generation: what any instance learnt of the sale
+			// before it counts for nothing in the new one.
+			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
+				"fence": gorm.Expr("fence + 1"), "generation": gorm.Expr("generation + 1")}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}
@@ -112,7 +115,8 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			if err := tx.Where("product_id = ?", id).Delete(&model.UserUnits{}).Error; err != nil {
 				return fmt.Errorf("delete the units users hold: %w", err)
 			}
-			p.Stock, p.InitialStock = stock, stock
+			// The row is locked: nobody else moved them on meanwhile.
+			p.Stock, p.InitialStock, p.Fence, p.Generation = stock, stock, p.Fence+1, p.Generation+1
 			return nil
 		})
 	}
@@ -123,9 +127,8 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}
-	s.memory.reset(id, stock)
-	s.metrics.stock(id, stock)
-	s.announceReset(ctx, id, stock)
+	s.sawStock(id, stock, p.Generation)
+	s.announceReset(ctx, id, stock, p.Generation)
 	return p, nil
 }
 

@@ -44,6 +44,12 @@ type Purchase struct {
 	// Batch overrides Config.Batch for the hold this purchase heads, when
 	// not 0: the most purchases sold under that one hold of the lock.
 	Batch int
+
+	// serverRequestID says RequestID was made by the server for this
+	// purchase (the buyer sent none): no earlier purchase can have used it,
+	// so there is nothing to replay, but its order can be looked up when a
+	// COMMIT's outcome is unknown.
+	serverRequestID bool
 }
 
 // Receipt is the answer to a successful purchase.
@@ -113,6 +119,10 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
 		return s.answerSoldOut(ctx, p, stock)
 	}
+	if p.RequestID == "" {
+		// Every order can be looked up by its request ID (see settle).
+		p.RequestID, p.serverRequestID = newRequestID(), true
+	}
 	// A deadline for the whole purchase; each store call has its own too.
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
@@ -147,7 +157,8 @@ func soldOut(productID, left int64) error {
 // duplicate request ID), or it took the last units or the user's limit
 // after p's own replay check. Otherwise it returns err.
 func (s *Seckill) replayRaced(ctx context.Context, p Purchase, err error) (Receipt, error) {
-	if p.RequestID == "" || !(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrSoldOut) || errors.Is(err, ErrLimitExceeded)) {
+	if p.RequestID == "" || p.serverRequestID ||
+		!(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrSoldOut) || errors.Is(err, ErrLimitExceeded)) {
 		return Receipt{}, err
 	}
 	if r, ok, rerr := s.replay(ctx, s.db, p); ok || rerr != nil {

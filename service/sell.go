@@ -185,7 +185,7 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		if err != nil {
 			return err
 		}
-		s.sawStock(id, prod.Stock)
+		s.sawStock(id, prod.Stock, prod.Generation)
 		if least := leastQuantity(ts); prod.Stock < least {
 			for _, t := range ts {
 				t.soldOut, t.stock = true, prod.Stock // its buyer looks up its request ID
@@ -317,23 +317,28 @@ func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceW
 // On MySQL a purchase that goes through takes two round trips
 // (buyOneTrip); any other finds its answer step by step. Either way it
 // makes at most three bounded database calls.
-func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (model.Order, error) {
+func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (o model.Order, err error) {
+	gen := s.memory.generation(p.ProductID)
+	defer func() {
+		if uncommitted(err) {
+			o, err = s.settleOne(ctx, p, err)
+		}
+		if err == nil {
+			s.wrote(p.ProductID, o.RemainingStock, gen)
+		}
+	}()
 	// Not after a claim at the grant (fw.token): that hold's claim and read
 	// already spent two of the database calls PurchaseBudget allows.
 	if s.mysql && fw.token == nil {
 		o, ok, err := s.buyOneTrip(ctx, p, fw)
 		if err != nil || ok {
-			if ok {
-				s.sawStock(p.ProductID, o.RemainingStock)
-			}
 			return o, err
 		}
 	}
-	var o model.Order
 	try := func() error {
 		ctx, cancel := s.dbCtx(ctx, 0)
 		defer cancel()
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return s.transaction(ctx, func(tx *gorm.DB) error {
 			left, ok, err := s.takeStock(ctx, tx, p.ProductID, p.Quantity, fw)
 			if err != nil {
 				return err
@@ -346,18 +351,15 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceW
 				if fw.token != nil && prod.Fence != *fw.token {
 					return s.lockLost(st, p.ProductID, *fw.token)
 				}
-				s.sawStock(p.ProductID, prod.Stock)
+				s.sawStock(p.ProductID, prod.Stock, prod.Generation)
 				return soldOut(p.ProductID, prod.Stock)
 			}
 			return s.finishOrder(tx, p, left, &o)
 		})
 	}
-	err := try()
-	if isDeadlock(err) {
+	err = try()
+	if isDeadlock(err) && !uncommitted(err) {
 		err = try()
-	}
-	if err == nil {
-		s.sawStock(p.ProductID, o.RemainingStock)
 	}
 	return o, err
 }
@@ -477,10 +479,12 @@ func (s *Seckill) checkFence(ctx context.Context, tx *gorm.DB, st Strategy, id, 
 // makes it decide again.
 func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exact bool, extra time.Duration, stockFor func(tx *gorm.DB) (int64, error)) error {
 	const attempts = 3
+	id := ts[0].p.ProductID
+	gen := s.memory.generation(id)
 	for attempt := 1; ; attempt++ {
 		var left int64
 		tctx, cancel := s.dbCtx(ctx, extra)
-		err := s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+		err := s.transaction(tctx, func(tx *gorm.DB) error {
 			stock, err := stockFor(tx)
 			if err != nil {
 				return err
@@ -489,13 +493,55 @@ func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ts []*ticket, exa
 			return err
 		})
 		cancel()
+		if uncommitted(err) {
+			return s.settleBatch(ctx, ts, err)
+		}
 		if err == nil {
-			s.sawStock(ts[0].p.ProductID, left)
+			s.wrote(id, left, gen)
 		}
 		if !retryable(err) || attempt == attempts {
 			return err
 		}
 	}
+}
+
+// settleBatch answers the tickets of a batch whose COMMIT failed with
+// cause (see settle). Committed: every answer stands as decided. Rolled
+// back: nothing was written, and the whole hold fails (unavailable), its
+// sold-out answers too, which may have counted on its own sales. Not
+// known: the purchases it was to sell, and those replaying them, answer
+// outcome_unknown; those that replayed an earlier order keep that answer;
+// the rest were decided on a stock nobody can vouch for and wrote nothing:
+// unavailable.
+func (s *Seckill) settleBatch(ctx context.Context, ts []*ticket, cause error) error {
+	var ids []string
+	for _, t := range ts {
+		if t.order != nil {
+			ids = append(ids, t.p.RequestID)
+		}
+	}
+	if len(ids) == 0 {
+		// No order to write: every answer was decided on the stock read
+		// under the row lock, whatever became of the COMMIT.
+		return nil
+	}
+	_, committed, err := s.settle(ctx, ids, cause)
+	switch {
+	case err == nil && committed:
+		return nil
+	case err == nil:
+		return storeErr(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ts[0].p.ProductID), cause)
+	}
+	for _, t := range ts {
+		switch {
+		case t.order != nil || t.first != nil:
+			t.r, t.err = Receipt{}, outcomeUnknown(t.p, errors.Join(cause, err))
+		case t.r.Replayed:
+		default:
+			t.r, t.err = Receipt{}, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: cause}
+		}
+	}
+	return nil
 }
 
 // retryable says a batch's transaction failed for a reason that deciding
@@ -512,10 +558,13 @@ func isDeadlock(err error) bool {
 	return errors.As(err, &my) && my.Number == 1213
 }
 
-// sawStock records a product's stock as read or left by a committed write.
-func (s *Seckill) sawStock(product, stock int64) {
-	s.memory.saw(product, stock)
-	s.metrics.stock(product, stock)
+// wrote records the stock a committed write left, in generation gen: the
+// memory's when the write began (stockMemory.generation).
+func (s *Seckill) wrote(product, left, gen int64) {
+	if h := s.cfg.hooks.committed; h != nil {
+		h(product)
+	}
+	s.sawStock(product, left, gen)
 }
 
 // decideAndWrite is writeBatch's transaction once the stock is known. It
@@ -639,7 +688,7 @@ func newOrder(p Purchase, strategy string, left int64) model.Order {
 func usedRequestIDs(tx *gorm.DB, ts []*ticket) (map[string]model.Order, error) {
 	var ids []string
 	for _, t := range ts {
-		if t.p.RequestID != "" {
+		if t.p.RequestID != "" && !t.p.serverRequestID {
 			ids = append(ids, t.p.RequestID)
 		}
 	}
@@ -724,7 +773,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	s.sawStock(p.ProductID, prod.Stock)
+	s.sawStock(p.ProductID, prod.Stock, prod.Generation)
 	if prod.Stock < p.Quantity {
 		return Receipt{}, soldOut(p.ProductID, prod.Stock)
 	}
@@ -734,7 +783,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	var o model.Order
 	tctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	err = s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+	err = s.transaction(tctx, func(tx *gorm.DB) error {
 		res := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Update("stock", gorm.Expr("stock - ?", p.Quantity))
 		if res.Error != nil {
 			return fmt.Errorf("decrement stock: %w", res.Error)
@@ -748,8 +797,11 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 		}
 		return s.finishOrder(tx, p, left, &o)
 	})
+	if uncommitted(err) {
+		o, err = s.settleOne(ctx, p, err)
+	}
 	if err == nil {
-		s.sawStock(p.ProductID, o.RemainingStock)
+		s.wrote(p.ProductID, o.RemainingStock, prod.Generation)
 	}
 	return Receipt{Order: o}, err
 }

@@ -48,6 +48,22 @@ type Config struct {
 	// connection included), beyond the held work and the lock wait a call
 	// may have to include. The default is DefaultDBTimeout.
 	DBTimeout time.Duration
+
+	// hooks are for tests only.
+	hooks hooks
+}
+
+// hooks are points in the code where a test forces an interleaving of
+// events that timing alone would make rare; all nil outside tests.
+type hooks struct {
+	// ordersRead runs in loadOrders between the read of a sold-out
+	// product's request IDs and keeping them.
+	ordersRead func(product int64)
+	// resetHeard runs after a reset announcement was applied, or ignored.
+	resetHeard func(product, gen int64)
+	// committed runs after a write committed and before it tells the
+	// memory the stock it left.
+	committed func(product int64)
 }
 
 // DefaultDBTimeout is Config.DBTimeout's default.

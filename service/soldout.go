@@ -17,22 +17,31 @@ import (
 )
 
 // The sold-out memory: each instance remembers, per product, the least
-// stock it has seen since the product's last reset. Stock only falls
-// between resets, so a purchase of more than that is sold out without
-// touching the database or Redis. A refresher reads every remembered
-// product's stock again every stockRefresh, so that a reset on another
-// instance reopens the sale here within that time; a reset on this instance
-// does at once. The database stays the last word: a stale memory can only
-// cost a sale, never oversell.
+// stock it has seen in the product's current reset generation
+// (model.Product.Generation). Stock only falls within a generation, so a
+// purchase of more than that is sold out without touching the database or
+// Redis. A refresher reads every remembered product's stock and generation
+// again every stockRefresh, so that a reset on another instance reopens the
+// sale here within that time; a reset on this instance does at once. The
+// database stays the last word: a stale memory can only cost a sale, never
+// oversell.
 //
 // A reset is also announced on the Redis nodes (a channel of the key
 // prefix, "stock"), so that every instance hears of it at once; the
 // refresher is what a lost message falls back on.
 //
+// Everything the memory learns carries the generation it belongs to: a
+// newer generation replaces what it knew, the same one can only lower the
+// stock, an older one is ignored. So a reset announcement that arrives late,
+// after a newer reset, or a write that committed before a reset and reports
+// after it, never marks the new sale sold out.
+//
 // So that a replayed request of a sold-out product still answers with its
 // order, the memory also keeps the request IDs of the product's orders once
-// it has seen it at zero (they are final then, until a reset): a request ID
-// among them is looked up, any other is sold out.
+// it has seen it at zero (they are final then, until the next reset): a
+// request ID among them is looked up, any other is sold out. They are read
+// together with the generation they belong to, and kept only while it is
+// still the product's.
 
 // stockRefresh is how often the memory re-reads the stock it remembers.
 const stockRefresh = 250 * time.Millisecond
@@ -41,69 +50,89 @@ const stockRefresh = 250 * time.Millisecond
 // past it, requests with IDs are looked up in the database.
 const maxRememberedOrders = 100_000
 
+// unknownGeneration is the generation of a product the memory has not seen.
+const unknownGeneration = -1
+
+// memo is what the memory knows of one product.
+type memo struct {
+	// stock is the least stock seen in generation gen.
+	stock, gen int64
+	// orders maps the request IDs of the generation's orders to their
+	// order IDs, once loaded at zero (loaded); nil and loaded when there
+	// are more than the memory keeps.
+	orders map[string]int64
+	loaded bool
+}
+
 type stockMemory struct {
-	mu   sync.Mutex
-	seen map[int64]int64
-	// orders holds, per product seen at zero, the ID of the order each
-	// request ID made; nil until loaded.
-	orders map[int64]map[string]int64
+	mu sync.Mutex
+	m  map[int64]*memo
 }
 
 func newStockMemory() *stockMemory {
-	return &stockMemory{seen: make(map[int64]int64), orders: make(map[int64]map[string]int64)}
+	return &stockMemory{m: make(map[int64]*memo)}
 }
 
 // soldOut reports whether a purchase of q units of the product is sure to
-// be sold out.
+// be sold out, and the stock the memory has seen.
 func (m *stockMemory) soldOut(product, q int64) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	stock, ok := m.seen[product]
-	return stock, ok && q > stock
+	if e, ok := m.m[product]; ok {
+		return e.stock, q > e.stock
+	}
+	return 0, false
 }
 
 // knows reports whether the product's stock has been seen.
 func (m *stockMemory) knows(product int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.seen[product]
+	_, ok := m.m[product]
 	return ok
 }
 
-// saw records stock seen by a read or a write: the memory keeps the least.
-func (m *stockMemory) saw(product, stock int64) {
+// generation is the generation the memory holds the product's stock for;
+// unknownGeneration when it has not seen it. A write takes it before it
+// begins and reports what it left with it (observe), so that a write that
+// raced a reset cannot lower the new sale's stock.
+func (m *stockMemory) generation(product int64) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.seen[product]; !ok || stock < old {
-		m.seen[product] = stock
+	if e, ok := m.m[product]; ok {
+		return e.gen
 	}
+	return unknownGeneration
 }
 
-// set records a product's stock as it is now (a reset, or the refresher's
-// read): it may rise.
-func (m *stockMemory) set(product, stock int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.seen[product]; ok && stock > old {
-		delete(m.orders, product) // a reset: the orders went with it
+// observe records stock seen (by a read, a committed write, a reset) in
+// generation gen: a newer generation replaces what the memory knew, its
+// orders included; the same one keeps the least stock; an older one, or an
+// unknown one, changes nothing. It reports whether it changed the memory.
+func (m *stockMemory) observe(product, stock, gen int64) bool {
+	if gen < 0 {
+		return false
 	}
-	m.seen[product] = stock
-}
-
-// reset records the stock a reset set: the product's orders are gone.
-func (m *stockMemory) reset(product, stock int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen[product] = stock
-	delete(m.orders, product)
+	e, ok := m.m[product]
+	switch {
+	case !ok || gen > e.gen:
+		m.m[product] = &memo{stock: stock, gen: gen}
+		return true
+	case gen == e.gen && stock < e.stock:
+		e.stock = stock
+		return true
+	}
+	return false
 }
 
 // products returns the products remembered.
 func (m *stockMemory) products() []int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids := make([]int64, 0, len(m.seen))
-	for id := range m.seen {
+	ids := make([]int64, 0, len(m.m))
+	for id := range m.m {
 		ids = append(ids, id)
 	}
 	return ids
@@ -126,7 +155,7 @@ func (s *Seckill) refresh(ctx context.Context) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, stockRefresh*4)
 		var rows []model.Product
-		err := s.db.WithContext(rctx).Select("id", "stock").Where("id IN ?", ids).Find(&rows).Error
+		err := s.db.WithContext(rctx).Select("id", "stock", "generation").Where("id IN ?", ids).Find(&rows).Error
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -135,22 +164,51 @@ func (s *Seckill) refresh(ctx context.Context) {
 			continue
 		}
 		for _, p := range rows {
-			s.memory.set(p.ID, p.Stock)
-			s.metrics.stock(p.ID, p.Stock)
+			s.sawStock(p.ID, p.Stock, p.Generation)
 		}
+	}
+}
+
+// sawStock records a product's stock as read, or as left by a committed
+// write, in generation gen (a write's: the memory's generation when the
+// write began).
+func (s *Seckill) sawStock(product, stock, gen int64) {
+	if s.memory.observe(product, stock, gen) {
+		s.metrics.stock(product, stock)
 	}
 }
 
 // stockChannel is the channel stock resets are announced on.
 func (s *Seckill) stockChannel() string { return s.cfg.KeyPrefix + "stock" }
 
+// resetMessage is the announcement of a reset: "product:stock:generation".
+func resetMessage(product, stock, gen int64) string {
+	return strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(stock, 10) + ":" + strconv.FormatInt(gen, 10)
+}
+
+// parseResetMessage reads resetMessage's form.
+func parseResetMessage(msg string) (product, stock, gen int64, err error) {
+	parts := strings.Split(msg, ":")
+	if len(parts) != 3 {
+		return 0, 0, 0, fmt.Errorf("%q is not product:stock:generation", msg)
+	}
+	var nums [3]int64
+	for i, part := range parts {
+		if nums[i], err = strconv.ParseInt(part, 10, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("%q is not product:stock:generation: %w", msg, err)
+		}
+	}
+	return nums[0], nums[1], nums[2], nil
+}
+
 // announceReset tells every instance, through every Redis node, that the
-// product's stock was reset to stock. A node that does not take it is
-// logged: its instances learn of the reset from their refresher.
-func (s *Seckill) announceReset(ctx context.Context, product, stock int64) {
+// product's stock was reset to stock in generation gen. A node that does
+// not take it is logged: its instances learn of the reset from their
+// refresher.
+func (s *Seckill) announceReset(ctx context.Context, product, stock, gen int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	msg := strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(stock, 10)
+	msg := resetMessage(product, stock, gen)
 	for i, c := range s.redis {
 		if err := c.Publish(ctx, s.stockChannel(), msg).Err(); err != nil {
 			s.log.WarnContext(ctx, "announce a stock reset", "node", i, "product", product, "err", err)
@@ -158,7 +216,9 @@ func (s *Seckill) announceReset(ctx context.Context, product, stock int64) {
 	}
 }
 
-// listenResets applies the resets announced on node c until ctx ends.
+// listenResets applies the resets announced on node c until ctx ends. Each
+// reset is heard once per node: the generation makes the copies, and any
+// announcement older than what the memory knows, change nothing.
 func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 	sub := c.Subscribe(ctx, s.stockChannel())
 	// Closing the subscription is what ends its channel.
@@ -169,15 +229,15 @@ func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 	})
 	defer stop()
 	for msg := range sub.Channel() {
-		id, stock, ok := strings.Cut(msg.Payload, ":")
-		product, err1 := strconv.ParseInt(id, 10, 64)
-		left, err2 := strconv.ParseInt(stock, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			s.log.WarnContext(ctx, "a stock reset announcement that does not parse", "payload", msg.Payload)
+		product, stock, gen, err := parseResetMessage(msg.Payload)
+		if err != nil {
+			s.log.WarnContext(ctx, "a stock reset announcement that does not parse", "err", err)
 			continue
 		}
-		s.memory.reset(product, left)
-		s.metrics.stock(product, left)
+		s.sawStock(product, stock, gen)
+		if h := s.cfg.hooks.resetHeard; h != nil {
+			h(product, gen)
+		}
 	}
 }
 
@@ -186,8 +246,8 @@ func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 // bounds its own database calls (there are none when the memory can tell).
 func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (Receipt, error) {
 	out := soldOut(p.ProductID, stock)
-	if p.RequestID == "" {
-		return Receipt{}, out
+	if p.RequestID == "" || p.serverRequestID {
+		return Receipt{}, out // an ID made for this purchase made no order yet
 	}
 	id, known, err := s.orderOfRequest(ctx, p.ProductID, p.RequestID)
 	if err != nil {
@@ -221,24 +281,35 @@ func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (R
 // memory has seen at zero: known says the memory could tell (id 0: none).
 func (s *Seckill) orderOfRequest(ctx context.Context, product int64, requestID string) (id int64, known bool, err error) {
 	s.memory.mu.Lock()
-	stock, seen := s.memory.seen[product]
-	orders, loaded := s.memory.orders[product]
+	e, seen := s.memory.m[product]
+	var (
+		gen            int64
+		orders         map[string]int64
+		loaded, atZero bool
+	)
+	if seen {
+		gen, orders, loaded, atZero = e.gen, e.orders, e.loaded, e.stock <= 0
+	}
 	s.memory.mu.Unlock()
-	if !seen || stock > 0 {
+	if !atZero {
 		return 0, false, nil
 	}
 	if !loaded {
 		// One load for every buyer that asks at once, on a context of its
 		// own: one buyer's deadline must not fail the others'.
-		v, err, _ := s.ordersOnce.Do(fmt.Sprint(product), func() (any, error) {
+		v, err, _ := s.ordersOnce.Do(fmt.Sprint(product, ":", gen), func() (any, error) {
 			lctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
 			defer cancel()
-			return s.loadOrders(lctx, product)
+			return s.loadOrders(lctx, product, gen)
 		})
 		if err != nil {
 			return 0, false, err
 		}
-		orders = v.(map[string]int64)
+		got := v.(generationOrders)
+		if got.gen != gen {
+			return 0, false, nil // reset meanwhile: look it up
+		}
+		orders = got.orders
 	}
 	if orders == nil {
 		return 0, false, nil // too many to remember: look it up
@@ -246,27 +317,52 @@ func (s *Seckill) orderOfRequest(ctx context.Context, product int64, requestID s
 	return orders[requestID], true, nil
 }
 
-// loadOrders reads the request IDs of a sold-out product's orders into the
-// memory; nil, remembered too, when there are more than it keeps.
-func (s *Seckill) loadOrders(ctx context.Context, product int64) (map[string]int64, error) {
-	var rows []model.Order
-	err := s.db.WithContext(ctx).Select("id", "request_id").
-		Where("product_id = ? AND request_id IS NOT NULL", product).
-		Limit(maxRememberedOrders + 1).Find(&rows).Error
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, storeErr("read the request IDs of a sold-out product", err)
-	}
-	var orders map[string]int64 // nil: too many, remembered as such
-	if len(rows) <= maxRememberedOrders {
-		orders = make(map[string]int64, len(rows))
-		for _, o := range rows {
-			orders[string(*o.RequestID)] = o.ID
+// generationOrders are the request IDs of a product's orders (nil: more
+// than the memory keeps) as of its generation gen.
+type generationOrders struct {
+	gen    int64
+	orders map[string]int64
+}
+
+// loadOrders reads the request IDs of a sold-out product's orders, with the
+// generation they belong to, in one snapshot, and keeps them in the memory
+// while it still holds the product at zero in that generation (asked for
+// gen). A reset after the read and a new sell-out in the next generation
+// leave them out of the memory.
+func (s *Seckill) loadOrders(ctx context.Context, product, gen int64) (generationOrders, error) {
+	var (
+		rows []model.Order
+		prod model.Product
+	)
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Select("id", "generation").Take(&prod, product).Error; err != nil {
+			return fmt.Errorf("read the generation of product %d: %w", product, err)
 		}
+		err := tx.Select("id", "request_id").
+			Where("product_id = ? AND request_id IS NOT NULL", product).
+			Limit(maxRememberedOrders + 1).Find(&rows).Error
+		if err != nil {
+			return fmt.Errorf("read the request IDs of product %d: %w", product, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return generationOrders{}, storeErr("read the request IDs of a sold-out product", err)
+	}
+	got := generationOrders{gen: prod.Generation}
+	if len(rows) <= maxRememberedOrders {
+		got.orders = make(map[string]int64, len(rows))
+		for _, o := range rows {
+			got.orders[string(*o.RequestID)] = o.ID
+		}
+	}
+	if h := s.cfg.hooks.ordersRead; h != nil {
+		h(product)
 	}
 	s.memory.mu.Lock()
 	defer s.memory.mu.Unlock()
-	if s.memory.seen[product] <= 0 { // not reset meanwhile
-		s.memory.orders[product] = orders
+	if e, ok := s.memory.m[product]; ok && e.gen == gen && got.gen == gen && e.stock <= 0 {
+		e.orders, e.loaded = got.orders, true
 	}
-	return orders, nil
+	return got, nil
 }

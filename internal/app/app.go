@@ -223,8 +223,8 @@ func newLockers(cfg config.Config, clients []redis.UniversalClient, releases *lo
 
 // DrainBudget is the longest an instance takes to stop once its context
 // ends: cfg.DrainDelay of accepting while requests are in flight, then the
-// longest purchase (the lock wait, the longest hold_ms and 15 s for its
-// transaction). A container's stop grace period must be longer.
+// longest purchase (service.PurchaseBudget) and its unlock. A container's
+// stop grace period must be longer.
 func DrainBudget(cfg config.Config) time.Duration {
 	return cfg.DrainDelay + shutdownTimeout(cfg)
 }

@@ -1,0 +1,123 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/model"
+)
+
+// Answers that do not lie. Every purchase carries a request ID (one made by
+// the server when the buyer sent none) and every order row holds it. When a
+// COMMIT was sent and its outcome is not known (its reply lost, the
+// connection gone after it, the deadline running out while it ran), the
+// service does not answer "unavailable", which would say nothing was
+// written: it settles the outcome by looking the purchase's orders up by
+// request ID on another connection, and answers the truth. The look-up is a
+// locking read (SELECT ... FOR UPDATE): an order row that the unsettled
+// transaction inserted and has not yet committed or rolled back is locked
+// by it, so the read waits for its end instead of missing it. (The
+// transaction's inserts all returned before its COMMIT was sent, so its
+// rows exist by then.) When the look-up cannot be made within its bound
+// either, the answer is 503 outcome_unknown, and a replay of the request ID
+// answers the truth once the database does.
+
+// commitError is a COMMIT whose outcome is not known: it may have taken.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit, outcome unknown: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// uncommitted says err is a COMMIT whose outcome is not known.
+func uncommitted(err error) bool {
+	var ce *commitError
+	return errors.As(err, &ce)
+}
+
+// transaction runs fn in a transaction on ctx, as gorm's Transaction does,
+// and tells a COMMIT that failed (a *commitError: it may have taken) from
+// everything before it (rolled back, nothing written).
+func (s *Seckill) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	committing := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		committing = true
+		return nil
+	})
+	if err != nil && committing {
+		return &commitError{err: err}
+	}
+	return err
+}
+
+// serverRequestIDPrefix starts the request IDs the server makes.
+const serverRequestIDPrefix = "srv-"
+
+// newRequestID makes a request ID for a purchase that came without one: 128
+// random bits, which no other purchase can have.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return serverRequestIDPrefix + hex.EncodeToString(b[:])
+}
+
+// settle finds out what became of a transaction whose COMMIT's outcome is
+// unknown (cause): the orders it was to write, by request ID. committed
+// says they are in the database; !committed with a nil error that the
+// transaction rolled back and wrote nothing. An error means the look-up
+// itself could not be made within its bound: the outcome stays unknown.
+func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) (found map[string]model.Order, committed bool, err error) {
+	ctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
+	defer cancel()
+	var orders []model.Order
+	// In a transaction of its own: a locking read waits for the locks it
+	// meets (in autocommit mode MySQL does not promise to).
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+			Where("request_id IN ?", requestIDs).Find(&orders).Error
+	})
+	if err != nil {
+		s.log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
+			"request_ids", len(requestIDs), "commit_err", cause, "err", err)
+		return nil, false, fmt.Errorf("look up %d orders after a failed COMMIT: %w", len(requestIDs), err)
+	}
+	found = make(map[string]model.Order, len(orders))
+	for _, o := range orders {
+		found[string(*o.RequestID)] = o
+	}
+	s.log.WarnContext(ctx, "a COMMIT failed; its outcome was looked up", "request_ids", len(requestIDs),
+		"committed", len(found) > 0, "err", cause)
+	if len(found) > 0 && len(found) != len(requestIDs) {
+		return found, true, fmt.Errorf("%d of %d orders of one transaction found", len(found), len(requestIDs))
+	}
+	return found, len(found) > 0, nil
+}
+
+// outcomeUnknown is the answer to a purchase whose COMMIT was sent and
+// whose outcome could not be looked up.
+func outcomeUnknown(p Purchase, cause error) error {
+	return &Error{Code: CodeOutcomeUnknown, Err: cause, Message: fmt.Sprintf(
+		"the purchase may or may not have been made: replay request_id %q to learn which", p.RequestID)}
+}
+
+// settleOne is the answer to one purchase whose COMMIT failed with cause:
+// its order when it committed; unavailable (nothing written) when it rolled
+// back; outcome_unknown when nobody can tell yet.
+func (s *Seckill) settleOne(ctx context.Context, p Purchase, cause error) (model.Order, error) {
+	found, committed, err := s.settle(ctx, []string{p.RequestID}, cause)
+	switch {
+	case err != nil:
+		return model.Order{}, outcomeUnknown(p, errors.Join(cause, err))
+	case !committed:
+		return model.Order{}, storeErr(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
+	}
+	return found[p.RequestID], nil
+}
