@@ -3,6 +3,7 @@ package faulttest_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -224,7 +225,8 @@ func (in *instance) wantConsistent(t *testing.T, id int64) client.Audit {
 
 // answer is what one purchase got.
 type answer struct {
-	order  client.Order
+	requestID string
+	order     client.Order
 	code   string // "" for 201, the error code, or "transport"
 	status int
 	at     time.Time     // when it came
@@ -237,7 +239,7 @@ func buy(in *instance, id int64, p client.Purchase, o client.Override) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ord, err := in.c.Buy(ctx, id, p, o)
-	a := answer{order: ord, at: time.Now(), took: time.Since(start), status: 201}
+	a := answer{requestID: p.RequestID, order: ord, at: time.Now(), took: time.Since(start), status: 201}
 	var apiErr *client.Error
 	switch {
 	case err == nil:
@@ -275,3 +277,33 @@ func (d *deployment) waitForLockKey(t *testing.T, id int64, need int) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// orderRequestIDs reads, from the database itself, the request IDs of the
+// product's orders.
+func (d *deployment) orderRequestIDs(t *testing.T, product int64) map[string]bool {
+	t.Helper()
+	db, err := sql.Open("mysql", d.dsn)
+	if err != nil {
+		t.Fatalf("open the database: %v", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT request_id FROM orders WHERE product_id = ? AND request_id IS NOT NULL", product)
+	if err != nil {
+		t.Fatalf("read the orders of product %d: %v", product, err)
+	}
+	defer rows.Close()
+	ids := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatalf("read the orders of product %d: %v", product, err)
+		}
+		ids[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read the orders of product %d: %v", product, err)
+	}
+	return ids
+}
