@@ -23,7 +23,7 @@ func saleScenario() Scenario {
 	return Scenario{
 		Name:  "sale",
 		Title: "THE SALE: every strategy, two instances, one product each",
-		Shows: "every strategy sells 49 units to 400 buyers over two instances",
+		Shows: fmt.Sprintf("every strategy sells %d units to %d buyers over two instances", saleStock, saleBuyers),
 		Story: fmt.Sprintf("Two instances of the service share the database and the Redis nodes. "+
 			"For each strategy in turn, %d buyers (%d at a time, spread over both instances) "+
 			"try to buy one of %d units; each purchase does %s of work inside the critical section.",
