@@ -51,12 +51,18 @@ type fixture struct {
 // nodes when nil), all closed or dropped when t ends.
 func newFixture(t testing.TB, addrs []string) *fixture {
 	t.Helper()
+	return newFixtureDSN(t, addrs, testenv.MySQL(t))
+}
+
+// newFixtureDSN is newFixture on the database of dsn.
+func newFixtureDSN(t testing.TB, addrs []string, dsn string) *fixture {
+	t.Helper()
 	if addrs == nil {
 		addrs = testenv.RedisAddrs(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := store.OpenMySQL(ctx, testenv.MySQL(t))
+	db, err := store.OpenMySQL(ctx, dsn)
 	if err != nil {
 		t.Fatalf("OpenMySQL: %v", err)
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -77,13 +78,7 @@ func newRequestID() string {
 func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) (found map[string]model.Order, committed bool, err error) {
 	ctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
 	defer cancel()
-	var orders []model.Order
-	// In a transaction of its own: a locking read waits for the locks it
-	// meets (in autocommit mode MySQL does not promise to).
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-			Where("request_id IN ?", requestIDs).Find(&orders).Error
-	})
+	orders, err := s.lookUp(ctx, requestIDs)
 	if err != nil {
 		s.log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
 			"request_ids", len(requestIDs), "commit_err", cause, "err", err)
@@ -99,6 +94,29 @@ func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) 
 		return found, true, fmt.Errorf("%d of %d orders of one transaction found", len(found), len(requestIDs))
 	}
 	return found, len(found) > 0, nil
+}
+
+// lookUp reads the orders with the request IDs, waiting for any
+// transaction that holds one of them uncommitted to end. It runs in a
+// transaction of its own (a locking read waits for the locks it meets; in
+// autocommit mode MySQL does not promise to), which it rolls back: it
+// wrote nothing, and so its answer never waits on a COMMIT's reply, which
+// is what may be failing.
+func (s *Seckill) lookUp(ctx context.Context, requestIDs []string) (orders []model.Order, err error) {
+	tx := s.db.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return nil, fmt.Errorf("begin: %w", tx.Error)
+	}
+	defer func() {
+		// What was read stands: a rollback that fails means the connection
+		// went, and its locks with it.
+		if rerr := tx.Rollback().Error; rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			s.log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
+		}
+	}()
+	err = tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+		Where("request_id IN ?", requestIDs).Find(&orders).Error
+	return orders, err
 }
 
 // outcomeUnknown is the answer to a purchase whose COMMIT was sent and
