@@ -1,0 +1,212 @@
+package history
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// The counter checker: a direct proof for the one model the histories are
+// checked against, in O(n log n) per segment, where a general search
+// (porcupine) explores orders of concurrent answers and takes minutes on a
+// sale of 20,000 purchases.
+//
+// Stock only falls, and a 201 says exactly what it left (r) after taking
+// q, so the 201s of a segment can only be ordered by the stock they found
+// (b = r + q), highest first, and their ranges [r, b) must not overlap (two
+// orders of one unit) and must tile the stock from the top, but for the
+// units that purchases of unknown outcome took in between. Each answer is
+// placed at the earliest point its start and the order allow; a sold_out
+// needs the stock below its quantity by its answer, which the earliest
+// placement makes most likely. Purchases of unknown outcome fill the gaps
+// between 201s (the earliest-started first) and, after the last, take what
+// they can as early as they can. Without such purchases this is exact.
+// With them, a history it cannot place is handed to porcupine, which is
+// exact, so that a verdict of "not linearizable" is always proven.
+
+// counterVerdict is the direct check's verdict on one segment.
+type counterVerdict struct {
+	ok bool
+	// why is the violation, for a person, when !ok.
+	why string
+	// sure says the violation holds whatever the purchases of unknown
+	// outcome did: no search can place the history.
+	sure bool
+}
+
+// placed is a unit-taking event at a point in time.
+type placed struct {
+	at int64
+	q  int64
+}
+
+// checkCounter checks one segment directly.
+func checkCounter(s *segment) counterVerdict {
+	var takers, sold, unknown []*Line
+	for _, l := range s.purchase {
+		switch o, ok := outputOf(l); {
+		case !ok:
+		case o.outcome == took:
+			takers = append(takers, l)
+		case o.outcome == soldOut:
+			sold = append(sold, l)
+		default:
+			unknown = append(unknown, l)
+		}
+	}
+	fail := func(format string, args ...any) counterVerdict {
+		return counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: ", s.product, s.stock, stamp(s.start)) +
+			fmt.Sprintf(format, args...), sure: len(unknown) == 0}
+	}
+	sure := func(v counterVerdict) counterVerdict {
+		v.sure = true
+		return v
+	}
+	var unknownUnits, gaps int64
+	for _, l := range unknown {
+		unknownUnits += l.Quantity
+	}
+	before := func(l *Line) int64 { return *l.RemainingStock + l.Quantity }
+	// The 201s by the stock they found, highest first.
+	sort.SliceStable(takers, func(i, j int) bool { return before(takers[i]) > before(takers[j]) })
+	slices.SortStableFunc(unknown, func(a, b *Line) int { return cmpInt(a.StartNS, b.StartNS) })
+	used := make([]bool, len(unknown))
+
+	var events []placed
+	var p int64 = s.start // the last 201's point
+	top := s.stock        // the stock the next 201 must find, but for gaps
+	for i, l := range takers {
+		b, r := before(l), *l.RemainingStock
+		switch {
+		case r < 0:
+			return sure(fail("%s left a negative stock", lineWords(s, l)))
+		case b > top && i == 0:
+			return sure(fail("%s found %d units, more than the %d there were: oversold", lineWords(s, l), b, s.stock))
+		case b > top:
+			return sure(fail("%s and %s took the same units (%d to %d and %d to %d)",
+				lineWords(s, takers[i-1]), lineWords(s, l), before(takers[i-1]), *takers[i-1].RemainingStock, b, r))
+		}
+		// The gap top-b: purchases of unknown outcome took it.
+		gap := top - b
+		gaps += gap
+		at := max(p, l.StartNS)
+		if at > l.EndNS {
+			// Purchases of unknown outcome can only make it later.
+			return sure(fail("%s ended before a purchase that found more stock began (+%v)",
+				lineWords(s, l), time.Duration(at-s.start)))
+		}
+		if gap > 0 {
+			filled, latest, ok := fillGap(unknown, used, gap, l.EndNS)
+			if !ok {
+				if gaps > unknownUnits {
+					return sure(fail("%d units went between %d and %s, more than all purchases of unknown outcome asked for",
+						gap, top, lineWords(s, l)))
+				}
+				return fail("%d units went between %d and %s with no purchase of unknown outcome to have taken them",
+					gap, top, lineWords(s, l))
+			}
+			at = max(at, latest)
+			for _, k := range filled {
+				events = append(events, placed{at: max(unknown[k].StartNS, p), q: unknown[k].Quantity})
+			}
+		}
+		if at > l.EndNS {
+			return fail("%s must come after a purchase that found more stock, which began only at +%v",
+				lineWords(s, l), time.Duration(at-s.start))
+		}
+		events = append(events, placed{at: at, q: l.Quantity})
+		p, top = at, r
+	}
+	// After the last 201, the rest of unknown outcome take what they can,
+	// as early as they can.
+	for k, l := range unknown {
+		if !used[k] && l.Quantity <= top {
+			events = append(events, placed{at: max(l.StartNS, p), q: l.Quantity})
+			top -= l.Quantity
+		}
+	}
+	// Each sold_out needs the stock below its quantity by its answer.
+	slices.SortFunc(events, func(a, b placed) int { return cmpInt(a.at, b.at) })
+	at := make([]int64, len(events))
+	sum := make([]int64, len(events)+1)
+	for i, e := range events {
+		at[i], sum[i+1] = e.at, sum[i]+e.q
+	}
+	for _, l := range sold {
+		k := sort.Search(len(at), func(k int) bool { return at[k] > l.EndNS })
+		if left := s.stock - sum[k]; left >= l.Quantity {
+			v := fail("%s while at least %d units were left", lineWords(s, l), left)
+			v.sure = v.sure || undersold(&segment{stock: s.stock, purchase: append(slices.Clone(takers), append(unknown, l)...)}) > 0
+			return v
+		}
+	}
+	return counterVerdict{ok: true}
+}
+
+// fillGap picks, among the purchases of unknown outcome not yet used that
+// began by until, the earliest-started whose quantities add up to gap
+// exactly; it returns them and the latest start among them.
+func fillGap(unknown []*Line, used []bool, gap, until int64) ([]int, int64, bool) {
+	var cands []int
+	for k, l := range unknown {
+		if l.StartNS > until {
+			break
+		}
+		if !used[k] && l.Quantity <= gap {
+			cands = append(cands, k)
+		}
+	}
+	pick, ok := subsetSum(unknown, cands, gap)
+	if !ok {
+		return nil, 0, false
+	}
+	var latest int64
+	for _, k := range pick {
+		used[k] = true
+		latest = max(latest, unknown[k].StartNS)
+	}
+	return pick, latest, true
+}
+
+// subsetSum finds a subset of cands (in order, the earliest preferred)
+// whose quantities add up to target: a table over the sums.
+func subsetSum(unknown []*Line, cands []int, target int64) ([]int, bool) {
+	// from[v] is the candidate that first reached sum v, -1 none.
+	from := make([]int, target+1)
+	for v := range from {
+		from[v] = -1
+	}
+	prev := make([]int64, target+1)
+	reach := make([]bool, target+1)
+	reach[0] = true
+	for _, k := range cands {
+		q := unknown[k].Quantity
+		for v := target; v >= q; v-- {
+			if !reach[v] && reach[v-q] {
+				reach[v], from[v], prev[v] = true, k, v-q
+			}
+		}
+		if reach[target] {
+			break
+		}
+	}
+	if !reach[target] {
+		return nil, false
+	}
+	var out []int
+	for v := target; v > 0; v = prev[v] {
+		out = append(out, from[v])
+	}
+	return out, true
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,242 @@
+// Package history reads, writes and checks histories of purchases: every
+// purchase attempt a client made, with when it began and ended and what it
+// was answered, one JSON object a line, as the contract's `-history` gives
+// it. Check proves a history linearizable against one stock counter per
+// product, or shows the first violation (see check.go).
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// Line is one line of a history: a stock line (Stock set: the product's
+// stock at TimeNS, with no purchase of it in flight) or a purchase.
+type Line struct {
+	Product int64
+	// Stock and TimeNS make a stock line.
+	Stock  *int64
+	TimeNS int64
+	// A purchase: who asked for how many, when it was sent and when its
+	// answer was read (nanoseconds since the Unix epoch), the status (0:
+	// no answer came) and the error code; RemainingStock and OrderID on
+	// 200 and 201 only.
+	UserID         string
+	RequestID      string
+	Quantity       int64
+	StartNS, EndNS int64
+	Status         int
+	Code           string
+	RemainingStock *int64
+	OrderID        *int64
+}
+
+// stockJSON and purchaseJSON are the two shapes of a line.
+type stockJSON struct {
+	Product int64 `json:"product"`
+	Stock   int64 `json:"stock"`
+	TimeNS  int64 `json:"time_ns"`
+}
+
+type purchaseJSON struct {
+	Product        int64  `json:"product"`
+	UserID         string `json:"user_id"`
+	RequestID      string `json:"request_id"`
+	Quantity       int64  `json:"quantity"`
+	StartNS        int64  `json:"start_ns"`
+	EndNS          int64  `json:"end_ns"`
+	Status         int    `json:"status"`
+	Code           string `json:"code"`
+	RemainingStock *int64 `json:"remaining_stock,omitempty"`
+	OrderID        *int64 `json:"order_id,omitempty"`
+}
+
+// MarshalJSON writes the line in the contract's shape.
+func (l Line) MarshalJSON() ([]byte, error) {
+	if l.Stock != nil {
+		return json.Marshal(stockJSON{Product: l.Product, Stock: *l.Stock, TimeNS: l.TimeNS})
+	}
+	return json.Marshal(purchaseJSON{Product: l.Product, UserID: l.UserID, RequestID: l.RequestID,
+		Quantity: l.Quantity, StartNS: l.StartNS, EndNS: l.EndNS, Status: l.Status, Code: l.Code,
+		RemainingStock: l.RemainingStock, OrderID: l.OrderID})
+}
+
+// UnmarshalJSON reads either shape: a line with a "stock" key is a stock
+// line.
+func (l *Line) UnmarshalJSON(data []byte) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return err
+	}
+	if _, ok := keys["stock"]; ok {
+		var s stockJSON
+		if err := strictUnmarshal(data, &s); err != nil {
+			return err
+		}
+		*l = Line{Product: s.Product, Stock: &s.Stock, TimeNS: s.TimeNS}
+		return nil
+	}
+	var p purchaseJSON
+	if err := strictUnmarshal(data, &p); err != nil {
+		return err
+	}
+	*l = Line{Product: p.Product, UserID: p.UserID, RequestID: p.RequestID, Quantity: p.Quantity,
+		StartNS: p.StartNS, EndNS: p.EndNS, Status: p.Status, Code: p.Code,
+		RemainingStock: p.RemainingStock, OrderID: p.OrderID}
+	return nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// validate says what is wrong with a line that parsed.
+func (l Line) validate() error {
+	switch {
+	case l.Product <= 0:
+		return errors.New("product must be a positive integer")
+	case l.Stock != nil && *l.Stock < 0:
+		return errors.New("stock must not be negative")
+	case l.Stock != nil:
+		return nil
+	case l.Quantity <= 0:
+		return errors.New("quantity must be a positive integer")
+	case l.EndNS < l.StartNS:
+		return errors.New("end_ns is before start_ns")
+	case l.Status != 0 && (l.Status < 100 || l.Status > 599):
+		return fmt.Errorf("status %d is not an HTTP status (or 0)", l.Status)
+	case l.Succeeded() && (l.RemainingStock == nil || l.OrderID == nil):
+		return fmt.Errorf("a %d needs remaining_stock and order_id", l.Status)
+	}
+	return nil
+}
+
+// Succeeded says the purchase took its units: 200 or 201.
+func (l Line) Succeeded() bool { return l.Status == 200 || l.Status == 201 }
+
+// Indeterminate says the purchase may or may not have taken its units: no
+// answer, outcome_unknown, or a 5xx without a code.
+func (l Line) Indeterminate() bool {
+	return l.Status == 0 || l.Code == "outcome_unknown" || (l.Status >= 500 && l.Code == "")
+}
+
+// SoldOut says the purchase was answered sold_out.
+func (l Line) SoldOut() bool { return l.Status == 409 && l.Code == "sold_out" }
+
+// ParseError is a line of a history that cannot be read.
+type ParseError struct {
+	Line int // from 1
+	Err  error
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("history: line %d: %v", e.Line, e.Err) }
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// maxLine bounds one line of a history.
+const maxLine = 1 << 20
+
+// Read reads a whole history. A line that does not parse is a *ParseError
+// naming it; blank lines are skipped.
+func Read(r io.Reader) ([]Line, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var out []Line
+	for n := 1; sc.Scan(); n++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		var l Line
+		if err := json.Unmarshal(text, &l); err != nil {
+			return nil, &ParseError{Line: n, Err: err}
+		}
+		if err := l.validate(); err != nil {
+			return nil, &ParseError{Line: n, Err: err}
+		}
+		out = append(out, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("history: read line %d: %w", len(out)+1, err)
+	}
+	return out, nil
+}
+
+// ReadFile reads the history in the file at path.
+func ReadFile(path string) ([]Line, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	return Read(f)
+}
+
+// Writer writes lines as they come, from any number of goroutines.
+type Writer struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+// NewWriter writes lines to w, buffered: Flush at the end.
+func NewWriter(w io.Writer) *Writer {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	return &Writer{w: bw, enc: json.NewEncoder(bw)}
+}
+
+// Write writes one line. After a failed write it keeps returning that
+// error.
+func (w *Writer) Write(l Line) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		if err := w.enc.Encode(l); err != nil {
+			w.err = fmt.Errorf("history: write: %w", err)
+		}
+	}
+	return w.err
+}
+
+// Flush writes what is buffered.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		if err := w.w.Flush(); err != nil {
+			w.err = fmt.Errorf("history: flush: %w", err)
+		}
+	}
+	return w.err
+}
+
+// WriteFile writes lines to a new file at path.
+func WriteFile(path string, lines []Line) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	w := NewWriter(f)
+	for _, l := range lines {
+		if err := w.Write(l); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return nil
+}
