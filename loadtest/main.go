@@ -29,6 +29,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/history"
 )
 
 func main() {
@@ -46,6 +47,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		fmt.Fprintln(os.Stderr, "run with -h for the flags")
 		os.Exit(2)
+	case errors.As(err, new(unreadableError)):
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 		os.Exit(1)
@@ -57,6 +61,15 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// unreadableError is a history -check cannot read.
+type unreadableError struct{ err error }
+
+func (e unreadableError) Error() string { return e.err.Error() }
+func (e unreadableError) Unwrap() error { return e.err }
+
+// errNotLinearizable is -check's verdict on a history that is not.
+var errNotLinearizable = errors.New("the history is not linearizable")
+
 // errFailed is returned after the report was written when it has failures.
 var errFailed = errors.New("FAILED")
 
@@ -64,6 +77,8 @@ var errFailed = errors.New("FAILED")
 type options struct {
 	json, csv, report string
 	quiet, wide       bool
+	// check and checkHTML: -check FILE (and the page of -check-html).
+	check, checkHTML string
 }
 
 // run is the whole command: it parses args, runs the driver, prints the
@@ -72,6 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, opt, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if opt.check != "" {
+		return checkHistory(opt.check, opt.checkHTML, stdout)
 	}
 	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
 		cfg.Progress = stderr
@@ -151,11 +169,20 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	fs.BoolVar(&opt.wide, "wide", false, "print every column in one table (wider than 100 columns)")
 	fs.StringVar(&opt.report, "report", "", "also write a self-contained HTML page with charts to this `file`")
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (there is none when stderr is not a terminal)")
+	fs.StringVar(&cfg.History, "history", "", "write every purchase as it is answered to this `file` (JSON lines), and check it")
+	fs.StringVar(&opt.check, "check", "", "check the history in this `file` for linearizability and exit; no instance needed")
+	fs.StringVar(&opt.checkHTML, "check-html", "", "with -check: also draw the history as a page in this `file`")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, opt, err
 		}
 		return cfg, opt, usageError{err.Error()}
+	}
+	if opt.check != "" || opt.checkHTML != "" {
+		if opt.check == "" {
+			return cfg, opt, usageError{"-check-html draws the history that -check reads: give -check"}
+		}
+		return cfg, opt, nil // nothing else applies
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -248,6 +275,33 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		cfg.Requests = 0
 	}
 	return cfg, opt, nil
+}
+
+// checkHistory is -check: it reads the history at path, prints the verdict
+// and, when page is not empty, draws the history there. A history that is
+// not linearizable is errNotLinearizable (exit 1); one that cannot be read,
+// an unreadableError (exit 2).
+func checkHistory(path, page string, stdout io.Writer) error {
+	lines, err := history.ReadFile(path)
+	if err != nil {
+		return unreadableError{err}
+	}
+	res, err := history.Check(lines)
+	if err != nil {
+		return unreadableError{err}
+	}
+	if _, err := fmt.Fprintln(stdout, res); err != nil {
+		return err
+	}
+	if page != "" {
+		if err := writeFile(page, func(w io.Writer) error { return res.WriteHTML(w, 30*time.Second) }); err != nil {
+			return err
+		}
+	}
+	if !res.Linearizable {
+		return errNotLinearizable
+	}
+	return nil
 }
 
 // writeFile creates path and writes it with write.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -139,5 +141,53 @@ func TestRunCommandUnreachable(t *testing.T) {
 	var usage usageError
 	if err == nil || errors.As(err, &usage) || !strings.Contains(err.Error(), "cannot be reached") {
 		t.Errorf("run against %s = %v; want an error (not a usage error) saying it cannot be reached", dead, err)
+	}
+}
+
+// TestCheckCommand: -check reads a history and says whether it is
+// linearizable (exit 0 or 1), or names the line it cannot read (exit 2);
+// -check-html draws it.
+func TestCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const stock = `{"product":1,"stock":1,"time_ns":0}` + "\n"
+	buy := func(user string, start, end int64, status int, code, extra string) string {
+		return fmt.Sprintf(`{"product":1,"user_id":%q,"request_id":"r-%s","quantity":1,"start_ns":%d,"end_ns":%d,"status":%d,"code":%q%s}`+"\n",
+			user, user, start, end, status, code, extra)
+	}
+	good := write("good.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+buy("b", 3, 4, 409, "sold_out", ""))
+	oversold := write("bad.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+
+		buy("b", 3, 4, 201, "", `,"remaining_stock":0,"order_id":2`))
+	broken := write("broken.jsonl", stock+"{not json\n")
+
+	var out bytes.Buffer
+	page := filepath.Join(dir, "page.html")
+	if err := run(t.Context(), []string{"-check", good, "-check-html", page}, &out, io.Discard); err != nil {
+		t.Fatalf("-check good = %v\n%s", err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "linearizable") {
+		t.Errorf("-check good printed %q; want the verdict linearizable", out.String())
+	}
+	if b, err := os.ReadFile(page); err != nil || !bytes.Contains(b, []byte("<html")) {
+		t.Errorf("-check-html wrote %d bytes, %v; want a page", len(b), err)
+	}
+	out.Reset()
+	err := run(t.Context(), []string{"-check", oversold}, &out, io.Discard)
+	if !errors.Is(err, errNotLinearizable) || !strings.Contains(out.String(), "not linearizable") || !strings.Contains(out.String(), "r-b") {
+		t.Errorf("-check oversold = %v, printed %q; want not linearizable, naming r-b", err, out.String())
+	}
+	err = run(t.Context(), []string{"-check", broken}, io.Discard, io.Discard)
+	var unreadable unreadableError
+	if !errors.As(err, &unreadable) || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("-check broken = %v; want an unreadableError naming line 2", err)
+	}
+	if err := run(t.Context(), []string{"-check-html", page}, io.Discard, io.Discard); !errors.As(err, new(usageError)) {
+		t.Errorf("-check-html alone = %v; want a usage error", err)
 	}
 }

@@ -76,6 +76,10 @@ type Config struct {
 	Pause time.Duration
 	// Batch > 0 is passed to every purchase as batch.
 	Batch int
+	// History, when not empty, is a file to write every purchase to as it
+	// is answered (package history): every purchase then carries a unique
+	// request ID, and each run checks its own history.
+	History string
 	// Fencing, when not nil, is passed to every purchase as fencing=.
 	Fencing *bool
 	// Quantity is the units of every purchase; 0 means 1.

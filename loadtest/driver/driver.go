@@ -17,6 +17,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/loadtest/history"
 )
 
 // ErrOverrideDisabled is wrapped by Run's error when an instance answered
@@ -39,8 +40,8 @@ const probeProduct = math.MaxInt64
 // goes down, an audit that fails) are counted and reported, not returned;
 // Run returns an error when it cannot run at all, when an instance refuses
 // the strategy override, or when ctx ends (with what was measured so far).
-func Run(ctx context.Context, cfg Config) (*Report, error) {
-	cfg, err := cfg.withDefaults()
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Start: time.Now(), Environment: environment()}
+	rep = &Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg)
 		res := raw(ctx, cfg, clients)
@@ -87,12 +88,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Config = settings(cfg)
 
+	var hw *history.Writer
+	if cfg.History != "" {
+		f, err := os.Create(cfg.History)
+		if err != nil {
+			return nil, fmt.Errorf("driver: the history: %w", err)
+		}
+		defer f.Close() // closed below; a second Close's error says nothing new
+		hw = history.NewWriter(f)
+		defer func() {
+			if ferr := errors.Join(hw.Flush(), f.Close()); ferr != nil && err == nil {
+				err = fmt.Errorf("driver: write the history %s: %w", cfg.History, ferr)
+			}
+		}()
+	}
 	prefix := "lt" + randomHex(4) + "-"
 	for i, st := range strategies {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		res, err := runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-")
+		var rec *recorder
+		if hw != nil {
+			rec = &recorder{w: hw, product: cfg.ProductID, prefix: prefix + strconv.Itoa(i) + "-"}
+		}
+		res, err := runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
 		if res != nil {
 			rep.Results = append(rep.Results, *res)
 		}
@@ -187,7 +206,7 @@ func resolveStrategies(ctx context.Context, admin *client.Client, names []string
 // runStrategy resets the stock, runs the load under one strategy, checks
 // the instances and reads the audit. A nil Result comes with an error; a
 // failed audit is reported in the Result.
-func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string) (*Result, error) {
+func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, error) {
 	admin := clients[0]
 	if cfg.Stock > 0 {
 		if _, err := admin.SetStock(ctx, cfg.ProductID, cfg.Stock); err != nil {
@@ -198,6 +217,20 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	if err != nil {
 		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
 	}
+	if rec != nil {
+		if err := rec.stock(before.Stock); err != nil {
+			return nil, fmt.Errorf("driver: %w", err)
+		}
+		if cfg.Stock > 0 && len(clients) > 1 {
+			// The other instances hear of the reset within the contract's
+			// second; until then one may still answer sold_out from what it
+			// saw of the last run, which the history would count against
+			// the new sale.
+			if err := sleep(ctx, resetPropagation); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	p := newPlan(cfg, client.PurchasePath(cfg.ProductID, override(cfg, st)), label(st))
 	p.purchase = true
@@ -206,6 +239,7 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	p.tail = []byte(`"}`)
 	p.stock = before.Stock
 	p.captureStrategy = st.Name == ""
+	p.history = rec
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
 		return nil, overrideDisabled(t.overrideDisabled)
@@ -256,8 +290,31 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	case res.TimeToSoldOut == 0 && res.Elapsed > 0:
 		res.SellRate = res.SuccessThroughput
 	}
+	if res.Audited && int64(res.Requests+res.warmRequests())*cfg.Quantity > before.Stock {
+		unsold := max(0, after.Stock)
+		res.UnsoldUnits = &unsold
+	}
+	if rec != nil {
+		res.History = rec.verdict()
+	}
 	res.Verdict = res.verdict()
 	return &res, nil
+}
+
+// resetPropagation is how long the contract gives every instance to hear
+// of a stock reset.
+const resetPropagation = time.Second
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // checkInstances asks every instance for /healthz after the run and marks

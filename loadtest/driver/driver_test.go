@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/history"
 )
 
 // dbFigures reads what the database holds for a product: its order rows,
@@ -433,4 +435,52 @@ func TestFailures(t *testing.T) {
 			t.Errorf("%s: Failures() = %q; want %q", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestRunHistory: with a history, two instances, a safe strategy's run is
+// linearizable and none's, which oversells, is not; the history file holds
+// every purchase, and -check agrees with the run's own verdict.
+func TestRunHistory(t *testing.T) {
+	a := apptest.Start(t, nil)
+	b := a.Another(t)
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: 10, History: path,
+		Strategies: []string{"redlock", "none"}, Requests: 60, Concurrency: 12, Hold: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	safe, none := rep.Results[0], rep.Results[1]
+	if h := safe.History; h == nil || !h.Checked || !h.Linearizable || h.Purchases != 60 || h.UndersoldAnswers != 0 {
+		t.Errorf("redlock's history verdict %+v; want 60 purchases, linearizable, none undersold", h)
+	}
+	if safe.UnsoldUnits == nil || *safe.UnsoldUnits != 0 {
+		t.Errorf("redlock's unsold units %v; want 0 (60 buyers for 10 units)", safe.UnsoldUnits)
+	}
+	if none.Audit.OversoldUnits == 0 {
+		t.Skipf("none did not oversell this time (audit %+v): nothing to show", none.Audit)
+	}
+	if h := none.History; h == nil || !h.Checked || h.Linearizable || h.Violation == "" {
+		t.Errorf("none's history verdict %+v; want not linearizable, with its violation", h)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none: none is not marked safe", f)
+	}
+	lines, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the history: %v", err)
+	}
+	if len(lines) != 2+120 {
+		t.Errorf("the history has %d lines; want 2 stock lines and 120 purchases", len(lines))
+	}
+	res, err := history.Check(lines)
+	if err != nil || res.Linearizable {
+		t.Errorf("Check(the file) = %v, %v; want not linearizable (none's run)", res, err)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "LINEARIZABLE") {
+		t.Errorf("WriteTable = %v:\n%s\nwant the history block", err, table.String())
+	}
+	checkWidth(t, rep)
 }

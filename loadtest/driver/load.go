@@ -96,6 +96,8 @@ type plan struct {
 	stock, quantity int64
 	// captureStrategy asks for the strategy named by the first 201.
 	captureStrategy bool
+	// history, when not nil, records every purchase (-history).
+	history *recorder
 }
 
 // warmup is the length of the plan's warmup, 0 for none.
@@ -369,6 +371,10 @@ type answer struct {
 	sample   string // transport error
 	override bool   // 403 strategy_override_disabled
 	strategy string // of the captured 201
+	// status and errCode are the answer's HTTP status (0: none came) and
+	// error code, for the history.
+	status  int
+	errCode string
 }
 
 // request is one request of the load as a worker sees it.
@@ -489,10 +495,14 @@ func (p *plan) run(ctx context.Context) *tally {
 				if !ok || ctx.Err() != nil {
 					return
 				}
+				sent := time.Now()
 				a := wk.do(ctx, r.i, &captured)
 				since := time.Since(start)
 				if a.out == outTransport && ctx.Err() != nil {
 					return // cancelled, not an answer
+				}
+				if p.history != nil {
+					p.history.purchase(r.i, p.quantity, sent, time.Now(), a, wk.resp.Body())
 				}
 				if a.override {
 					cancel()
@@ -647,8 +657,8 @@ func (w *worker) do(ctx context.Context, i int, captured *atomic.Bool) answer {
 	// body belongs to resp: it is only read here, and what is kept of it
 	// (the code, the strategy) is copied into strings.
 	body := resp.Body()
-	var a answer
-	switch s := resp.StatusCode(); {
+	a := answer{status: resp.StatusCode()}
+	switch s := a.status; {
 	case s == http.StatusCreated && p.purchase:
 		a.out = outCreated
 		if !captured.Load() && captured.CompareAndSwap(false, true) {
@@ -661,6 +671,9 @@ func (w *worker) do(ctx context.Context, i int, captured *atomic.Bool) answer {
 		a.out = outOK
 	case s == http.StatusConflict, s == http.StatusServiceUnavailable, s/100 == 4, s/100 == 5:
 		code := errorCode(body[:min(len(body), errorBodyPeek)])
+		if p.history != nil {
+			a.errCode = string(code)
+		}
 		switch {
 		case s == http.StatusConflict && bytes.Equal(code, codeSoldOut):
 			a.out = outSoldOut

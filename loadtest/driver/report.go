@@ -142,6 +142,13 @@ type Result struct {
 	// CountsAgree says the audit gained exactly one order of Quantity
 	// units per 201 the driver saw (the warmup's included).
 	CountsAgree bool `json:"counts_agree"`
+	// UnsoldUnits are the units left at the end of a run whose demand
+	// (requests times quantity) exceeded the stock it began with: stock
+	// that a sale which ended early, or answered sold_out wrongly, left
+	// behind. Absent when demand did not exceed the stock.
+	UnsoldUnits *int64 `json:"unsold_units,omitempty"`
+	// History is the check of the run's own history (-history).
+	History *HistoryVerdict `json:"history,omitempty"`
 	// Verdict says in a few words how the run went: "held", "oversold, as
 	// expected", "BROKEN: ...", with the dropped requests if any.
 	Verdict string `json:"verdict"`
@@ -261,11 +268,24 @@ func (r Result) failures() []string {
 		}
 		out = append(out, msg)
 	}
+	if h := r.History; h != nil && !h.Checked {
+		out = append(out, fmt.Sprintf("%s: its history could not be checked: %s", name, h.Error))
+	}
+	if h := r.History; h != nil && h.Checked && r.Safe && !h.Linearizable {
+		out = append(out, fmt.Sprintf("%s (marked safe): its history is not linearizable: %s", name, h.Violation))
+	}
 	if r.Safe && !r.Audit.Held() {
 		out = append(out, fmt.Sprintf("%s (marked safe) broke the stock invariant: initial stock %d, final stock %d, units sold %d, oversold %d, consistent %t",
 			name, r.Audit.InitialStock, r.Audit.Stock, r.Audit.UnitsSold, r.Audit.OversoldUnits, r.Audit.Consistent))
 	}
 	return out
+}
+
+func (r Result) warmRequests() int {
+	if r.Warmup == nil {
+		return 0
+	}
+	return r.Warmup.Requests
 }
 
 func (r Result) warmSuccesses() int {
@@ -304,6 +324,8 @@ func (r Result) verdict() string {
 		v = fmt.Sprintf("BROKEN: oversold %d", r.Audit.OversoldUnits)
 	case r.Safe && !r.Audit.Consistent:
 		v = "BROKEN: audit inconsistent"
+	case r.Safe && r.History != nil && r.History.Checked && !r.History.Linearizable:
+		v = "BROKEN: not linearizable"
 	case r.Audit.OversoldUnits > 0:
 		v = "oversold, as expected"
 	case !r.Audit.Consistent:

@@ -85,7 +85,36 @@ func (r *Report) narrowRows(open bool) [][][]string {
 		stock, sold, oversold := auditCells(res)
 		audit = append(audit, []string{name, stock, sold, oversold, res.Verdict})
 	}
-	return [][][]string{answers, lat, audit}
+	blocks := [][][]string{answers, lat, audit}
+	if hist := r.historyRows(); hist != nil {
+		blocks = append(blocks, hist)
+	}
+	return blocks
+}
+
+// historyRows is the check of each run's history (-history), and the
+// undersell figures; nil without -history.
+func (r *Report) historyRows() [][]string {
+	rows := [][]string{{"HISTORY", "PURCHASES", "LINEARIZABLE", "UNDERSOLD", "UNSOLD"}}
+	for _, res := range r.Results {
+		h := res.History
+		if h == nil {
+			continue
+		}
+		unsold := "-"
+		if res.UnsoldUnits != nil {
+			unsold = strconv.FormatInt(*res.UnsoldUnits, 10)
+		}
+		lin := "not checked"
+		if h.Checked {
+			lin = yesNo(h.Linearizable)
+		}
+		rows = append(rows, []string{strategyCell(res), itoa(h.Purchases), lin, itoa(h.UndersoldAnswers), unsold})
+	}
+	if len(rows) == 1 {
+		return nil
+	}
+	return rows
 }
 
 // wideRows is every column in one table.
@@ -208,9 +237,18 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 			"from send (the intended send time in the open loop) to the whole answer. "+
 			"AUDIT: the server's audit after the run.")
 	}
+	if !raw && r.historyRows() != nil {
+		writeWrapped(w, "HISTORY: every purchase of the run checked against one stock counter (-history); "+
+			"LINEARIZABLE: every answer fits it. UNDERSOLD: sold_out answers given while stock surely remained. "+
+			"UNSOLD: units left at the end of a run whose demand exceeded the stock.")
+	}
 	for _, res := range r.Results {
 		for _, note := range res.notes(r.Config) {
 			writeWrapped(w, strategyCell(res)+": "+note)
+		}
+		if h := res.History; h != nil && h.Violation != "" {
+			first, _, _ := strings.Cut(h.Violation, "\n")
+			writeWrapped(w, strategyCell(res)+": its history is not linearizable: "+first)
 		}
 	}
 	if f := r.Failures(); len(f) > 0 {
