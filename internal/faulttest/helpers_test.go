@@ -227,10 +227,10 @@ func (in *instance) wantConsistent(t *testing.T, id int64) client.Audit {
 type answer struct {
 	requestID string
 	order     client.Order
-	code   string // "" for 201, the error code, or "transport"
-	status int
-	at     time.Time     // when it came
-	took   time.Duration // how long it took
+	code      string // "" for 201, the error code, or "transport"
+	status    int
+	at        time.Time     // when it came
+	took      time.Duration // how long it took
 }
 
 // buy makes one purchase and says what it got.
