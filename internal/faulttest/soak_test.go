@@ -1,0 +1,544 @@
+package faulttest_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/sqlproxy"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/loadtest/history"
+)
+
+// The fault soak (make soak): buyers write a history against two instances
+// on real processes while a schedule drawn from a seed breaks things, then
+// the history is checked for linearizability and against the orders table.
+// It runs only when SOAK_DURATION is set; SOAK_SEED replays a schedule.
+
+// Soak settings.
+const (
+	soakBuyers    = 48
+	soakInstances = 2
+	// soakHot is the stock of the product most buyers want: it sells out
+	// within seconds, so that most of the soak answers sold_out around it.
+	soakHot = 400
+)
+
+// soakProducts are the stocks of the products on sale.
+var soakProducts = []int64{soakHot, 20_000, 1_000_000}
+
+// TestSoak is the fault soak. See the comment above.
+func TestSoak(t *testing.T) {
+	dur := os.Getenv("SOAK_DURATION")
+	if dur == "" {
+		t.Skip("the fault soak runs with SOAK_DURATION set (make soak)")
+	}
+	length, err := time.ParseDuration(dur)
+	if err != nil || length <= 0 {
+		t.Fatalf("SOAK_DURATION=%q: want a positive Go duration such as 2m", dur)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SOAK_SEED=%q: want an unsigned integer", s)
+		}
+	}
+	t.Logf("soak: SOAK_SEED=%d SOAK_DURATION=%v (the same seed replays the same schedule)", seed, length)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+
+	s := newSoak(t)
+	sched := schedule(rng, length, len(s.nodes()))
+	for _, f := range sched {
+		t.Logf("soak: at %6.2fs %s", f.at.Seconds(), f)
+	}
+	s.run(length, sched, rng.Uint64())
+	s.verdict()
+}
+
+// soak is the world of one soak: the database behind its proxy, the Redis
+// nodes, the instances and the history.
+type soak struct {
+	t     *testing.T
+	db    *testenv.MariaDB
+	proxy *sqlproxy.Proxy
+	d     *deployment
+	// direct is the database's DSN, not through the proxy.
+	direct   string
+	products []int64
+	token    string
+	http     *client.Client
+
+	mu        sync.Mutex
+	instances []*instance // by slot; a killed one is replaced
+	stopped   []bool
+	hist      []history.Line
+}
+
+func newSoak(t *testing.T) *soak {
+	db := testenv.StartMariaDB(t)
+	cfg, err := mysql.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := sqlproxy.Start(cfg.Addr)
+	if err != nil {
+		t.Fatalf("start the proxy: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := proxy.Close(); err != nil {
+			t.Errorf("close the proxy: %v", err)
+		}
+	})
+	direct := cfg.Clone()
+	direct.DBName, direct.ParseTime = "seckill", true
+	cfg.Addr = proxy.Addr()
+	s := &soak{t: t, db: db, proxy: proxy, direct: direct.FormatDSN()}
+	s.d = newDeployment(t, cfg.FormatDSN(), nil)
+	for range soakInstances {
+		s.instances = append(s.instances, s.d.start())
+		s.stopped = append(s.stopped, false)
+	}
+	ctx := context.Background()
+	for _, stock := range soakProducts {
+		p, err := s.instances[0].c.CreateProduct(ctx, testenv.RandomName("soak-"), stock)
+		if err != nil {
+			t.Fatalf("create a product: %v", err)
+		}
+		s.products = append(s.products, p.ID)
+		s.hist = append(s.hist, history.Line{Product: p.ID, Stock: &stock, TimeNS: time.Now().UnixNano()})
+	}
+	return s
+}
+
+func (s *soak) nodes() []*testenv.Redis { return s.d.nodes }
+
+// instance returns slot i's instance.
+func (s *soak) instance(i int) *instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instances[i]
+}
+
+// record adds a line to the history.
+func (s *soak) record(l history.Line) {
+	s.mu.Lock()
+	s.hist = append(s.hist, l)
+	s.mu.Unlock()
+}
+
+// run sends the buyers for length while the schedule's faults happen, then
+// heals everything.
+func (s *soak) run(length time.Duration, sched []fault, buyerSeed uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), length)
+	defer cancel()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for b := range soakBuyers {
+		rng := rand.New(rand.NewPCG(buyerSeed, uint64(b)))
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				s.buyOnce(rng, next.Add(1))
+			}
+		})
+	}
+	start := time.Now()
+	for _, f := range sched {
+		if !sleepUntil(ctx, start.Add(f.at)) {
+			break
+		}
+		if err := s.inject(ctx, f); err != nil {
+			s.t.Errorf("soak: %s: %v", f, err)
+		}
+	}
+	<-ctx.Done()
+	wg.Wait()
+	s.heal()
+}
+
+// sleepUntil waits until at or ctx's end; it says whether at came first.
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// buyOnce makes purchase n: a product (the hot one half the time), one or
+// two units, a safe strategy, an instance, a request ID of its own.
+func (s *soak) buyOnce(rng *rand.Rand, n int64) {
+	product := s.products[0]
+	if rng.IntN(2) == 1 {
+		product = s.products[1+rng.IntN(len(s.products)-1)]
+	}
+	quantity := int64(1 + rng.IntN(2))
+	strategy := []string{"redlock", "token", "pessimistic", "optimistic"}[rng.IntN(4)]
+	p := client.Purchase{UserID: fmt.Sprintf("u-%d", n), Quantity: quantity, RequestID: fmt.Sprintf("soak-%d", n)}
+	s.buy(s.instance(int(n%soakInstances)), product, p, client.Override{Strategy: strategy})
+}
+
+// buy makes a purchase through in and records it.
+func (s *soak) buy(in *instance, product int64, p client.Purchase, o client.Override) history.Line {
+	l := send(in, product, p, o)
+	s.record(l)
+	return l
+}
+
+// send makes a purchase through in and says what it got.
+func send(in *instance, product int64, p client.Purchase, o client.Override) history.Line {
+	l := history.Line{Product: product, UserID: p.UserID, RequestID: p.RequestID, Quantity: p.Quantity,
+		StartNS: time.Now().UnixNano()}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ord, err := in.c.Buy(ctx, product, p, o)
+	l.EndNS = time.Now().UnixNano()
+	var apiErr *client.Error
+	switch {
+	case err == nil:
+		l.Status = 201
+		l.RemainingStock, l.OrderID = &ord.RemainingStock, &ord.OrderID
+	case errors.As(err, &apiErr):
+		l.Status, l.Code = apiErr.Status, apiErr.Code
+	default:
+		l.Status = 0 // no answer: the instance is dead, stopped or gone
+	}
+	return l
+}
+
+// faultKind is one kind of thing the soak breaks.
+type faultKind int
+
+const (
+	killInstance      faultKind = iota // SIGKILL, then a new process in its slot
+	stopInstance                       // SIGSTOP for a while, then SIGCONT
+	restartRedis                       // a node restarted empty
+	restartMariaDB                     // SIGKILL, then started again
+	holdCommitReplies                  // COMMITs take; their replies wait
+	loseCommitReplies                  // COMMITs take; their replies are lost, the connections cut
+	holdReplies                        // every reply waits
+	cutConnections                     // every connection to the database cut
+	partition                          // no byte to or from the database
+	faultKinds
+)
+
+var faultNames = [faultKinds]string{"kill instance", "stop instance", "restart redis node empty",
+	"restart mariadb", "hold commit replies", "lose commit replies", "hold every reply",
+	"cut db connections", "partition db"}
+
+// fault is one event of the schedule.
+type fault struct {
+	at     time.Duration // from the start
+	kind   faultKind
+	target int           // the instance's slot or the Redis node
+	lasts  time.Duration // how long it lasts, for those that last
+}
+
+func (f fault) String() string {
+	s := faultNames[f.kind]
+	switch f.kind {
+	case killInstance, stopInstance:
+		s += " " + strconv.Itoa(f.target)
+	case restartRedis:
+		s += " " + strconv.Itoa(f.target)
+	}
+	if f.lasts > 0 {
+		s += fmt.Sprintf(" for %v", f.lasts)
+	}
+	return s
+}
+
+// schedule draws the faults of a soak of length: one every 1 to 4 s after
+// a calm first second, each lasting 0.5 to 3.5 s where it lasts, none
+// overlapping, the last ended 2 s before the end.
+func schedule(rng *rand.Rand, length time.Duration, nodes int) []fault {
+	var out []fault
+	at := time.Second
+	for {
+		f := fault{at: at, kind: faultKind(rng.IntN(int(faultKinds)))}
+		switch f.kind {
+		case killInstance, stopInstance:
+			f.target = rng.IntN(soakInstances)
+		case restartRedis:
+			f.target = rng.IntN(nodes)
+		}
+		switch f.kind {
+		case restartRedis, cutConnections:
+		default:
+			f.lasts = time.Duration(500+rng.IntN(3000)) * time.Millisecond
+		}
+		if f.at+f.lasts > length-2*time.Second {
+			return out
+		}
+		out = append(out, f)
+		at = f.at + f.lasts + time.Duration(1000+rng.IntN(3000))*time.Millisecond
+	}
+}
+
+// inject makes fault f happen, and end when it lasts.
+func (s *soak) inject(ctx context.Context, f fault) error {
+	t := s.t
+	switch f.kind {
+	case killInstance:
+		s.instance(f.target).kill()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		in := s.d.start()
+		s.mu.Lock()
+		s.instances[f.target] = in
+		s.mu.Unlock()
+	case stopInstance:
+		in := s.instance(f.target)
+		if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		return in.cmd.Process.Signal(syscall.SIGCONT)
+	case restartRedis:
+		s.nodes()[f.target].Restart(t)
+	case restartMariaDB:
+		s.db.Kill()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		s.db.Start(t)
+	case holdCommitReplies, loseCommitReplies:
+		s.proxy.HoldCommitReplies()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		if f.kind == loseCommitReplies {
+			s.proxy.DropHeldAndCut()
+		}
+		s.proxy.Pass()
+	case holdReplies:
+		s.proxy.HoldReplies()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		s.proxy.Pass()
+	case cutConnections:
+		s.proxy.Cut()
+	case partition:
+		s.proxy.Partition()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		s.proxy.Heal()
+	}
+	return nil
+}
+
+// heal ends whatever is still broken and waits until every instance is
+// ready again: service resumes by itself.
+func (s *soak) heal() {
+	t := s.t
+	s.proxy.Heal()
+	s.proxy.Pass()
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range soakInstances {
+		in := s.instance(i)
+		_ = in.cmd.Process.Signal(syscall.SIGCONT) // not stopped, or gone: fine
+		for {
+			err := ready(in)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("soak: instance %d not ready 60 s after the last fault: %v\n%s", i, err, in.out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// ready says whether in answers /readyz with 200.
+func ready(in *instance) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.url+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// indeterminate says a purchase line may or may not have taken its units:
+// no answer, outcome_unknown, or a 5xx without a code.
+func indeterminate(l history.Line) bool {
+	return l.Status == 0 || l.Code == "outcome_unknown" || (l.Status >= 500 && l.Code == "")
+}
+
+// row is an order as the database holds it.
+type row struct {
+	id, product, quantity int64
+}
+
+// orders reads every order of the soak's products from the database
+// itself, by request ID.
+func (s *soak) orders() map[string]row {
+	t := s.t
+	db, err := sql.Open("mysql", s.direct)
+	if err != nil {
+		t.Fatalf("open the database: %v", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT id, product_id, quantity, request_id FROM orders")
+	if err != nil {
+		t.Fatalf("read the orders: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]row{}
+	for rows.Next() {
+		var r row
+		var rid sql.NullString
+		if err := rows.Scan(&r.id, &r.product, &r.quantity, &rid); err != nil {
+			t.Fatalf("read the orders: %v", err)
+		}
+		if !rid.Valid {
+			t.Errorf("order %d has no request ID: every purchase carries one", r.id)
+			continue
+		}
+		out[rid.String] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read the orders: %v", err)
+	}
+	return out
+}
+
+// verdict replays every purchase whose outcome its buyer could not know,
+// then holds the history against the checker and the orders table, and
+// prints the counts per answer.
+func (s *soak) verdict() {
+	t := s.t
+	before := s.orders()
+	s.mu.Lock()
+	var unsure []int
+	for i, l := range s.hist {
+		if l.Stock == nil && indeterminate(l) {
+			unsure = append(unsure, i)
+		}
+	}
+	s.mu.Unlock()
+	// A replay of a purchase whose order exists answers with that order:
+	// it tells what the first attempt did (it took its units, leaving the
+	// order's remaining stock, before the replay's answer), and the history
+	// says so. A replay of one that wrote nothing is a purchase of its own.
+	replayed := 0
+	for _, i := range unsure {
+		s.mu.Lock()
+		l := s.hist[i]
+		s.mu.Unlock()
+		r, had := before[l.RequestID]
+		if !had {
+			s.buy(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, client.Override{})
+			continue
+		}
+		again := send(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, client.Override{})
+		if again.Status/100 != 2 || again.OrderID == nil || *again.OrderID != r.id {
+			t.Errorf("replay of %s (first answered %d %q) = %d %q; want its order %d", l.RequestID, l.Status, l.Code, again.Status, again.Code, r.id)
+			continue
+		}
+		replayed++
+		l.Status, l.Code, l.EndNS = 201, "", again.EndNS
+		l.RemainingStock, l.OrderID = again.RemainingStock, again.OrderID
+		s.mu.Lock()
+		s.hist[i] = l
+		s.mu.Unlock()
+	}
+
+	s.mu.Lock()
+	lines := slices.Clone(s.hist)
+	s.mu.Unlock()
+	after := s.orders()
+	counts := map[string]int{}
+	answered := map[string]bool{} // request IDs answered with an order
+	for _, l := range lines {
+		if l.Stock != nil {
+			continue
+		}
+		key := strconv.Itoa(l.Status)
+		if l.Code != "" {
+			key += " " + l.Code
+		}
+		counts[key]++
+		r, has := after[l.RequestID]
+		switch {
+		case l.Status/100 == 2:
+			answered[l.RequestID] = true
+			if !has || l.OrderID == nil || r.id != *l.OrderID {
+				t.Errorf("%s answered %d with order %v; the database has %+v (present %v)", l.RequestID, l.Status, l.OrderID, r, has)
+			}
+		case !indeterminate(l) && has:
+			t.Errorf("%s answered %d %q, which says nothing was written; the database has its order %d", l.RequestID, l.Status, l.Code, r.id)
+		}
+	}
+	for rid, r := range after {
+		if !strings.HasPrefix(rid, "soak-") {
+			t.Errorf("order %d has request ID %q, which no buyer sent", r.id, rid)
+		}
+	}
+	// sold_out says the stock was below the quantity: with no reset, it
+	// stays so to the end.
+	ctx := context.Background()
+	for _, id := range s.products {
+		a, err := s.instance(0).c.Audit(ctx, id)
+		if err != nil {
+			t.Fatalf("audit product %d: %v", id, err)
+		}
+		if !a.Held() {
+			t.Errorf("audit of product %d = %+v; want consistent, nothing oversold", id, a)
+		}
+		for _, l := range lines {
+			if l.Product == id && l.Code == "sold_out" && l.Quantity <= a.Stock {
+				t.Errorf("%s (%d of product %d) answered sold_out; %d are left at the end", l.RequestID, l.Quantity, id, a.Stock)
+				break
+			}
+		}
+	}
+
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("seckill-soak-%d.jsonl", time.Now().UnixNano()))
+	if err := history.WriteFile(path, lines); err != nil {
+		t.Errorf("write the history: %v", err)
+	}
+	res, err := history.Check(lines)
+	if err != nil {
+		t.Fatalf("check the history: %v", err)
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t.Logf("soak: %7d answered %s", counts[k], k)
+	}
+	t.Logf("soak: %d of %d purchases of unknown outcome had made their order (their replays said so); %d orders in all",
+		replayed, len(unsure), len(after))
+	t.Logf("soak: through the proxy %d COMMITs, %d of their replies held or lost", s.proxy.CommitsSeen(), s.proxy.CommitRepliesHeld())
+	t.Logf("soak: history %s: %s", path, res)
+	if !res.Linearizable {
+		t.Errorf("soak: the history is not linearizable: %s", res)
+	}
+}
