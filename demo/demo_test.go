@@ -80,6 +80,11 @@ var wantRows = map[string]map[string]want{
 		"batch=1":   {[]string{"1", ">149", "150", "", ""}, true},
 		"batch=100": {[]string{"100", "<76", "150", "", ""}, false},
 	},
+	"history": {
+		// Columns: strategy, sold, left, history.
+		"none":    {[]string{"none", ">20", "<0", "NOT linearizable"}, true},
+		"redlock": {[]string{"redlock", "20", "0", "linearizable"}, false},
+	},
 }
 
 // TestScenarios plays every scenario once on the embedded stores, as

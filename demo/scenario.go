@@ -93,6 +93,7 @@ func Scenarios() []Scenario {
 		nodeDownScenario(),
 		nodeRestartScenario(),
 		batchScenario(),
+		linearScenario(),
 	}
 }
 
