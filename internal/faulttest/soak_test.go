@@ -41,8 +41,9 @@ const (
 	soakHot = 400
 )
 
-// soakProducts are the stocks of the products on sale.
-var soakProducts = []int64{soakHot, 20_000, 1_000_000}
+// soakStocks are the stocks of the products on sale: one sells out at
+// once, one within the soak, one never.
+func soakStocks() []int64 { return []int64{soakHot, 20_000, 1_000_000} }
 
 // TestSoak is the fault soak. See the comment above.
 func TestSoak(t *testing.T) {
@@ -82,8 +83,6 @@ type soak struct {
 	// direct is the database's DSN, not through the proxy.
 	direct   string
 	products []int64
-	token    string
-	http     *client.Client
 
 	mu        sync.Mutex
 	instances []*instance // by slot; a killed one is replaced
@@ -116,7 +115,7 @@ func newSoak(t *testing.T) *soak {
 		s.stopped = append(s.stopped, false)
 	}
 	ctx := context.Background()
-	for _, stock := range soakProducts {
+	for _, stock := range soakStocks() {
 		p, err := s.instances[0].c.CreateProduct(ctx, testenv.RandomName("soak-"), stock)
 		if err != nil {
 			t.Fatalf("create a product: %v", err)
@@ -241,9 +240,29 @@ const (
 	faultKinds
 )
 
-var faultNames = [faultKinds]string{"kill instance", "stop instance", "restart redis node empty",
-	"restart mariadb", "hold commit replies", "lose commit replies", "hold every reply",
-	"cut db connections", "partition db"}
+func (k faultKind) String() string {
+	switch k {
+	case killInstance:
+		return "kill instance"
+	case stopInstance:
+		return "stop instance"
+	case restartRedis:
+		return "restart redis node empty"
+	case restartMariaDB:
+		return "restart mariadb"
+	case holdCommitReplies:
+		return "hold commit replies"
+	case loseCommitReplies:
+		return "lose commit replies"
+	case holdReplies:
+		return "hold every reply"
+	case cutConnections:
+		return "cut db connections"
+	case partition:
+		return "partition db"
+	}
+	return "fault " + strconv.Itoa(int(k))
+}
 
 // fault is one event of the schedule.
 type fault struct {
@@ -254,7 +273,7 @@ type fault struct {
 }
 
 func (f fault) String() string {
-	s := faultNames[f.kind]
+	s := f.kind.String()
 	switch f.kind {
 	case killInstance, stopInstance:
 		s += " " + strconv.Itoa(f.target)
@@ -345,20 +364,11 @@ func (s *soak) heal() {
 	t := s.t
 	s.proxy.Heal()
 	s.proxy.Pass()
-	deadline := time.Now().Add(60 * time.Second)
 	for i := range soakInstances {
 		in := s.instance(i)
 		_ = in.cmd.Process.Signal(syscall.SIGCONT) // not stopped, or gone: fine
-		for {
-			err := ready(in)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("soak: instance %d not ready 60 s after the last fault: %v\n%s", i, err, in.out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("instance %d ready after the last fault", i),
+			func() bool { return ready(in) == nil })
 	}
 }
 
