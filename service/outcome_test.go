@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/internal/sqlproxy"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
@@ -23,22 +21,8 @@ import (
 // proxied is a fixture whose database is reached through a fault proxy.
 func proxied(t *testing.T) (*fixture, *sqlproxy.Proxy) {
 	t.Helper()
-	dsn := testenv.MySQL(t)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := sqlproxy.Start(cfg.Addr)
-	if err != nil {
-		t.Fatalf("start the proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := proxy.Close(); err != nil {
-			t.Errorf("close the proxy: %v", err)
-		}
-	})
-	cfg.Addr = proxy.Addr()
-	return newFixtureDSN(t, nil, cfg.FormatDSN()), proxy
+	proxy, dsn := testenv.Proxy(t, testenv.MySQL(t))
+	return newFixtureDSN(t, nil, dsn), proxy
 }
 
 // waitHeld waits until n COMMIT replies in all have been held.

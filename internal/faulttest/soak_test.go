@@ -92,24 +92,14 @@ type soak struct {
 
 func newSoak(t *testing.T) *soak {
 	db := testenv.StartMariaDB(t)
-	cfg, err := mysql.ParseDSN(db.DSN)
+	direct, err := mysql.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := sqlproxy.Start(cfg.Addr)
-	if err != nil {
-		t.Fatalf("start the proxy: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := proxy.Close(); err != nil {
-			t.Errorf("close the proxy: %v", err)
-		}
-	})
-	direct := cfg.Clone()
 	direct.DBName, direct.ParseTime = "seckill", true
-	cfg.Addr = proxy.Addr()
+	proxy, via := testenv.Proxy(t, db.DSN)
 	s := &soak{t: t, db: db, proxy: proxy, direct: direct.FormatDSN()}
-	s.d = newDeployment(t, cfg.FormatDSN(), nil)
+	s.d = newDeployment(t, via, nil)
 	for range soakInstances {
 		s.instances = append(s.instances, s.d.start())
 		s.stopped = append(s.stopped, false)

@@ -21,20 +21,11 @@ func setup(t *testing.T) (*sqlproxy.Proxy, *sql.DB, *sql.DB) {
 	t.Helper()
 	dsn := testenv.MySQL(t)
 	direct := open(t, dsn)
-	cfg, err := mysql.ParseDSN(dsn)
+	p, proxied := testenv.Proxy(t, dsn)
+	cfg, err := mysql.ParseDSN(proxied)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := sqlproxy.Start(cfg.Addr)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	cfg.Addr = p.Addr()
 	cfg.Timeout = 2 * time.Second
 	cfg.InterpolateParams, cfg.MultiStatements = true, true
 	via := open(t, cfg.FormatDSN())
