@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/store"
 )
 
 // Config is every setting of the service.
@@ -91,6 +93,9 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	}
 	if c.MySQLDSN != "" {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
+			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
+		}
+		if err := store.CheckCharset(c.MySQLDSN); err != nil {
 			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
 	}
