@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -18,16 +19,30 @@ type recorder struct {
 	product int64
 	prefix  string // of the request and user IDs: prefix + index
 	mu      sync.Mutex
-	lines   []history.Line
+	// blocks hold the lines so far, lineBlock a block: recording never
+	// copies what was recorded before (a growing slice would, under mu).
+	blocks [][]history.Line
+}
+
+// lineBlock is the number of lines a block of a recorder holds.
+const lineBlock = 4096
+
+// add keeps l for the run's check.
+func (r *recorder) add(l history.Line) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.blocks); n == 0 || len(r.blocks[n-1]) == lineBlock {
+		r.blocks = append(r.blocks, make([]history.Line, 0, lineBlock))
+	}
+	last := &r.blocks[len(r.blocks)-1]
+	*last = append(*last, l)
 }
 
 // stock records the product's stock at the time of the call: no purchase
 // of it is in flight.
 func (r *recorder) stock(stock int64) error {
 	l := history.Line{Product: r.product, Stock: &stock, TimeNS: time.Now().UnixNano()}
-	r.mu.Lock()
-	r.lines = append(r.lines, l)
-	r.mu.Unlock()
+	r.add(l)
 	return r.w.Write(l)
 }
 
@@ -38,21 +53,57 @@ func (r *recorder) purchase(i int, quantity int64, start, end time.Time, a answe
 	l := history.Line{Product: r.product, UserID: id, RequestID: id, Quantity: quantity,
 		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: a.status, Code: a.errCode}
 	if a.status/100 == 2 {
-		var o struct {
-			OrderID        int64 `json:"order_id"`
-			RemainingStock int64 `json:"remaining_stock"`
-		}
-		if json.NewDecoder(bytes.NewReader(body)).Decode(&o) == nil {
-			l.OrderID, l.RemainingStock = &o.OrderID, &o.RemainingStock
+		if order, left, ok := orderFigures(body); ok {
+			l.OrderID, l.RemainingStock = &order, &left
 		} else {
 			l.Status, l.Code = 0, "" // an answer that does not parse says nothing
 		}
 	}
-	r.mu.Lock()
-	r.lines = append(r.lines, l)
-	r.mu.Unlock()
+	r.add(l)
 	// A write error stays in the writer: the run reports it at the end.
 	_ = r.w.Write(l)
+}
+
+// orderFigures reads order_id and remaining_stock from an order's body:
+// a scan for the two keys as the service writes them (workers are hot),
+// else a full decode; false when either is missing.
+func orderFigures(body []byte) (orderID, remaining int64, ok bool) {
+	orderID, okID := intField(body, `"order_id":`)
+	remaining, okLeft := intField(body, `"remaining_stock":`)
+	if okID && okLeft {
+		return orderID, remaining, true
+	}
+	var o struct {
+		OrderID        *int64 `json:"order_id"`
+		RemainingStock *int64 `json:"remaining_stock"`
+	}
+	if json.Unmarshal(body, &o) != nil || o.OrderID == nil || o.RemainingStock == nil {
+		return 0, 0, false
+	}
+	return *o.OrderID, *o.RemainingStock, true
+}
+
+// intField reads the integer after key (quoted, with its colon, no space)
+// where key is a key of body's object (it follows '{' or ','); false when
+// it is not found so.
+func intField(body []byte, key string) (int64, bool) {
+	i := bytes.Index(body, []byte(key))
+	if i <= 0 || body[i-1] != '{' && body[i-1] != ',' {
+		return 0, false
+	}
+	rest := body[i+len(key):]
+	end := 0
+	if end < len(rest) && rest[end] == '-' {
+		end++
+	}
+	for end < len(rest) && '0' <= rest[end] && rest[end] <= '9' {
+		end++
+	}
+	if end == len(rest) || rest[end] != ',' && rest[end] != '}' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	return n, err == nil
 }
 
 // HistoryVerdict is the check of a run's history (-history).
@@ -73,8 +124,9 @@ type HistoryVerdict struct {
 // verdict checks the run's history.
 func (r *recorder) verdict() *HistoryVerdict {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	res, err := history.Check(r.lines)
+	lines := slices.Concat(r.blocks...)
+	r.mu.Unlock()
+	res, err := history.Check(lines)
 	if err != nil {
 		return &HistoryVerdict{Error: err.Error()}
 	}

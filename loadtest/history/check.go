@@ -143,16 +143,6 @@ func CheckTimeout(lines []Line, timeout time.Duration) (*Result, error) {
 	return res, nil
 }
 
-// hasUnknown says s has purchases of unknown outcome.
-func hasUnknown(s *segment) bool {
-	for _, l := range s.purchase {
-		if o, ok := outputOf(l); ok && o.outcome == maybe {
-			return true
-		}
-	}
-	return false
-}
-
 // porcupineOf is segs as porcupine's model and operations: each segment
 // a partition that begins with a reset to its stock, after first (the
 // index of segs[0] among all, for the drawing's rows).

@@ -55,9 +55,13 @@ func checkCounter(s *segment) counterVerdict {
 			unknown = append(unknown, l)
 		}
 	}
+	// Without purchases of unknown outcome, or when they all asked for the
+	// same quantity, the placement below is the earliest possible (see
+	// oneQuantity): a failure is then proven.
+	exact := oneQuantity(unknown)
 	fail := func(format string, args ...any) counterVerdict {
 		return counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: ", s.product, s.stock, stamp(s.start)) +
-			fmt.Sprintf(format, args...), sure: len(unknown) == 0}
+			fmt.Sprintf(format, args...), sure: exact}
 	}
 	sure := func(v counterVerdict) counterVerdict {
 		v.sure = true
@@ -137,11 +141,38 @@ func checkCounter(s *segment) counterVerdict {
 		k := sort.Search(len(at), func(k int) bool { return at[k] > l.EndNS })
 		if left := s.stock - sum[k]; left >= l.Quantity {
 			v := fail("%s while at least %d units were left", lineWords(s, l), left)
-			v.sure = v.sure || undersold(&segment{stock: s.stock, purchase: append(slices.Clone(takers), append(unknown, l)...)}) > 0
+			v.sure = v.sure || foundLater(takers, l) ||
+				undersold(&segment{stock: s.stock, purchase: append(slices.Clone(takers), append(unknown, l)...)}) > 0
 			return v
 		}
 	}
 	return counterVerdict{ok: true}
+}
+
+// oneQuantity says every purchase of unknown outcome asked for the same
+// quantity (or there are none). Gaps are then filled unit by unit of that
+// quantity, any of them fits any slot, and taking the earliest-started for
+// the earliest slots places every slot as early as any order can: the
+// direct check is exact.
+func oneQuantity(unknown []*Line) bool {
+	for _, l := range unknown {
+		if l.Quantity != unknown[0].Quantity {
+			return false
+		}
+	}
+	return true
+}
+
+// foundLater says a 201 that began after the sold_out l ended found at
+// least l's quantity: the stock never rises within a segment, so it was
+// at least that high all through l, whatever else happened.
+func foundLater(takers []*Line, l *Line) bool {
+	for _, t := range takers {
+		if t.StartNS > l.EndNS && *t.RemainingStock+t.Quantity >= l.Quantity {
+			return true
+		}
+	}
+	return false
 }
 
 // fillGap picks, among the purchases of unknown outcome not yet used that
@@ -149,13 +180,18 @@ func checkCounter(s *segment) counterVerdict {
 // exactly; it returns them and the latest start among them.
 func fillGap(unknown []*Line, used []bool, gap, until int64) ([]int, int64, bool) {
 	var cands []int
+	var total int64
 	for k, l := range unknown {
 		if l.StartNS > until {
 			break
 		}
 		if !used[k] && l.Quantity <= gap {
 			cands = append(cands, k)
+			total += l.Quantity
 		}
+	}
+	if total < gap {
+		return nil, 0, false // and no table of gap+1 sums, which a huge stock would make huge
 	}
 	pick, ok := subsetSum(unknown, cands, gap)
 	if !ok {

@@ -58,14 +58,7 @@ type purchaseJSON struct {
 }
 
 // MarshalJSON writes the line in the contract's shape.
-func (l Line) MarshalJSON() ([]byte, error) {
-	if l.Stock != nil {
-		return json.Marshal(stockJSON{Product: l.Product, Stock: *l.Stock, TimeNS: l.TimeNS})
-	}
-	return json.Marshal(purchaseJSON{Product: l.Product, UserID: l.UserID, RequestID: l.RequestID,
-		Quantity: l.Quantity, StartNS: l.StartNS, EndNS: l.EndNS, Status: l.Status, Code: l.Code,
-		RemainingStock: l.RemainingStock, OrderID: l.OrderID})
-}
+func (l Line) MarshalJSON() ([]byte, error) { return l.appendJSON(nil), nil }
 
 // UnmarshalJSON reads either shape: a line with a "stock" key is a stock
 // line.
@@ -183,14 +176,13 @@ func ReadFile(path string) ([]Line, error) {
 type Writer struct {
 	mu  sync.Mutex
 	w   *bufio.Writer
-	enc *json.Encoder
+	buf []byte // the line being written
 	err error
 }
 
 // NewWriter writes lines to w, buffered: Flush at the end.
 func NewWriter(w io.Writer) *Writer {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	return &Writer{w: bw, enc: json.NewEncoder(bw)}
+	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
 }
 
 // Write writes one line. After a failed write it keeps returning that
@@ -199,7 +191,8 @@ func (w *Writer) Write(l Line) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
-		if err := w.enc.Encode(l); err != nil {
+		w.buf = append(l.appendJSON(w.buf[:0]), '\n')
+		if _, err := w.w.Write(w.buf); err != nil {
 			w.err = fmt.Errorf("history: write: %w", err)
 		}
 	}
