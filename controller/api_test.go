@@ -560,7 +560,7 @@ func lockTimeout(t *testing.T, in *apptest.Instance, s string) {
 	if s == "pessimistic" {
 		waitForRowLock(t, in, id, errc)
 	} else {
-		waitForLockHolder(t, in, id, errc)
+		waitForLockHolder(t, in, s, id, errc)
 	}
 
 	r := c.purchase(id, "strategy="+s, `{"user_id":"waiter","quantity":1}`)
@@ -585,18 +585,18 @@ func lockTimeout(t *testing.T, in *apptest.Instance, s string) {
 	}
 }
 
-// waitForLockHolder waits until a purchase of product id holds its lock:
-// the lock's key is on the first Redis node.
-func waitForLockHolder(t *testing.T, in *apptest.Instance, id int64, errc chan error) {
+// waitForLockHolder waits until a purchase of product id holds its lock
+// under strategy: the lock's key is on the first Redis node.
+func waitForLockHolder(t *testing.T, in *apptest.Instance, strategy string, id int64, errc chan error) {
 	t.Helper()
 	// Every Redis lock (setnx, token, redlock) is on the first node.
 	node := redis.NewClient(&redis.Options{Addr: in.Config.RedisAddrs[0]})
 	defer node.Close()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		n, err := node.Exists(context.Background(), in.LockKey(id)).Result()
+		n, err := node.Exists(context.Background(), in.LockKey(strategy, id)).Result()
 		if err != nil {
-			t.Fatalf("EXISTS %s: %v", in.LockKey(id), err)
+			t.Fatalf("EXISTS %s: %v", in.LockKey(strategy, id), err)
 		}
 		if n > 0 {
 			return

@@ -202,7 +202,7 @@ func TestHungUpBuyersLeaveNoLock(t *testing.T) {
 			}
 			wg.Wait()
 			for i, c := range f.clients {
-				if n, err := c.Exists(context.Background(), in.lockKey(prod.ID)).Result(); err != nil || n != 0 {
+				if n, err := c.Exists(context.Background(), in.lockKey(strategy, prod.ID)).Result(); err != nil || n != 0 {
 					t.Errorf("after the buyers hung up, node %d has the lock key: EXISTS = %d, %v; want 0", i, n, err)
 				}
 			}
@@ -235,7 +235,7 @@ func TestResetFencesOffHolder(t *testing.T) {
 				_, err := in.svc.Purchase(t.Context(), p)
 				done <- err
 			}()
-			waitForKey(t, f, in.lockKey(prod.ID))
+			waitForKey(t, f, in.lockKey(strategy, prod.ID))
 			time.Sleep(300 * time.Millisecond) // the holder has read the product and works
 			if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
 				t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)

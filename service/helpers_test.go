@@ -170,9 +170,10 @@ func (f *fixture) instance(s settings) *instance {
 	return &instance{svc: svc, lockers: lockers, reg: reg, prefix: f.prefix, db: f.db}
 }
 
-// lockKey is the Redis key (or local key) of a product's lock.
-func (in *instance) lockKey(productID int64) string {
-	return in.prefix + "lock:product:" + strconv.FormatInt(productID, 10)
+// lockKey is the Redis key (or local key) of a product's lock under
+// strategy: each lock kind keeps keys of its own.
+func (in *instance) lockKey(strategy string, productID int64) string {
+	return in.prefix + "lock:" + strategy + ":product:" + strconv.FormatInt(productID, 10)
 }
 
 // counter returns the value of seckill_purchases_total for strategy and

@@ -99,13 +99,13 @@ func blockLine(t *testing.T, in *instance, strategy string, product int64) (rele
 		}
 		return func() { tx.Rollback() }
 	}
-	lease, err := in.lockers[strategy].Lock(t.Context(), in.lockKey(product))
+	lease, err := in.lockers[strategy].Lock(t.Context(), in.lockKey(strategy, product))
 	if err != nil {
-		t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(product), err)
+		t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(strategy, product), err)
 	}
 	return func() {
 		if err := lease.Unlock(context.Background()); err != nil {
-			t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(product), err)
+			t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(strategy, product), err)
 		}
 	}
 }
@@ -274,7 +274,7 @@ func TestReleaseWakesOtherInstance(t *testing.T) {
 				}
 				doneA <- time.Now()
 			}()
-			waitForKey(t, f, a.lockKey(prod.ID))
+			waitForKey(t, f, a.lockKey(strategy, prod.ID))
 			if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "b", Quantity: 1}); err != nil {
 				t.Fatalf("B's Purchase = %v; want nil", err)
 			}

@@ -328,13 +328,13 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 					}
 					return func() { tx.Rollback() }
 				}
-				lease, err := in.lockers[strategy].Lock(ctx, in.lockKey(prod.ID))
+				lease, err := in.lockers[strategy].Lock(ctx, in.lockKey(strategy, prod.ID))
 				if err != nil {
-					t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(prod.ID), err)
+					t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
 				}
 				return func() {
 					if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
-						t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(prod.ID), err)
+						t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
 					}
 				}
 			}

@@ -49,9 +49,13 @@ func (s *Seckill) fencing(st Strategy, p Purchase) bool {
 	return on && st.Fenced
 }
 
-// lockKey is the Redis key (or local key) of a product's lock.
-func (s *Seckill) lockKey(productID int64) string {
-	return s.cfg.KeyPrefix + "lock:product:" + strconv.FormatInt(productID, 10)
+// lockKey is the Redis key (or local key) of a product's lock under a
+// strategy's lock kind. Each kind keeps keys of its own, so that one never
+// blocks another: a setnx holder that died leaves its key without expiry,
+// by the classic recipe, and token and redlock must not wait on it. (The
+// fence they write under is shared: it is what keeps them exact together.)
+func (s *Seckill) lockKey(kind string, productID int64) string {
+	return s.cfg.KeyPrefix + "lock:" + kind + ":product:" + strconv.FormatInt(productID, 10)
 }
 
 // lock takes st's lock for the product, waiting until ctx ends.
@@ -61,7 +65,7 @@ func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locke
 		return nil, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message,
 			Err: fmt.Errorf("strategy %s has no lock configured", st.Name)}
 	}
-	lease, err := lk.Lock(ctx, s.lockKey(productID))
+	lease, err := lk.Lock(ctx, s.lockKey(st.Name, productID))
 	switch {
 	case err == nil:
 		return lease, nil

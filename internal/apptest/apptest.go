@@ -73,9 +73,10 @@ func (in *Instance) Another(t testing.TB) *Instance {
 	return &other
 }
 
-// LockKey is the Redis key of a product's lock on the instance's nodes.
-func (in *Instance) LockKey(productID int64) string {
-	return in.keyPrefix + "lock:product:" + strconv.FormatInt(productID, 10)
+// LockKey is the Redis key of a product's lock under strategy on the
+// instance's nodes.
+func (in *Instance) LockKey(strategy string, productID int64) string {
+	return in.keyPrefix + "lock:" + strategy + ":product:" + strconv.FormatInt(productID, 10)
 }
 
 func (in *Instance) serve(t testing.TB) {

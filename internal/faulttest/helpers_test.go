@@ -255,7 +255,7 @@ func buy(in *instance, id int64, p client.Purchase, o client.Override) answer {
 // lock key: a purchase holds the lock.
 func (d *deployment) waitForLockKey(t *testing.T, id int64, need int) {
 	t.Helper()
-	key := fmt.Sprintf("seckill:lock:product:%d", id)
+	key := fmt.Sprintf("seckill:lock:redlock:product:%d", id)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		held := 0
