@@ -266,7 +266,7 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		r, err := request(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase?hold_ms=5000", p.url, id), "",
+		r, err := request(ctx, http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase?hold_ms=5000", p.url, id), "test-admin-token",
 			`{"user_id":"u-1","quantity":1,"request_id":"in-flight"}`)
 		inflight <- answer{r, err}
 	}()
@@ -550,6 +550,9 @@ func TestRunLogsJSON(t *testing.T) {
 		}
 		if requestID != "" {
 			req.Header.Set("X-Request-ID", requestID)
+		}
+		if query != "" {
+			req.Header.Set("Authorization", "Bearer "+token) // the override's parameters are an admin's
 		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -358,7 +358,7 @@ func TestPurchaseConcurrentBuyers(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy="+s),
-					fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), nil)
+					fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), c.auth())
 				results[i] = r
 				return err
 			})
@@ -437,7 +437,9 @@ func TestAudit(t *testing.T) {
 			t.Fatalf("purchase of %d = %v; want 201", q, r)
 		}
 	}
-	r := c.get(fmt.Sprintf("/api/v1/products/%d/audit", id))
+	// The audit is an admin's: without the token, 401.
+	wantError(t, "GET audit without the token", c.get(fmt.Sprintf("/api/v1/products/%d/audit", id)), http.StatusUnauthorized, "unauthorized")
+	r := c.admin(http.MethodGet, fmt.Sprintf("/api/v1/products/%d/audit", id), "")
 	if r.status != http.StatusOK {
 		t.Fatalf("GET audit = %v; want 200", r)
 	}
@@ -448,8 +450,8 @@ func TestAudit(t *testing.T) {
 	if a != want {
 		t.Errorf("audit = %+v; want %+v", a, want)
 	}
-	wantError(t, "audit of unknown product", c.get("/api/v1/products/987654/audit"), http.StatusNotFound, "product_not_found")
-	wantError(t, "audit of product abc", c.get("/api/v1/products/abc/audit"), http.StatusBadRequest, "invalid_argument")
+	wantError(t, "audit of unknown product", c.admin(http.MethodGet, "/api/v1/products/987654/audit", ""), http.StatusNotFound, "product_not_found")
+	wantError(t, "audit of product abc", c.admin(http.MethodGet, "/api/v1/products/abc/audit", ""), http.StatusBadRequest, "invalid_argument")
 }
 
 // TestAuditShowsOversell lets the unsafe strategy none oversell under
@@ -466,7 +468,7 @@ func TestAuditShowsOversell(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy=none&hold_ms=300"),
-				fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), nil)
+				fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), c.auth())
 			if err == nil && r.status != http.StatusCreated && r.status != http.StatusConflict {
 				err = fmt.Errorf("purchase = %v; want 201 or 409", r)
 			}
@@ -557,7 +559,7 @@ func lockTimeout(t *testing.T, in *apptest.Instance, s string) {
 			defer cancel()
 			// batch=1: a hold of the holder alone, so that the waiter who comes
 			// while it takes the lock is not sold in the same hold.
-			r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy="+s+"&hold_ms=2000&batch=1"), `{"user_id":"holder","quantity":1}`, nil)
+			r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, "strategy="+s+"&hold_ms=2000&batch=1"), `{"user_id":"holder","quantity":1}`, c.auth())
 			first <- r
 			errc <- err
 		}()
@@ -674,5 +676,38 @@ func waitForRowLock(t *testing.T, in *apptest.Instance, id int64, errc chan erro
 			t.Fatalf("no purchase of product %d took its row lock", id)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestOverrideNeedsToken: under SECKILL_STRATEGY_OVERRIDE=true the
+// override's parameters need the admin token (401 without it, nothing
+// sold); with the override off they answer 403, token or not.
+func TestOverrideNeedsToken(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, nil)
+	c := newClient(t, in)
+	id := c.createProduct("phone", 5)
+	for _, q := range []string{"strategy=none", "hold_ms=10", "pause_ms=10", "fencing=false", "batch=1"} {
+		r := c.do(http.MethodPost, purchasePath(id, q), `{"user_id":"u-1","quantity":1}`, nil)
+		wantError(t, q+" without the token", r, http.StatusUnauthorized, "unauthorized")
+		r = c.do(http.MethodPost, purchasePath(id, q), `{"user_id":"u-1","quantity":1}`, map[string]string{"Authorization": "Bearer wrong"})
+		wantError(t, q+" with a wrong token", r, http.StatusUnauthorized, "unauthorized")
+	}
+	if a := c.audit(id); a.Orders != 0 || a.Stock != 5 {
+		t.Errorf("audit after refused purchases = %+v; want nothing sold", a)
+	}
+	if r := c.purchase(id, "strategy=none", `{"user_id":"u-1","quantity":1}`); r.status != http.StatusCreated {
+		t.Errorf("purchase with the token = %v; want 201", r)
+	}
+	// The dashboard's calls need no token.
+	if r := c.get("/api/v1/products"); r.status != http.StatusOK {
+		t.Errorf("GET /api/v1/products = %v; want 200", r)
+	}
+
+	off := newClient(t, apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false"}))
+	offID := off.createProduct("phone", 5)
+	for _, header := range []map[string]string{nil, off.auth()} {
+		r := off.do(http.MethodPost, purchasePath(offID, "strategy=none"), `{"user_id":"u-1","quantity":1}`, header)
+		wantError(t, "override off", r, http.StatusForbidden, "strategy_override_disabled")
 	}
 }

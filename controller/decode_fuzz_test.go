@@ -36,13 +36,13 @@ func FuzzDecodePurchase(f *testing.F) {
 		{`{"user_id":"a","quantity":1} {}`, "", false},
 		{`[]`, "", false},
 	} {
-		f.Add([]byte(seed.body), seed.query, seed.override)
+		f.Add([]byte(seed.body), seed.query, seed.override, seed.override)
 	}
-	f.Fuzz(func(t *testing.T, body []byte, query string, override bool) {
-		p, err := decodePurchase(7, body, query, override)
+	f.Fuzz(func(t *testing.T, body []byte, query string, override, admin bool) {
+		p, err := decodePurchase(7, body, query, override, admin)
 		if err != nil {
-			if code := service.ErrorCode(err); code != service.CodeInvalid && code != codeOverrideDisabled {
-				t.Fatalf("decodePurchase(%q, %q) = %v, code %s; want invalid_argument or strategy_override_disabled", body, query, err, code)
+			if code := service.ErrorCode(err); code != service.CodeInvalid && code != codeOverrideDisabled && code != codeUnauthorized {
+				t.Fatalf("decodePurchase(%q, %q) = %v, code %s; want invalid_argument, strategy_override_disabled or unauthorized", body, query, err, code)
 			}
 			return
 		}
@@ -54,8 +54,8 @@ func FuzzDecodePurchase(f *testing.F) {
 				t.Fatalf("decodePurchase(%q) made a U+FFFD the body did not spell: %q", body, id)
 			}
 		}
-		if !override && (p.Strategy != "" || p.Hold != 0 || p.Fencing != nil) {
-			t.Fatalf("decodePurchase(%q, %q) without the override = %+v; want no override fields", body, query, p)
+		if !(override && admin) && (p.Strategy != "" || p.Hold != 0 || p.Pause != 0 || p.Batch != 0 || p.Fencing != nil) {
+			t.Fatalf("decodePurchase(%q, %q) without the override and the token = %+v; want no override fields", body, query, p)
 		}
 		if p.Hold < 0 || p.Hold > service.MaxHold {
 			t.Fatalf("decodePurchase(%q) hold = %v; want 0 to %v", query, p.Hold, service.MaxHold)
@@ -64,7 +64,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode %+v: %v", p, err)
 		}
-		q, err := decodePurchase(7, again, query, override)
+		q, err := decodePurchase(7, again, query, override, admin)
 		if err != nil || q.UserID != p.UserID || q.RequestID != p.RequestID || q.Quantity != p.Quantity {
 			t.Fatalf("decodePurchase(%q) = %+v; encoded again as %s it decodes to %+v, %v", body, p, again, q, err)
 		}

@@ -166,16 +166,27 @@ type purchaseRequest struct {
 	RequestID string  `json:"request_id"`
 }
 
-func handlePurchase(svc *service.Seckill, log *slog.Logger, override bool, strategy string) gin.HandlerFunc {
+// purchaseOptions are what a purchase's handler needs of the router's
+// settings.
+type purchaseOptions struct {
+	// override is SECKILL_STRATEGY_OVERRIDE; admin says a request carries
+	// the admin token, which the override's parameters need.
+	override bool
+	admin    func(*gin.Context) bool
+	// strategy is SECKILL_LOCK, for the log.
+	strategy string
+}
+
+func handlePurchase(svc *service.Seckill, log *slog.Logger, opts purchaseOptions) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		p, err := purchaseFrom(c, override)
+		p, err := purchaseFrom(c, opts)
 		if err != nil {
 			writeError(c, log, err)
 			return
 		}
 		// Every line logged about this purchase names it.
 		attrs := []slog.Attr{slog.Int64("product", p.ProductID), slog.String("user", p.UserID),
-			slog.String("strategy", cmp.Or(p.Strategy, strategy))}
+			slog.String("strategy", cmp.Or(p.Strategy, opts.strategy))}
 		if p.RequestID != "" {
 			attrs = append(attrs, slog.String("purchase_request_id", p.RequestID))
 		}
@@ -205,8 +216,8 @@ func overrideParams() []string {
 }
 
 // purchaseFrom reads a purchase from the path, the body and, under the
-// strategy override, the query.
-func purchaseFrom(c *gin.Context, override bool) (service.Purchase, error) {
+// strategy override and with the admin token, the query.
+func purchaseFrom(c *gin.Context, opts purchaseOptions) (service.Purchase, error) {
 	id, err := productID(c)
 	if err != nil {
 		return service.Purchase{}, err
@@ -215,14 +226,16 @@ func purchaseFrom(c *gin.Context, override bool) (service.Purchase, error) {
 	if err != nil {
 		return service.Purchase{}, err
 	}
-	return decodePurchase(id, body, c.Request.URL.RawQuery, override)
+	q := c.Request.URL.RawQuery
+	return decodePurchase(id, body, q, opts.override, opts.override && q != "" && opts.admin(c))
 }
 
 // decodePurchase reads a purchase of product id from its JSON body and its
 // raw query. Nothing is rewritten on the way: a body that is not exactly
 // one object of the documented shape, or a query that does not parse, is
-// refused.
-func decodePurchase(id int64, body []byte, rawQuery string, override bool) (service.Purchase, error) {
+// refused. The override's parameters need override (or answer 403) and
+// admin, the admin token (or answer 401).
+func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool) (service.Purchase, error) {
 	var req purchaseRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return service.Purchase{}, err
@@ -246,6 +259,10 @@ func decodePurchase(id int64, body []byte, rawQuery string, override bool) (serv
 		}
 		if !override {
 			return service.Purchase{}, apiError(codeOverrideDisabled, fmt.Sprintf("query parameter %s needs SECKILL_STRATEGY_OVERRIDE=true", name))
+		}
+		if !admin {
+			return service.Purchase{}, apiError(codeUnauthorized,
+				fmt.Sprintf("query parameter %s needs Authorization: Bearer <SECKILL_ADMIN_TOKEN>", name))
 		}
 		if len(q[name]) > 1 {
 			return service.Purchase{}, invalidf("query parameter %s is given %d times", name, len(q[name]))

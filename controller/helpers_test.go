@@ -80,7 +80,12 @@ func (c *client) get(path string) response { c.t.Helper(); return c.do(http.Meth
 
 func (c *client) admin(method, path, body string) response {
 	c.t.Helper()
-	return c.do(method, path, body, map[string]string{"Authorization": "Bearer " + c.token})
+	return c.do(method, path, body, c.auth())
+}
+
+// auth is the header that carries the admin token.
+func (c *client) auth() map[string]string {
+	return map[string]string{"Authorization": "Bearer " + c.token}
 }
 
 // createProduct puts a product on sale and returns its ID.
@@ -95,9 +100,15 @@ func (c *client) createProduct(name string, stock int64) int64 {
 	return p.ID
 }
 
+// purchase buys with body; a query (the strategy override's parameters)
+// is sent with the admin token, as the contract wants.
 func (c *client) purchase(id int64, query, body string) response {
 	c.t.Helper()
-	return c.do(http.MethodPost, purchasePath(id, query), body, nil)
+	var header map[string]string
+	if query != "" {
+		header = c.auth()
+	}
+	return c.do(http.MethodPost, purchasePath(id, query), body, header)
 }
 
 func purchasePath(id int64, query string) string {
@@ -121,7 +132,7 @@ func (c *client) product(id int64) product {
 
 func (c *client) audit(id int64) audit {
 	c.t.Helper()
-	r := c.get(fmt.Sprintf("/api/v1/products/%d/audit", id))
+	r := c.admin(http.MethodGet, fmt.Sprintf("/api/v1/products/%d/audit", id), "")
 	if r.status != http.StatusOK {
 		c.t.Fatalf("GET /api/v1/products/%d/audit = %v; want 200", id, r)
 	}

@@ -19,7 +19,10 @@ func TestMalformedRequests(t *testing.T) {
 	product := fmt.Sprintf("/api/v1/products/%d", id)
 	stock := fmt.Sprintf("/api/v1/admin/products/%d/stock", id)
 	const ok = `{"user_id":"u-1","quantity":1}`
-	const admin = "admin"
+	// The auth of a case: admin sends the token; "" sends it too where the
+	// contract wants it (the override's parameters, the audit), so that the
+	// case tests what it names; anonymous never does.
+	const admin, anonymous = "admin", "anonymous"
 
 	type req struct {
 		name         string
@@ -102,6 +105,11 @@ func TestMalformedRequests(t *testing.T) {
 		{"hold_ms beyond int64", "POST", purchasePath(id, "hold_ms=99999999999999999999"), ok, "", 400, "invalid_argument"},
 		{"fencing=maybe", "POST", purchasePath(id, "fencing=maybe"), ok, "", 400, "invalid_argument"},
 
+		// The override's parameters and the audit without the token.
+		{"override without the token", "POST", purchasePath(id, "strategy=none"), ok, anonymous, 401, "unauthorized"},
+		{"hold_ms without the token", "POST", purchasePath(id, "hold_ms=100"), ok, anonymous, 401, "unauthorized"},
+		{"audit without the token", "GET", product + "/audit", "", anonymous, 401, "unauthorized"},
+
 		// Routes and methods.
 		{"unknown route", "GET", "/nope", "", "", 404, "not_found"},
 		{"unknown API route", "GET", "/api/v1/orders", "", "", 404, "not_found"},
@@ -134,7 +142,8 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	for _, tc := range tests {
 		header := map[string]string{}
-		if tc.auth == admin {
+		wantsToken := strings.Contains(tc.path, "?") || strings.HasSuffix(tc.path, "/audit")
+		if tc.auth == admin || (tc.auth == "" && wantsToken) {
 			header["Authorization"] = "Bearer " + c.token
 		}
 		r := c.do(tc.method, tc.path, tc.body, header)

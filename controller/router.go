@@ -62,8 +62,11 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	api.GET("/strategies", handleStrategies(svc))
 	api.GET("/products", handleProducts(svc, log))
 	api.GET("/products/:id", handleProduct(svc, log))
-	api.POST("/products/:id/purchase", handlePurchase(svc, log, opts.StrategyOverride, opts.Strategy))
-	api.GET("/products/:id/audit", handleAudit(svc, log))
+	api.POST("/products/:id/purchase", handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
+		strategy: opts.Strategy, admin: func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }}))
+	// The audit counts and sums all of a product's orders, on the pool the
+	// purchases need: an admin's.
+	api.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
 
 	admin := api.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))
@@ -71,18 +74,23 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	return r
 }
 
-// requireToken lets through requests that carry "Authorization: Bearer
-// <token>" (the scheme's name in any case, as RFC 9110 has it).
+// requireToken lets through requests that carry the admin token (isAdmin).
 func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
-	want := []byte(token)
 	return func(c *gin.Context) {
-		scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			writeError(c, log, apiError(codeUnauthorized, "the admin API needs Authorization: Bearer <SECKILL_ADMIN_TOKEN>"))
+		if !isAdmin(c, token) {
+			writeError(c, log, apiError(codeUnauthorized, "this needs Authorization: Bearer <SECKILL_ADMIN_TOKEN>"))
 			return
 		}
 		c.Next()
 	}
+}
+
+// isAdmin says the request carries "Authorization: Bearer <token>" (the
+// scheme's name in any case, as RFC 9110 has it), compared in constant
+// time. An empty token admits nobody.
+func isAdmin(c *gin.Context, token string) bool {
+	scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+	return ok && token != "" && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // recovery turns a panic into the contract's 500 body and logs it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,7 @@ func (s *series) snapshot(now time.Time) Snapshot {
 	defer s.mu.Unlock()
 	snap := Snapshot{ID: s.id, Label: s.label, Product: s.product, Initial: s.initial, Stock: s.stock,
 		Audited: s.audit != nil, Answers: map[string]int{}, Waiting: len(s.inflight),
-		AuditURL: fmt.Sprintf("%s/api/v1/products/%d/audit", s.seller.url, s.product)}
+		AuditURL: "/api/audit?series=" + url.QueryEscape(s.id)}
 	for k, v := range s.answers {
 		snap.Answers[k] = v
 	}

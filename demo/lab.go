@@ -83,7 +83,9 @@ type Snapshot struct {
 	// audit's, read after the series' sale ended.
 	Stock   int64 `json:"stock"`
 	Audited bool  `json:"audited"`
-	// AuditURL is the product's audit on the instance that sold it.
+	// AuditURL is the product's audit on the instance that sold it, read
+	// through the workshop page (the audit is an admin's: the page holds
+	// the token, the browser does not).
 	AuditURL string `json:"audit_url"`
 	// Answers counts the answers so far by status and code, e.g.
 	// "201", "409 sold_out".
@@ -98,7 +100,7 @@ type Snapshot struct {
 // not nil, receives its events; keep, when true, leaves the world's
 // instances running until the returned close is called (the workshop page
 // links to their audits), otherwise they are stopped before Run returns.
-func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, closeWorld func() error, err error) {
+func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, kept *world, err error) {
 	w, err := l.newWorld(ctx, sc, obs)
 	if err != nil {
 		return nil, nil, err
@@ -116,7 +118,7 @@ func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (re
 		w.emit(Event{Kind: "error", Text: err.Error()})
 	}
 	if keep && err == nil {
-		return res, w.close, nil
+		return res, w, nil
 	}
 	return res, nil, errors.Join(err, w.close())
 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -37,7 +39,7 @@ type Workshop struct {
 
 	mu      sync.Mutex
 	running bool
-	last    func() error // closes the last run's world
+	last    *world // the last run's, kept up for its audits until the next
 }
 
 // NewWorkshop returns the page over lab. Runs end when ctx does.
@@ -45,10 +47,67 @@ func NewWorkshop(ctx context.Context, lab *Lab) *Workshop {
 	ws := &Workshop{lab: lab, ctx: ctx, mux: http.NewServeMux()}
 	ws.mux.HandleFunc("GET /{$}", ws.page)
 	ws.mux.HandleFunc("POST /api/run", ws.run)
+	ws.mux.HandleFunc("GET /api/audit", ws.audit)
 	return ws
 }
 
-func (ws *Workshop) ServeHTTP(w http.ResponseWriter, r *http.Request) { ws.mux.ServeHTTP(w, r) }
+// audit answers the audit of a product of the last run (?series=ID), read
+// from the instance that sold it with the admin token.
+func (ws *Workshop) audit(w http.ResponseWriter, r *http.Request) {
+	ws.mu.Lock()
+	last := ws.last
+	ws.mu.Unlock()
+	if last == nil {
+		http.Error(w, "no run to audit yet", http.StatusNotFound)
+		return
+	}
+	a, err := last.auditOf(r.Context(), r.URL.Query().Get("series"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(a); err != nil {
+		ws.lab.log.Error("write an audit", "err", err)
+	}
+}
+
+// ServeHTTP serves the page and its calls to the page's own host only, and
+// a run only to the page itself: 403 for a Host that is a name other than
+// localhost (DNS rebinding: another site's name made to point here) and for
+// a run whose Origin is another site's (any page in the same browser could
+// otherwise start runs).
+func (ws *Workshop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := ownRequest(r); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	ws.mux.ServeHTTP(w, r)
+}
+
+// ownRequest says why r does not come from the page itself, or nil.
+func ownRequest(r *http.Request) error {
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host // no port
+	}
+	host = strings.Trim(host, "[]")
+	if net.ParseIP(host) == nil && !strings.EqualFold(host, "localhost") {
+		return fmt.Errorf("demo: the workshop page answers on an IP address or localhost, not Host %q", r.Host)
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil // not a browser's cross-site request (those always say)
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host != r.Host {
+		return fmt.Errorf("demo: a run is started by the workshop page itself, not by %q", origin)
+	}
+	return nil
+}
 
 // Close stops the last run's instances and closes its stores.
 func (ws *Workshop) Close() error {
@@ -57,7 +116,7 @@ func (ws *Workshop) Close() error {
 	if ws.last == nil {
 		return nil
 	}
-	err := ws.last()
+	err := ws.last.close()
 	ws.last = nil
 	return err
 }
@@ -96,7 +155,7 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 		ws.mu.Unlock()
 	}()
 	if last != nil {
-		if err := last(); err != nil {
+		if err := last.close(); err != nil {
 			ws.lab.log.Error("close the last run", "err", err)
 		}
 	}
@@ -113,12 +172,12 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, closeWorld, err := ws.lab.Run(ctx, scs[0], eventQueue(events), true)
+		_, kept, err := ws.lab.Run(ctx, scs[0], eventQueue(events), true)
 		if err != nil {
 			ws.lab.log.Error("workshop run", "scenario", scs[0].Name, "err", err)
 		}
 		ws.mu.Lock()
-		ws.last = closeWorld
+		ws.last = kept
 		ws.mu.Unlock()
 	}()
 	enc := json.NewEncoder(w)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,7 +73,7 @@ func TestWorkshopPage(t *testing.T) {
 	}
 	oversold := 0
 	for _, s := range shown {
-		a := audit(t, s.AuditURL)
+		a := audit(t, srv.URL+s.AuditURL)
 		if !s.Audited || s.Stock != jsonInt(a.Stock) {
 			t.Errorf("the page shows %s's stock as %s (audited %t); /audit reports %d", s.ID, s.Stock, s.Audited, a.Stock)
 		}
@@ -212,5 +213,58 @@ func TestWorkshopCalls(t *testing.T) {
 	}
 	if last.Kind != "result" || last.Result == nil || !last.Result.OK() {
 		t.Errorf("the run's last event = %+v; want its result, as the articles say", last)
+	}
+}
+
+// TestWorkshopRefusesOtherSites: a run started from another site's page
+// (its Origin) and any request under another site's name (DNS rebinding:
+// the Host is a name that points here) answer 403 and start nothing; the
+// page's own requests, by IP address or localhost, are served.
+func TestWorkshopRefusesOtherSites(t *testing.T) {
+	srv := startWorkshop(t)
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, host, origin string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+"/api/run?scenario=nope", nil)
+		if method == http.MethodGet {
+			req, err = http.NewRequest(method, srv.URL+"/", nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	own := "127.0.0.1:" + port
+	for _, tc := range []struct {
+		method, host, origin string
+		want                 int
+	}{
+		{http.MethodPost, own, "https://evil.example", http.StatusForbidden},
+		{http.MethodPost, own, "http://localhost:" + port, http.StatusForbidden}, // another origin of the same machine
+		{http.MethodPost, "evil.example:" + port, "", http.StatusForbidden},
+		{http.MethodPost, "evil.example:" + port, "http://evil.example:" + port, http.StatusForbidden},
+		{http.MethodGet, "evil.example:" + port, "", http.StatusForbidden},
+		// The page's own: 400 for the scenario named nope, not 403.
+		{http.MethodPost, own, "http://" + own, http.StatusBadRequest},
+		{http.MethodPost, own, "", http.StatusBadRequest},
+		{http.MethodPost, "localhost:" + port, "http://localhost:" + port, http.StatusBadRequest},
+		{http.MethodPost, "[::1]:" + port, "", http.StatusBadRequest},
+		{http.MethodGet, "localhost:" + port, "", http.StatusOK},
+	} {
+		if got := do(tc.method, tc.host, tc.origin); got != tc.want {
+			t.Errorf("%s with Host %s, Origin %q = %d; want %d", tc.method, tc.host, tc.origin, got, tc.want)
+		}
 	}
 }

@@ -66,6 +66,27 @@ func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*world, 
 }
 
 // close stops the instances, then closes the stores and the nodes.
+// auditOf reads the audit of the series called id from the instance that
+// sold it, with the admin token.
+func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
+	w.mu.Lock()
+	var found *series
+	for _, s := range w.series {
+		if s.id == id {
+			found = s
+		}
+	}
+	w.mu.Unlock()
+	if found == nil {
+		return client.Audit{}, fmt.Errorf("demo: no series %q in the last run", id)
+	}
+	a, err := found.seller.c.Audit(ctx, found.product)
+	if err != nil {
+		return client.Audit{}, fmt.Errorf("demo: audit %s: %w", id, err)
+	}
+	return a, nil
+}
+
 func (w *world) close() error {
 	w.mu.Lock()
 	instances, closers := w.instances, w.closers

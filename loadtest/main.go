@@ -149,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "base URLs of the instances, comma-separated; requests go round robin")
 	fs.Int64Var(&cfg.ProductID, "product", 0, "product `id` to buy; 0 creates one with -stock units (needs -admin-token)")
 	fs.Int64Var(&cfg.Stock, "stock", 0, "reset the product's stock to this before each run, deleting its orders (needs -admin-token); 0: leave it")
-	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer `token` of the admin API (SECKILL_ADMIN_TOKEN of the service)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer `token` of the admin API and the override flags (default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&strategies, "strategy", "", "strategy `name`, a comma-separated list, or all; empty: the server's default")
 	fs.IntVar(&cfg.Requests, "requests", driver.DefaultRequests, "closed loop: requests in all, per strategy (after the warmup)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", driver.DefaultConcurrency, "workers (closed loop) or most requests in flight (open loop)")
@@ -186,6 +186,9 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = os.Getenv("SECKILL_ADMIN_TOKEN")
+	}
 	bad := func(format string, args ...any) (driver.Config, options, error) {
 		return cfg, opt, usageError{fmt.Sprintf(format, args...)}
 	}

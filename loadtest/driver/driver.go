@@ -159,6 +159,9 @@ func probeOverride(ctx context.Context, clients []*client.Client, o client.Overr
 		switch {
 		case errors.As(err, &e) && e.Status == 403 && e.Code == "strategy_override_disabled":
 			return overrideDisabled(c.BaseURL)
+		case errors.As(err, &e) && e.Status == 401:
+			return fmt.Errorf("%w: %s answered 401: the purchase's parameters %s are the strategy override's, which need the admin token (-admin-token or SECKILL_ADMIN_TOKEN)",
+				ErrConfig, c.BaseURL, o.Query())
 		case errors.As(err, &e) && e.Status == 400:
 			return fmt.Errorf("%w: %s refuses the purchase's parameters %s: %s", ErrConfig, c.BaseURL, o.Query(), e.Message)
 		case err != nil && !errors.As(err, &e):
@@ -232,8 +235,13 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 		}
 	}
 
-	p := newPlan(cfg, client.PurchasePath(cfg.ProductID, override(cfg, st)), label(st))
+	o := override(cfg, st)
+	p := newPlan(cfg, client.PurchasePath(cfg.ProductID, o), label(st))
 	p.purchase = true
+	if o.Query() != "" && cfg.AdminToken != "" {
+		// The override's parameters are an admin's (401 without the token).
+		p.authorization = "Bearer " + cfg.AdminToken
+	}
 	p.head = []byte(`{"user_id":"` + prefix)
 	p.mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
 	p.tail = []byte(`"}`)

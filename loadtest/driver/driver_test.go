@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/history"
 )
@@ -483,4 +484,19 @@ func TestRunHistory(t *testing.T) {
 		t.Errorf("WriteTable = %v:\n%s\nwant the history block", err, table.String())
 	}
 	checkWidth(t, rep)
+}
+
+// TestRunOverrideNeedsToken: override flags without the admin token stop
+// the run before it starts, saying what is missing.
+func TestRunOverrideNeedsToken(t *testing.T) {
+	in := apptest.Start(t, nil)
+	c := &client.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	p, err := c.CreateProduct(t.Context(), "phone", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = driver.Run(t.Context(), driver.Config{URLs: []string{in.URL}, ProductID: p.ID, Strategies: []string{"none"}, Requests: 5})
+	if !errors.Is(err, driver.ErrConfig) || !strings.Contains(err.Error(), "admin token") {
+		t.Errorf("Run without the token = %v; want a config error naming the admin token", err)
+	}
 }

@@ -98,6 +98,9 @@ type plan struct {
 	captureStrategy bool
 	// history, when not nil, records every purchase (-history).
 	history *recorder
+	// authorization, when not empty, is every request's Authorization
+	// header: the admin token, which the override's parameters need.
+	authorization string
 }
 
 // warmup is the length of the plan's warmup, 0 for none.
@@ -601,6 +604,9 @@ func newWorker(p *plan, lc *loadClient) *worker {
 		if p.purchase {
 			req.Header.SetMethod(fasthttp.MethodPost)
 			req.Header.SetContentTypeBytes(jsonContentType)
+			if p.authorization != "" {
+				req.Header.Set("Authorization", p.authorization)
+			}
 		} else {
 			req.Header.SetMethod(fasthttp.MethodGet)
 		}
