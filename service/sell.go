@@ -38,6 +38,9 @@ type ticket struct {
 	// first is the ticket of this hold with the same request ID that was
 	// accepted before this one: this one replays its order.
 	first *ticket
+	// expired says its own lock wait ran out before the hold got the
+	// product's row lock (pessimistic): it answers lock_timeout.
+	expired bool
 }
 
 // fencing says whether p's stock write is fenced under st.
@@ -147,14 +150,17 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		return doWork(ctx, pause)
 	}
 	if st.Name == "pessimistic" {
-		// The row lock is part of the lock wait, which began when the
-		// oldest purchase of the batch joined the line.
-		until := ts[0].arrived.Add(s.cfg.LockWait)
+		// The row lock is part of each purchase's lock wait, which began
+		// when it joined the line: the hold waits as long as the youngest
+		// may, and those whose own wait ran out meanwhile answer
+		// lock_timeout.
+		until := ts[len(ts)-1].arrived.Add(s.cfg.LockWait)
 		return s.writeBatch(ctx, st, ts, true, s.cfg.LockWait+work+pause, func(tx *gorm.DB) (int64, error) {
 			stock, err := s.lockRow(ctx, tx, st, id, until)
 			if err != nil {
 				return 0, err
 			}
+			s.expire(st, ts, time.Now())
 			return stock, hold()
 		})
 	}
@@ -420,6 +426,16 @@ func (s *Seckill) decrementSQL(id, q int64, fw fenceWrite) (string, []any) {
 	return query, args
 }
 
+// expire marks the tickets whose own lock wait ran out before now.
+func (s *Seckill) expire(st Strategy, ts []*ticket, now time.Time) {
+	for _, t := range ts {
+		t.expired = now.After(t.arrived.Add(s.cfg.LockWait))
+		if t.expired {
+			s.metrics.lockFailed(st.Name, "timeout")
+		}
+	}
+}
+
 // leastQuantity is the smallest quantity the tickets ask for.
 func leastQuantity(ts []*ticket) int64 {
 	least := ts[0].p.Quantity
@@ -592,6 +608,11 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 	left, total := stock, int64(0)
 	for _, t := range ts {
 		t.r, t.err, t.order, t.first = Receipt{}, nil, nil, nil
+		if t.expired {
+			t.err = &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message,
+				Err: fmt.Errorf("row lock of product %d: its wait ran out", id)}
+			continue
+		}
 		p := t.p
 		if p.RequestID != "" {
 			if o, ok := used[p.RequestID]; ok {
