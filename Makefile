@@ -1,6 +1,6 @@
 # The commands the README gives. Each runs against a real MariaDB/MySQL and
 # three independent Redis nodes that scripts/testenv.sh makes available.
-.PHONY: test bench vet soak
+.PHONY: test bench vet fuzz soak
 
 test:
 	scripts/testenv.sh go test -race -count=1 ./...
@@ -8,8 +8,20 @@ test:
 bench:
 	scripts/testenv.sh go test -run '^$$' -bench BenchmarkPurchase -benchtime 2000x ./service/
 
+# gofmt, go vet and staticcheck (from the module proxy) clean.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
-	gofmt -l . | (! grep .) && go vet ./...
+	gofmt -l . | (! grep .) && go vet ./... && go run $(STATICCHECK) ./...
+
+# Go's native fuzzing, FUZZTIME per target (their seed corpora run in every
+# go test). CI runs 30 s of each.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = FuzzDecodePurchase:./controller FuzzCheckID:./service FuzzRead:./loadtest/history
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}"; \
+	done
 
 # The fault soak: buyers write a history against two instances while a
 # schedule drawn from SOAK_SEED (printed; random when unset) kills, stops

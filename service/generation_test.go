@@ -3,10 +3,12 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -85,6 +87,14 @@ func TestStaleResetAnnouncementIgnored(t *testing.T) {
 	in := f.instance(settings{Hooks: service.Hooks{ResetHeard: func(_, gen int64) { heard <- gen }}})
 	prod := in.product(t, 5)
 	ctx := context.Background()
+	// The instance listens on every node before anything is announced: a
+	// message published before a subscription is lost, by Redis' design.
+	for i, c := range f.clients {
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the instance subscribed on node %d", i), func() bool {
+			n, err := c.PubSubNumSub(ctx, f.prefix+"stock").Result()
+			return err == nil && n[f.prefix+"stock"] >= 1
+		})
+	}
 	if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
 		t.Fatalf("SetStock(0) = %v", err)
 	}

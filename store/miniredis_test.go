@@ -188,11 +188,13 @@ func TestEmbeddedRedisRedsync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	a := rs.NewMutex("product:1", redsync.WithExpiry(300*time.Millisecond), redsync.WithTries(1))
+	// redsync gives each node expiry × 5% to answer by default: 15 ms here,
+	// which a loaded machine misses; half the expiry is still well inside it.
+	a := rs.NewMutex("product:1", redsync.WithExpiry(300*time.Millisecond), redsync.WithTries(1), redsync.WithTimeoutFactor(0.5))
 	if err := a.TryLockContext(ctx); err != nil {
 		t.Fatalf("first TryLock = %v; want nil", err)
 	}
-	b := rs.NewMutex("product:1", redsync.WithExpiry(time.Second), redsync.WithTries(1))
+	b := rs.NewMutex("product:1", redsync.WithExpiry(time.Second), redsync.WithTries(1), redsync.WithTimeoutFactor(0.5))
 	var taken *redsync.ErrTaken
 	if err := b.TryLockContext(ctx); !errors.As(err, &taken) {
 		t.Fatalf("TryLock of a held lock = %v; want ErrTaken", err)

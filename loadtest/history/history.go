@@ -91,6 +91,10 @@ func strictUnmarshal(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// MaxQuantity is the most units one purchase may ask for (the service's
+// bound); it also bounds the work of a check.
+const MaxQuantity = 100
+
 // validate says what is wrong with a line that parsed.
 func (l Line) validate() error {
 	switch {
@@ -100,8 +104,8 @@ func (l Line) validate() error {
 		return errors.New("stock must not be negative")
 	case l.Stock != nil:
 		return nil
-	case l.Quantity <= 0:
-		return errors.New("quantity must be a positive integer")
+	case l.Quantity <= 0 || l.Quantity > MaxQuantity:
+		return fmt.Errorf("quantity must be an integer from 1 to %d", MaxQuantity)
 	case l.EndNS < l.StartNS:
 		return errors.New("end_ns is before start_ns")
 	case l.Status != 0 && (l.Status < 100 || l.Status > 599):
