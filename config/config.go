@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,14 @@ type Config struct {
 	// requests are in flight, with /readyz answering 503, so that a
 	// balancer that polls it stops sending work first.
 	DrainDelay time.Duration
+	// IPLimit is the most purchase requests one client IP may make per
+	// IPWindow, counted in Redis for every instance (SECKILL_IP_LIMIT,
+	// "N/window"); 0: no limit.
+	IPLimit  int
+	IPWindow time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// (SECKILL_TRUSTED_PROXIES, CIDRs or addresses); empty: none.
+	TrustedProxies []string
 }
 
 // MaxBatch is the largest SECKILL_BATCH (and batch= of a purchase).
@@ -158,6 +167,12 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	if c.DrainDelay, err = duration(getenv, "SECKILL_DRAIN_DELAY", 5*time.Second); err != nil {
 		return Config{}, err
 	}
+	if c.IPLimit, c.IPWindow, err = parseIPLimit(getenv("SECKILL_IP_LIMIT")); err != nil {
+		return Config{}, fmt.Errorf("config: SECKILL_IP_LIMIT: %w", err)
+	}
+	if c.TrustedProxies, err = parseProxies(getenv("SECKILL_TRUSTED_PROXIES")); err != nil {
+		return Config{}, fmt.Errorf("config: SECKILL_TRUSTED_PROXIES: %w", err)
+	}
 	return c, nil
 }
 
@@ -187,6 +202,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_format", c.LogFormat),
 		slog.Int("mysql_max_conns", c.MySQLMaxConns),
 		slog.Duration("drain_delay", c.DrainDelay),
+		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
+		slog.String("trusted_proxies", strings.Join(c.TrustedProxies, ",")),
 	)
 }
 
@@ -269,4 +286,47 @@ func boolean(getenv func(string) string, name string, def bool) (bool, error) {
 		return false, fmt.Errorf("config: %s %q: want true or false", name, v)
 	}
 	return b, nil
+}
+
+// parseIPLimit reads SECKILL_IP_LIMIT: "N/window", e.g. "20/1s"; empty is
+// no limit.
+func parseIPLimit(v string) (int, time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, 0, nil
+	}
+	n, w, ok := strings.Cut(v, "/")
+	limit, err1 := strconv.Atoi(strings.TrimSpace(n))
+	window, err2 := time.ParseDuration(strings.TrimSpace(w))
+	if !ok || err1 != nil || err2 != nil || limit < 1 || window < time.Millisecond || window > 24*time.Hour {
+		return 0, 0, fmt.Errorf("%q: want N/window, e.g. 20/1s (N at least 1, the window from 1ms to 24h)", v)
+	}
+	return limit, window, nil
+}
+
+// parseProxies reads SECKILL_TRUSTED_PROXIES: comma-separated CIDRs (or
+// single addresses), IPv4 or IPv6.
+func parseProxies(v string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if _, err := netip.ParsePrefix(part); err != nil {
+			if _, err := netip.ParseAddr(part); err != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", part)
+			}
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+// ipLimitText is SECKILL_IP_LIMIT as it reads: "off" or "N/window".
+func ipLimitText(n int, window time.Duration) string {
+	if n == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("%d/%v", n, window)
 }

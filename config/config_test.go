@@ -43,6 +43,8 @@ func TestLoadDefaults(t *testing.T) {
 			{"LogFormat", c.LogFormat, "text"},
 			{"MySQLMaxConns", c.MySQLMaxConns, 20},
 			{"DrainDelay", c.DrainDelay, 5 * time.Second},
+			{"IPLimit", c.IPLimit, 0},
+			{"len(TrustedProxies)", len(c.TrustedProxies), 0},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -83,6 +85,8 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_LOG_FORMAT":        "JSON",
 		"SECKILL_MYSQL_MAX_CONNS":   "8",
 		"SECKILL_DRAIN_DELAY":       "0s",
+		"SECKILL_IP_LIMIT":          "20/1s",
+		"SECKILL_TRUSTED_PROXIES":   "10.0.0.0/8, 127.0.0.1,::1/128",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -104,6 +108,9 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		LogFormat:        "json",
 		MySQLMaxConns:    8,
 		DrainDelay:       0,
+		IPLimit:          20,
+		IPWindow:         time.Second,
+		TrustedProxies:   []string{"10.0.0.0/8", "127.0.0.1", "::1/128"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -193,6 +200,13 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_MYSQL_MAX_CONNS", "10001"},
 		{"SECKILL_DRAIN_DELAY", "-1s"},
 		{"SECKILL_DRAIN_DELAY", "5"},
+		{"SECKILL_IP_LIMIT", "20"},
+		{"SECKILL_IP_LIMIT", "0/1s"},
+		{"SECKILL_IP_LIMIT", "20/forever"},
+		{"SECKILL_IP_LIMIT", "x/1s"},
+		{"SECKILL_IP_LIMIT", "20/0s"},
+		{"SECKILL_TRUSTED_PROXIES", "10.0.0.0/33"},
+		{"SECKILL_TRUSTED_PROXIES", "nginx"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.variable+"="+tc.value, func(t *testing.T) {

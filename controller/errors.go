@@ -16,6 +16,7 @@ const (
 	codePayloadTooLarge  service.Code = "payload_too_large"
 	codeRouteNotFound    service.Code = "not_found"
 	codeMethodNotAllowed service.Code = "method_not_allowed"
+	codeRateLimited      service.Code = "rate_limited"
 )
 
 // statusOf is the one table from a code to its HTTP status.
@@ -35,6 +36,8 @@ func statusOf(code service.Code) int {
 		return http.StatusConflict
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case codeRateLimited:
+		return http.StatusTooManyRequests
 	case service.CodeLockTimeout, service.CodeLockLost, service.CodeUnavailable, service.CodeOutcomeUnknown:
 		return http.StatusServiceUnavailable
 	}

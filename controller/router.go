@@ -5,7 +5,9 @@ package controller
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,6 +35,13 @@ type Options struct {
 	// Drain is the instance's shutdown: /readyz answers 503 once it has
 	// started. Nil: a drain of the router's own, never started.
 	Drain *Drain
+	// IPLimiter, when not nil, limits the purchase requests of each client
+	// IP (SECKILL_IP_LIMIT).
+	IPLimiter *service.IPLimiter
+	// TrustedProxies are the peers (CIDRs or addresses) whose
+	// X-Forwarded-For names the client; from any other peer the header is
+	// ignored and the peer is the client.
+	TrustedProxies []string
 }
 
 // maxBody is the largest request body the API reads.
@@ -45,6 +54,14 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 		opts.Drain = &Drain{}
 	}
 	r := gin.New()
+	// The client is the TCP peer, unless the peer is a trusted proxy: then
+	// the right-most address of X-Forwarded-For that is not a trusted
+	// proxy. Gin trusts every peer unless told otherwise.
+	r.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	if err := r.SetTrustedProxies(opts.TrustedProxies); err != nil {
+		// config.Load has checked them: a bug.
+		panic(fmt.Sprintf("controller: trusted proxies %q: %v", opts.TrustedProxies, err))
+	}
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(requestID(), recovery(log), requestMetrics(opts.Registerer), accessLog(log, opts.Drain))
@@ -62,7 +79,7 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	api.GET("/strategies", handleStrategies(svc))
 	api.GET("/products", handleProducts(svc, log))
 	api.GET("/products/:id", handleProduct(svc, log))
-	api.POST("/products/:id/purchase", handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
+	api.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
 		strategy: opts.Strategy, admin: func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }}))
 	// The audit counts and sums all of a product's orders, on the pool the
 	// purchases need: an admin's.
@@ -91,6 +108,22 @@ func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
 func isAdmin(c *gin.Context, token string) bool {
 	scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 	return ok && token != "" && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// limitIP answers 429 rate_limited, with Retry-After, to a client IP over
+// SECKILL_IP_LIMIT, before anything of its purchase is read or written.
+func limitIP(log *slog.Logger, limiter *service.IPLimiter) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if limiter == nil {
+			return
+		}
+		ok, retry := limiter.Allow(c.Request.Context(), c.ClientIP())
+		if ok {
+			return
+		}
+		c.Header("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(retry.Seconds()))), 10))
+		writeError(c, log, apiError(codeRateLimited, "too many purchase requests from this address: retry after the time in Retry-After"))
+	}
 }
 
 // recovery turns a panic into the contract's 500 body and logs it.

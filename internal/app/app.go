@@ -173,6 +173,12 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		LockTTL:      cfg.LockTTL,
 		Watchdog:     cfg.Watchdog,
 	}, service.NewMetrics(reg), log)
+	var limiter *service.IPLimiter
+	if cfg.IPLimit > 0 {
+		// One count for every instance: on the first node, as the
+		// single-node locks.
+		limiter = service.NewIPLimiter(st.Redis[0], cfg.IPLimit, cfg.IPWindow, opts.KeyPrefix, reg, log)
+	}
 	drain := &controller.Drain{}
 	router := controller.NewRouter(svc, log, controller.Options{
 		AdminToken:       cfg.AdminToken,
@@ -181,6 +187,8 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		Registerer:       reg,
 		Strategy:         cfg.Lock,
 		Drain:            drain,
+		IPLimiter:        limiter,
+		TrustedProxies:   cfg.TrustedProxies,
 	})
 	return &Server{
 		HTTP: &http.Server{

@@ -1,0 +1,133 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// buyFrom makes a purchase through c as a client behind X-Forwarded-For
+// xff ("" sends none) and returns its answer.
+func buyFrom(t *testing.T, c *client, id int64, user, xff string) response {
+	t.Helper()
+	header := map[string]string{}
+	if xff != "" {
+		header["X-Forwarded-For"] = xff
+	}
+	return c.do(http.MethodPost, purchasePath(id, ""), fmt.Sprintf(`{"user_id":%q,"quantity":1}`, user), header)
+}
+
+// TestIPLimitExactUnderConcurrency: 60 purchases at once from one address,
+// over two instances, with SECKILL_IP_LIMIT=20/30s: exactly 20 get through,
+// 40 answer 429 rate_limited with a Retry-After within the window, and
+// nothing of theirs is written.
+func TestIPLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	a := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "20/30s", "SECKILL_PER_USER_LIMIT": "0"})
+	b := a.Another(t)
+	ca, cb := newClient(t, a), newClient(t, b)
+	id := ca.createProduct("phone", 100)
+	results := make([]response, 60)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			c := ca
+			if i%2 == 1 {
+				c = cb
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, ""), fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), nil)
+			if err != nil {
+				r.status = -1
+			}
+			results[i] = r
+		})
+	}
+	wg.Wait()
+	created, limited := 0, 0
+	for _, r := range results {
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusTooManyRequests:
+			limited++
+			wantError(t, "a purchase over the limit", r, http.StatusTooManyRequests, "rate_limited")
+			if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 || s > 30 {
+				t.Errorf("Retry-After %q; want 1 to 30 seconds", r.header.Get("Retry-After"))
+			}
+		default:
+			t.Errorf("a purchase = %v; want 201 or 429", r)
+		}
+	}
+	if created != 20 || limited != 40 {
+		t.Errorf("%d created, %d rate_limited; want 20 and 40", created, limited)
+	}
+	if au := ca.audit(id); au.Orders != 20 {
+		t.Errorf("audit %+v; want 20 orders", au)
+	}
+}
+
+// TestIPLimitWindow: the window starts at the address's first counted
+// request and ends by itself; the limit does not let a spoofed
+// X-Forwarded-For through when the peer is not a trusted proxy.
+func TestIPLimitWindow(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "2/1s", "SECKILL_PER_USER_LIMIT": "0"})
+	c := newClient(t, in)
+	id := c.createProduct("phone", 100)
+	for i, xff := range []string{"", "198.51.100.1"} {
+		if r := buyFrom(t, c, id, fmt.Sprint("u-", i), xff); r.status != http.StatusCreated {
+			t.Fatalf("purchase %d = %v; want 201", i, r)
+		}
+	}
+	// A third, claiming to be another client: the peer is not trusted.
+	r := buyFrom(t, c, id, "u-3", "203.0.113.9")
+	wantError(t, "a third purchase with a spoofed X-Forwarded-For", r, http.StatusTooManyRequests, "rate_limited")
+	if r.header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q; want 1", r.header.Get("Retry-After"))
+	}
+	// The window ends by itself.
+	testenv.Eventually(t, 10*time.Second, "a purchase allowed after the window", func() bool {
+		return buyFrom(t, c, id, "u-4", "").status == http.StatusCreated
+	})
+}
+
+// TestIPLimitTrustedProxies: behind a trusted proxy the client is the
+// right-most untrusted address of X-Forwarded-For, IPv4 or IPv6, through
+// several hops.
+func TestIPLimitTrustedProxies(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "1/30s", "SECKILL_PER_USER_LIMIT": "0",
+		"SECKILL_TRUSTED_PROXIES": "127.0.0.1/32,::1,10.0.0.0/8"})
+	c := newClient(t, in)
+	id := c.createProduct("phone", 100)
+	for i, tc := range []struct {
+		xff  string
+		want int
+	}{
+		{"198.51.100.1", http.StatusCreated},
+		{"198.51.100.2", http.StatusCreated},
+		{"198.51.100.1", http.StatusTooManyRequests}, // the same client again
+		{"2001:db8::1", http.StatusCreated},
+		{"2001:db8::1", http.StatusTooManyRequests},
+		// Several hops: the client spoofs the first, a trusted proxy 10.1.2.3
+		// added its peer: the client is 198.51.100.7.
+		{"203.0.113.1, 198.51.100.7, 10.1.2.3", http.StatusCreated},
+		{"203.0.113.2, 198.51.100.7", http.StatusTooManyRequests},
+		// No header behind the trusted proxy: the proxy itself is the client.
+		{"", http.StatusCreated},
+		{"", http.StatusTooManyRequests},
+	} {
+		if r := buyFrom(t, c, id, fmt.Sprint("u-", i), tc.xff); r.status != tc.want {
+			t.Errorf("purchase with X-Forwarded-For %q = %v; want %d", tc.xff, r, tc.want)
+		}
+	}
+}
