@@ -28,6 +28,8 @@ const (
 	MaxHold = 10 * time.Second
 	// MaxBatch is the largest batch the service accepts (batch=1000).
 	MaxBatch = 1000
+	// MaxClients is the most loopback source addresses (Config.Clients).
+	MaxClients = 65536
 )
 
 // Config says what to fire at which instances.
@@ -76,6 +78,12 @@ type Config struct {
 	Pause time.Duration
 	// Batch > 0 is passed to every purchase as batch.
 	Batch int
+	// Clients > 1 sends the load from that many loopback addresses
+	// (127.0.0.1, 127.0.0.2, ...), the connections spread over them in
+	// turn, so that a per-IP limit (SECKILL_IP_LIMIT) sees that many
+	// clients. Linux routes all of 127.0.0.0/8 to loopback; the instances
+	// must be on loopback too. 0 or 1: the system's choice.
+	Clients int
 	// History, when not empty, is a file to write every purchase to as it
 	// is answered (package history): every purchase then carries a unique
 	// request ID, and each run checks its own history.
@@ -166,6 +174,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Quantity < 1 || c.Quantity > 100:
 		return bad("quantity %d must be from 1 to 100", c.Quantity)
+	case c.Clients < 0 || c.Clients > MaxClients:
+		return bad("clients %d must be from 0 to %d", c.Clients, MaxClients)
 	case c.Hold < 0 || c.Hold > MaxHold || c.Pause < 0 || c.Pause > MaxHold:
 		return bad("hold %s and pause %s must be from 0 to %s", c.Hold, c.Pause, MaxHold)
 	case c.Hold%time.Millisecond != 0 || c.Pause%time.Millisecond != 0:

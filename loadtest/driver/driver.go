@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -364,7 +365,22 @@ func newPlan(cfg Config, path, label string) *plan {
 		label:    label,
 		stock:    -1,
 		quantity: cfg.Quantity,
+		sources:  loopbackSources(cfg.Clients),
 	}
+}
+
+// loopbackSources are the first n addresses of 127.0.0.0/8, from
+// 127.0.0.1; none for n below 2.
+func loopbackSources(n int) []net.IP {
+	if n < 2 {
+		return nil
+	}
+	out := make([]net.IP, n)
+	for i := range out {
+		k := i + 1
+		out[i] = net.IPv4(127, byte(k>>16), byte(k>>8), byte(k))
+	}
+	return out
 }
 
 // result turns a tally into a Result without the audit.

@@ -500,3 +500,21 @@ func TestRunOverrideNeedsToken(t *testing.T) {
 		t.Errorf("Run without the token = %v; want a config error naming the admin token", err)
 	}
 }
+
+// TestRunClients: with SECKILL_IP_LIMIT=5/30s, the load from one address
+// gets 5 purchases through; from four loopback addresses (-clients 4), 20.
+func TestRunClients(t *testing.T) {
+	for _, tc := range []struct{ clients, want int }{{0, 5}, {4, 20}} {
+		in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "5/30s", "SECKILL_PER_USER_LIMIT": "0"})
+		rep, err := driver.Run(t.Context(), driver.Config{URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 100,
+			Strategies: []string{""}, Requests: 40, Concurrency: 8, Clients: tc.clients})
+		if err != nil {
+			t.Fatalf("Run(clients %d) = %v", tc.clients, err)
+		}
+		res := rep.Results[0]
+		if res.Successes != tc.want || res.Codes["429 rate_limited"] != 40-tc.want {
+			t.Errorf("clients %d: %d created, codes %v; want %d created and %d 429 rate_limited",
+				tc.clients, res.Successes, res.Codes, tc.want, 40-tc.want)
+		}
+	}
+}

@@ -101,6 +101,9 @@ type plan struct {
 	// authorization, when not empty, is every request's Authorization
 	// header: the admin token, which the override's parameters need.
 	authorization string
+	// sources are the local addresses the load's connections come from
+	// (-clients); empty: the system's choice.
+	sources []net.IP
 }
 
 // warmup is the length of the plan's warmup, 0 for none.
@@ -416,7 +419,7 @@ func (p *plan) run(ctx context.Context) *tally {
 	if !p.captureStrategy {
 		captured.Store(true)
 	}
-	lc, err := newLoadClient(ctx, p.targets, workers, p.timeout)
+	lc, err := newLoadClient(ctx, p.targets, workers, p.timeout, p.sources)
 	if err != nil {
 		panic(err) // the targets were checked by Config
 	}
@@ -774,9 +777,14 @@ const (
 // never asks for gzip. It opens every connection itself, so that close can
 // end them all, the busy ones included.
 type loadClient struct {
-	ctx    context.Context
-	hosts  []*fasthttp.HostClient // per target; targets on one host share one
-	mu     sync.Mutex
+	ctx   context.Context
+	hosts []*fasthttp.HostClient // per target; targets on one host share one
+	// sources, when not empty, are the local addresses new connections
+	// are made from, in turn (-clients): each looks like a client of its
+	// own to a per-IP limit.
+	sources []net.IP
+	dials   atomic.Int64
+	mu      sync.Mutex
 	open   map[*loadConn]struct{}
 	closed bool
 }
@@ -784,8 +792,9 @@ type loadClient struct {
 // errLoadClosed is what a dial after close returns.
 var errLoadClosed = errors.New("the run is over")
 
-func newLoadClient(ctx context.Context, targets []string, workers int, timeout time.Duration) (*loadClient, error) {
-	lc := &loadClient{ctx: ctx, hosts: make([]*fasthttp.HostClient, len(targets)), open: map[*loadConn]struct{}{}}
+func newLoadClient(ctx context.Context, targets []string, workers int, timeout time.Duration, sources []net.IP) (*loadClient, error) {
+	lc := &loadClient{ctx: ctx, hosts: make([]*fasthttp.HostClient, len(targets)), open: map[*loadConn]struct{}{},
+		sources: sources}
 	byHost := map[string]*fasthttp.HostClient{}
 	for i, t := range targets {
 		u, err := url.Parse(t)
@@ -826,6 +835,9 @@ func retryIfErr(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bo
 // ends.
 func (lc *loadClient) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}
+	if n := len(lc.sources); n > 0 {
+		d.LocalAddr = &net.TCPAddr{IP: lc.sources[int(lc.dials.Add(1)-1)%n]}
+	}
 	if timeout > 0 && timeout < d.Timeout {
 		d.Timeout = timeout
 	}
