@@ -80,6 +80,13 @@ var wantRows = map[string]map[string]want{
 		"batch=1":   {[]string{"1", ">149", "150", "", ""}, true},
 		"batch=100": {[]string{"100", "<76", "150", "", ""}, false},
 	},
+	"ip-limit": {
+		// Columns: counter, guarded by, allowed, limit.
+		"read-check-write":         {[]string{"read, check, write", "nothing", ">10", "10"}, true},
+		"read-check-write token":   {[]string{"read, check, write", "", "10", "10"}, false},
+		"read-check-write redlock": {[]string{"read, check, write", "", "10", "10"}, false},
+		"incr":                     {[]string{"INCR (SECKILL_IP_LIMIT)", "", "10", "10"}, false},
+	},
 	"history": {
 		// Columns: strategy, sold, left, history.
 		"none":    {[]string{"none", ">20", "<0", "NOT linearizable"}, true},

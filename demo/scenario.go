@@ -94,6 +94,7 @@ func Scenarios() []Scenario {
 		nodeRestartScenario(),
 		batchScenario(),
 		linearScenario(),
+		counterScenario(),
 	}
 }
 

@@ -137,6 +137,9 @@ type setup struct {
 	watchdog *bool
 	// clock, when not nil, is what its setnx lock reads.
 	clock *clock
+	// ipLimit and ipWindow, when not 0, are its SECKILL_IP_LIMIT.
+	ipLimit  int
+	ipWindow time.Duration
 }
 
 // apply returns the world's configuration and options as s changes them.
@@ -147,6 +150,9 @@ func (w *world) apply(s setup) (config.Config, app.Options) {
 	}
 	if s.watchdog != nil {
 		cfg.Watchdog = *s.watchdog
+	}
+	if s.ipLimit > 0 {
+		cfg.IPLimit, cfg.IPWindow = s.ipLimit, s.ipWindow
 	}
 	opts := app.Options{KeyPrefix: w.prefix}
 	if s.clock != nil {
