@@ -785,8 +785,8 @@ type loadClient struct {
 	sources []net.IP
 	dials   atomic.Int64
 	mu      sync.Mutex
-	open   map[*loadConn]struct{}
-	closed bool
+	open    map[*loadConn]struct{}
+	closed  bool
 }
 
 // errLoadClosed is what a dial after close returns.
