@@ -125,3 +125,45 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("GET / = %d %s; want 200 text/html", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestDashboardIPLimit: with SECKILL_IP_LIMIT on, the dashboard counts the
+// purchase requests answered 429.
+func TestDashboardIPLimit(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0", "SECKILL_IP_LIMIT": "2/1m"})
+	ctx := t.Context()
+	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	p, err := c.CreateProduct(ctx, "limited phone", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := 0
+	for i := range 5 {
+		_, err := c.Buy(ctx, p.ID, api.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, api.Override{})
+		var e *api.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &e) && e.Code == "rate_limited":
+			limited++
+		default:
+			t.Fatalf("Buy = %v", err)
+		}
+	}
+	if limited != 3 {
+		t.Fatalf("%d of 5 purchases rate_limited; want 3", limited)
+	}
+	tab := browser.New(t, 1280, 720, 2*time.Minute)
+	if err := chromedp.Do(tab, chromedp.Navigate(in.URL+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	var shownLimited string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && shownLimited != "3"; time.Sleep(100 * time.Millisecond) {
+		if shownLimited, err = chromedp.Run(tab, chromedp.Evaluate[string](
+			`(document.getElementById("ip-limit").dataset.limited || "")`)); err != nil {
+			t.Fatalf("read the dashboard: %v", err)
+		}
+	}
+	if shownLimited != "3" {
+		t.Errorf("the dashboard shows %q purchase requests rate_limited; want 3", shownLimited)
+	}
+}

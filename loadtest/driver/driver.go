@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -218,6 +219,10 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 		}
 	}
 	before, err := admin.Audit(ctx, cfg.ProductID)
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
+		return nil, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
 	}

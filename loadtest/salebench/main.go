@@ -184,6 +184,25 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 
+	// The per-IP limit's cost: one Redis round trip per purchase. A limit
+	// no buyer reaches, the load from as many addresses as buyers.
+	limited, stopLimited, err := b.startService(ctx, dsn, token, "SECKILL_IP_LIMIT=1000000000/1m")
+	if err != nil {
+		return err
+	}
+	defer stopLimited()
+	withLimit, err := driver.Run(ctx, driver.Config{
+		URLs: []string{limited}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency, Clients: b.opts.concurrency,
+	})
+	if err != nil {
+		return fmt.Errorf("with the IP limit: %w", err)
+	}
+	lim := withLimit.Results[0]
+	limitRow := row{what: "service redlock, default batch, SECKILL_IP_LIMIT on", perSecond: lim.SellRate,
+		p99: lim.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: lim.Requests - lim.Successes}
+	b.rows = append(b.rows, limitRow)
+
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201")
 	for _, r := range b.rows {
@@ -214,6 +233,8 @@ func (b *bench) all(ctx context.Context) error {
 		round(sale.TimeToSoldOut), aim(sale.TimeToSoldOut > 0 && sale.TimeToSoldOut <= 250*time.Millisecond), sale503, aim(sale503 == 0))
 	r4 := soldOut / health
 	fmt.Fprintf(b.out, "  sold-out answers / GET /healthz        %5.2fx  (aim >= 0.5: %s)\n", r4, aim(r4 >= 0.5))
+	fmt.Fprintf(b.out, "  IP limit on / off (redlock default)    %5.2fx  (one Redis round trip per purchase; p99 %s)\n",
+		limitRow.perSecond/batched.perSecond, round(limitRow.p99))
 	return nil
 }
 
@@ -339,7 +360,7 @@ func (b *bench) database(ctx context.Context) (string, func(), error) {
 // startService runs the service's binary on a free port against dsn and
 // the Redis nodes, with the strategy override on, and waits until it is
 // ready. stop ends it with SIGTERM, as an orchestrator would.
-func (b *bench) startService(ctx context.Context, dsn, token string) (string, func(), error) {
+func (b *bench) startService(ctx context.Context, dsn, token string, env ...string) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -356,6 +377,7 @@ func (b *bench) startService(ctx context.Context, dsn, token string) (string, fu
 		"SECKILL_ADMIN_TOKEN="+token,
 		"SECKILL_STRATEGY_OVERRIDE=true",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -402,7 +424,7 @@ func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string) (so
 	if _, err := c.SetStock(ctx, p.ID, 0); err != nil {
 		return 0, 0, err
 	}
-	out, err := driver.Run(ctx, driver.Config{URLs: []string{url}, ProductID: p.ID, Strategies: []string{""},
+	out, err := driver.Run(ctx, driver.Config{URLs: []string{url}, AdminToken: token, ProductID: p.ID, Strategies: []string{""},
 		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency})
 	if err != nil {
 		return 0, 0, fmt.Errorf("sold-out answers: %w", err)
