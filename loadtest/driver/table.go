@@ -231,7 +231,7 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 	if raw {
 		writeWrapped(w, "OTHER: non-2xx answers and transport errors. Latency from send (the intended send time in the open loop) to the whole answer.")
 	} else {
-		writeWrapped(w, "OTHER: limit_exceeded, lock_lost, other 4xx and 5xx, and requests without an answer (detailed below). "+
+		writeWrapped(w, "OTHER: limit_exceeded, lock_lost, other 4xx and 5xx, and requests without an answer (counted apart below when there are any). "+
 			"201/S: 201s per second while stock lasted, until the last unit went (or over the whole run). "+
 			"SOLD_OUT_AT: when the last unit went. LATENCY: of the 201s and of the sold_out answers apart, "+
 			"from send (the intended send time in the open loop) to the whole answer. "+
