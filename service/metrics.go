@@ -1,7 +1,9 @@
 package service
 
 import (
+	"container/list"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +19,17 @@ type Metrics struct {
 	batchSize    *prometheus.HistogramVec
 	lockFailures *prometheus.CounterVec
 	stockLeft    *prometheus.GaugeVec
+
+	// stockSeries are the products seckill_stock has a series for, the
+	// most recently changed first: at most maxStockSeries, so that a
+	// catalogue of any size keeps /metrics small.
+	stockMu     sync.Mutex
+	stockSeries *list.List
+	stockIndex  map[int64]*list.Element
 }
+
+// maxStockSeries bounds the products seckill_stock reports.
+const maxStockSeries = 100
 
 // PurchaseOutcomes are the outcomes of a purchase as the metrics label
 // them: ok (201), replayed (200), or the code of the error it answered.
@@ -56,13 +68,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"strategy"}),
 		stockLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "seckill_stock",
-			Help: "A product's stock as this instance last saw it.",
+			Help: "A product's stock as this instance last saw it, for the 100 products whose stock it saw change last.",
 		}, []string{"product"}),
 		lockFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_lock_failures_total",
 			Help: "Lock failures by strategy and reason: timeout (not acquired within the wait), unavailable (too few nodes answered), lost (fenced write refused), expired (lease gone by unlock time), unlock_error.",
 		}, []string{"strategy", "reason"}),
 	}
+	m.stockSeries, m.stockIndex = list.New(), map[int64]*list.Element{}
 	reg.MustRegister(m.purchases, m.duration, m.lockWait, m.lockHold, m.batchSize, m.lockFailures, m.stockLeft)
 	for _, st := range StrategyTable() {
 		for _, o := range PurchaseOutcomes() {
@@ -116,5 +129,17 @@ func (m *Metrics) held(strategy string, n int, d time.Duration) {
 
 // stock records a product's stock as seen.
 func (m *Metrics) stock(product, stock int64) {
+	m.stockMu.Lock()
+	defer m.stockMu.Unlock()
+	if e, ok := m.stockIndex[product]; ok {
+		m.stockSeries.MoveToFront(e)
+	} else {
+		m.stockIndex[product] = m.stockSeries.PushFront(product)
+		if m.stockSeries.Len() > maxStockSeries {
+			oldest := m.stockSeries.Remove(m.stockSeries.Back()).(int64)
+			delete(m.stockIndex, oldest)
+			m.stockLeft.DeleteLabelValues(strconv.FormatInt(oldest, 10))
+		}
+	}
 	m.stockLeft.WithLabelValues(strconv.FormatInt(product, 10)).Set(float64(stock))
 }
