@@ -58,8 +58,8 @@ func printUsage(w io.Writer) error {
                    seckill demo -h lists its flags and scenarios
   seckill -h       print this
 
-The service reads its settings from the environment (the README's Configuration section
-gives each default and meaning); with SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS unset
+The service reads its settings from the environment (each default and meaning:
+docs/operating.md, Configuration); with SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS unset
 it runs on embedded stores:
 %s
 `, vars.String())

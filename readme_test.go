@@ -6,24 +6,27 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
-// readmeTable returns the rows of the first Markdown table after heading,
-// each row as its trimmed cells.
+// readmeTable returns the rows of the first Markdown table after heading in
+// a Markdown page (the README or a page of docs/), each row as its trimmed
+// cells.
 func readmeTable(t *testing.T, readme, heading string) [][]string {
 	t.Helper()
 	i := strings.Index(readme, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README has no heading %q", heading)
+		t.Fatalf("the page has no heading %q", heading)
 	}
 	var rows [][]string
 	inTable := false
@@ -47,11 +50,11 @@ func readmeTable(t *testing.T, readme, heading string) [][]string {
 	return rows[1:] // without the header
 }
 
-// TestReadmeStrategiesMatchTheCode holds the README's strategy tables
-// against the service's table of strategies: every strategy, in order, with
-// its safe flag, and every one in the lock table.
+// TestReadmeStrategiesMatchTheCode holds the strategy tables of
+// docs/locks.md against the service's table of strategies: every strategy,
+// in order, with its safe flag, and every one in the lock table.
 func TestReadmeStrategiesMatchTheCode(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/locks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,31 +63,31 @@ func TestReadmeStrategiesMatchTheCode(t *testing.T) {
 
 	rows := readmeTable(t, readme, "## The strategies")
 	if len(rows) != len(served) {
-		t.Fatalf("README lists %d strategies; the service serves %d", len(rows), len(served))
+		t.Fatalf("docs/locks.md lists %d strategies; the service serves %d", len(rows), len(served))
 	}
 	for i, s := range served {
 		name := strings.Trim(rows[i][0], "`")
 		safe := rows[i][2] == "yes"
 		if name != s.Name || safe != s.Safe {
-			t.Errorf("README row %d = %s (safe %t); the service serves %s (safe %t)", i+1, name, safe, s.Name, s.Safe)
+			t.Errorf("docs/locks.md row %d = %s (safe %t); the service serves %s (safe %t)", i+1, name, safe, s.Name, s.Safe)
 		}
 	}
 
 	locks := map[string]bool{}
-	for _, row := range readmeTable(t, readme, "### Every lock side by side") {
+	for _, row := range readmeTable(t, readme, "## Every lock side by side") {
 		locks[strings.Trim(row[0], "`")] = true
 	}
 	for _, name := range service.StrategyNames() {
 		if !locks[name] {
-			t.Errorf("README's lock table has no row for %s", name)
+			t.Errorf("docs/locks.md's lock table has no row for %s", name)
 		}
 	}
 }
 
-// TestReadmeConfigurationMatchesTheCode checks that the README's
-// configuration table names exactly the variables config.Load reads.
+// TestReadmeConfigurationMatchesTheCode checks that the configuration
+// table of docs/operating.md names exactly the variables config.Load reads.
 func TestReadmeConfigurationMatchesTheCode(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +96,17 @@ func TestReadmeConfigurationMatchesTheCode(t *testing.T) {
 		t.Fatalf("config.Load(empty) = %v", err)
 	}
 	documented := map[string]bool{}
-	for _, row := range readmeTable(t, string(b), "### Configuration") {
+	for _, row := range readmeTable(t, string(b), "## Configuration") {
 		documented[strings.Trim(row[0], "`")] = true
 	}
 	for k := range read {
 		if !documented[k] {
-			t.Errorf("config reads %s; the README's table does not document it", k)
+			t.Errorf("config reads %s; the table of docs/operating.md does not document it", k)
 		}
 	}
 	for k := range documented {
 		if !read[k] {
-			t.Errorf("the README documents %s; config does not read it", k)
+			t.Errorf("docs/operating.md documents %s; config does not read it", k)
 		}
 	}
 }
@@ -114,7 +117,7 @@ func readmeSection(t *testing.T, readme, heading string) string {
 	t.Helper()
 	i := strings.Index(readme, "\n"+heading+"\n")
 	if i < 0 {
-		t.Fatalf("README has no heading %q", heading)
+		t.Fatalf("the page has no heading %q", heading)
 	}
 	level := strings.Index(heading, " ") // the number of #
 	rest := readme[i+len(heading)+2:]
@@ -363,5 +366,106 @@ func TestReadmeDriverCommands(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("README's load driver section has no `go run ./loadtest` command")
+	}
+}
+
+// mdLink is a Markdown link or image outside code: [text](target).
+var mdLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+
+// TestDocsLinks holds every relative link of the README and of docs/ to a
+// file that exists and, where it names an anchor, to a heading of that file
+// (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
+func TestDocsLinks(t *testing.T) {
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "README.md")
+	checked := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range pageLinks(string(b)) {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			checked++
+			body, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s links to %s: %v", page, target, err)
+				continue
+			}
+			if anchor != "" && !slices.Contains(headingAnchors(string(body)), anchor) {
+				t.Errorf("%s links to %s: %s has no heading with that anchor", page, target, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative link found in the README and docs/")
+	}
+}
+
+// pageLinks returns the targets of the links of a Markdown page, code
+// blocks and code spans left out.
+func pageLinks(page string) []string {
+	var targets []string
+	fenced := false
+	for l := range strings.Lines(page) {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		parts := strings.Split(l, "`")
+		for i := 0; i < len(parts); i += 2 { // outside code spans
+			for _, m := range mdLink.FindAllStringSubmatch(parts[i], -1) {
+				targets = append(targets, m[1])
+			}
+		}
+	}
+	return targets
+}
+
+// headingAnchors returns the anchors GitHub makes for a page's headings.
+func headingAnchors(page string) []string {
+	var anchors []string
+	fenced := false
+	for l := range strings.Lines(page) {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		text, ok := strings.CutPrefix(strings.TrimLeft(l, "#"), " ")
+		if fenced || !ok || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(text)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchors = append(anchors, b.String())
+	}
+	return anchors
+}
+
+func TestHeadingAnchors(t *testing.T) {
+	page := "# Locks\n## Fencing: what it guarantees and what it does not\n```\n# not a heading\n```\n### `go run . demo`\n"
+	got := headingAnchors(page)
+	want := []string{"locks", "fencing-what-it-guarantees-and-what-it-does-not", "go-run--demo"}
+	if !slices.Equal(got, want) {
+		t.Errorf("headingAnchors(...) = %q; want %q", got, want)
 	}
 }

@@ -35,7 +35,7 @@
 //
 // None of the locks alone makes the stock safe once a holder can overrun its
 // lease: only the database-side guards (fencing, pessimistic, optimistic)
-// do. The README holds the same table as Markdown.
+// do. docs/locks.md holds the same table as Markdown.
 //
 // # Errors
 //
