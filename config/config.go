@@ -1,6 +1,7 @@
 // Package config reads the service's settings from the environment, as the
-// contract gives them. Load is a pure function of getenv: a value that does
-// not parse is an error that names its variable, so nothing is half-started.
+// contract gives them. Load reads nothing but getenv (and makes up a random
+// admin token when none is set): a value that does not parse is an error
+// that names its variable, so nothing is half-started.
 package config
 
 import (
@@ -40,12 +41,13 @@ type Config struct {
 	// LockWait is the longest a purchase waits for its lock
 	// (SECKILL_LOCK_WAIT).
 	LockWait time.Duration
-	// AdminToken is the bearer token of /api/v1/admin/*
-	// (SECKILL_ADMIN_TOKEN); AdminTokenGenerated says it was made up at
+	// AdminToken is the bearer token of /api/v1/admin/*, /audit and a
+	// purchase's override parameters (SECKILL_ADMIN_TOKEN); AdminTokenGenerated says it was made up at
 	// start because none was set.
 	AdminToken          string
 	AdminTokenGenerated bool
-	// StrategyOverride lets a purchase choose strategy, hold_ms and fencing
+	// StrategyOverride lets a purchase that carries the admin token choose
+	// strategy, hold_ms, pause_ms, fencing and batch
 	// (SECKILL_STRATEGY_OVERRIDE).
 	StrategyOverride bool
 	// PerUserLimit is the most units one user may buy of one product; 0 is
@@ -77,7 +79,8 @@ type Config struct {
 	TrustedProxies []string
 }
 
-// MaxBatch is the largest SECKILL_BATCH (and batch= of a purchase).
+// MaxBatch is the largest SECKILL_BATCH. (A purchase's batch= is checked
+// against service.MaxBatch, also 1000.)
 const MaxBatch = 1000
 
 // DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's default: seven

@@ -10,9 +10,11 @@ import (
 
 // The sale: one product per strategy, the same crowd for each.
 const (
-	// saleStock is less than the buyers waiting at once: under local, the
-	// two instances' first full batches read the same stock and both sell
-	// it, and it runs out in that round, whatever the timing.
+	// saleStock is less than the buyers waiting at once (saleConcurrency,
+	// about 32 an instance): under local, the two instances' first full
+	// batches read the same stock and each sells up to its own waiting
+	// buyers from it, more together than is left, so it runs out in that
+	// round, whatever the timing.
 	saleStock       = 40
 	saleBuyers      = 400
 	saleConcurrency = 64

@@ -65,7 +65,6 @@ func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*world, 
 	return w, nil
 }
 
-// close stops the instances, then closes the stores and the nodes.
 // auditOf reads the audit of the series called id from the instance that
 // sold it, with the admin token.
 func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
@@ -87,6 +86,7 @@ func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
 	return a, nil
 }
 
+// close stops the instances, then closes the stores and the nodes.
 func (w *world) close() error {
 	w.mu.Lock()
 	instances, closers := w.instances, w.closers

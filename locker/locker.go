@@ -56,7 +56,8 @@ type Options struct {
 	Releases *Releases
 	// Fallback is the longest a waiting Lock sleeps when no release is
 	// announced (it sleeps a random time from half of it to it). The
-	// default is each kind's: token 75 ms, setnx 200 ms, redlock 250 ms.
+	// default is each kind's range: token 25-75 ms, setnx 50-200 ms, redlock
+	// 50-250 ms.
 	Fallback time.Duration
 }
 

@@ -12,7 +12,8 @@ import (
 // contention (ErrUnavailable, or an error that is not ErrNotAcquired), ctx
 // ends or wait runs out. Between calls it waits for key's next release
 // (opts.Releases) or, when no release is announced, a random fallback delay
-// from [minDelay, maxDelay). It is the one retry loop every kind shares.
+// from [minDelay, maxDelay). It is the one retry loop the Redis kinds share
+// (Local queues its waiters itself).
 func retry(ctx context.Context, opts Options, key string, minDelay, maxDelay time.Duration, try func(context.Context) (Lease, error)) (Lease, error) {
 	if opts.Fallback > 0 {
 		minDelay, maxDelay = opts.Fallback/2, opts.Fallback

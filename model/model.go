@@ -1,5 +1,5 @@
-// Package model holds the GORM structs of the tables the contract names and
-// their migration, nothing else: no queries, no HTTP shapes.
+// Package model holds the GORM structs of the tables (the two the contract
+// names, and user_units) and their migration, nothing else: no queries, no HTTP shapes.
 package model
 
 import (
@@ -17,10 +17,11 @@ type Product struct {
 	Name         string `gorm:"size:128;not null"`
 	Stock        int64  `gorm:"not null"`
 	InitialStock int64  `gorm:"not null"`
-	// Fence is the product's fencing token: a lock holder reads it when it
-	// is granted the lock and writes only if it is unchanged, moving it on
-	// as it writes; a stock reset moves it too. A holder overtaken by
-	// another writer, or by a reset, writes nothing.
+	// Fence is the product's fencing token: a fenced lock holder moves it
+	// on (fence + 1) when it is granted the lock, or in its write's first
+	// statement, and its write applies only while the fence is still its
+	// own; a stock reset moves it too. A holder overtaken by a later
+	// holder's claim, or by a reset, writes nothing.
 	Fence int64 `gorm:"not null;default:0"`
 	// Generation counts the product's stock resets. What an instance
 	// remembers of the stock (the sold-out memory), the request IDs of a

@@ -56,7 +56,8 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
-// The errors a caller tells apart, one per code: compare with errors.Is.
+// The errors a caller tells apart, one per code but CodeInternal: compare
+// with errors.Is.
 var (
 	ErrInvalid         = &Error{Code: CodeInvalid, Message: "invalid argument"}
 	ErrNotFound        = &Error{Code: CodeNotFound, Message: "product not found"}

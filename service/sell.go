@@ -732,7 +732,8 @@ func usedRequestIDs(tx *gorm.DB, ts []*ticket) (map[string]model.Order, error) {
 }
 
 // unitsHeld returns the units of the product that the tickets' users
-// already hold, under those rows' locks (nil when there is no limit).
+// already hold, under those rows' locks (an empty map when there is no
+// limit).
 func (s *Seckill) unitsHeld(tx *gorm.DB, ts []*ticket) (map[string]int64, error) {
 	units := map[string]int64{}
 	if s.cfg.PerUserLimit <= 0 {
@@ -777,8 +778,9 @@ func (s *Seckill) setUnits(tx *gorm.DB, productID int64, sold []*ticket, units m
 	return nil
 }
 
-// sellOptimistic reads the stock, does the held work, then lets one
-// conditional UPDATE decide: stock = stock - q WHERE stock >= q. The
+// sellOptimistic does the held work, then, without reading the stock
+// first, lets one conditional UPDATE decide: stock = stock - q WHERE
+// stock >= q. The
 // per-user limit is raised after that UPDATE, under the row lock it took,
 // by one conditional upsert of the user's units.
 func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {

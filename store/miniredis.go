@@ -12,9 +12,9 @@ import (
 // A key expires within one tick of its TTL: at most a tick late, and at most
 // a tick early when it was written just before a tick (miniredis keeps a
 // remaining duration per key, not a deadline, so a tick takes its whole
-// length off a key that only lived part of it). 10 ms keeps that error well
-// inside Redlock's allowance for clock drift (1% of the TTL plus 2 ms, 82 ms
-// for the default 8 s lease) at a cost of one short pass over the keys that
+// length off a key that only lived part of it). 10 ms keeps that error
+// inside Redlock's allowance for clock drift (redsync's: 1% of the TTL, 20 ms
+// for the default 2 s lease) at a cost of one short pass over the keys that
 // carry a TTL, per node, per tick.
 const MiniRedisTick = 10 * time.Millisecond
 

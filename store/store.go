@@ -88,8 +88,9 @@ func removeDir(dir string) error {
 //
 // No address starts EmbeddedRedisNodes independent in-process nodes
 // (StartMiniRedis) on 127.0.0.1 and free ports; the returned func then also
-// stops them. They answer SET NX PX, GETSET, EVAL and EVALSHA, which is all
-// the locks use, and expire keys on time to within MiniRedisTick.
+// stops them. They answer every command the locks and the service use (SET
+// NX PX, SETNX, GET, GETSET, DEL, EVAL, EVALSHA, PUBLISH, PSUBSCRIBE, ...),
+// and expire keys on time to within MiniRedisTick.
 func OpenRedisNodes(ctx context.Context, addrs []string) ([]redis.UniversalClient, func() error, error) {
 	if len(addrs) > 0 {
 		clients := OpenRedis(addrs)

@@ -143,8 +143,9 @@ type Server struct {
 	drain    *controller.Drain
 }
 
-// NewServer wires one instance over st: its own lockers (local is per
-// process), the subscription that wakes its waiters when a lock is released
+// NewServer wires one instance over st: its own lockers (local's locks are
+// per instance: two instances in one process do not share them), the
+// subscription that wakes its waiters when a lock is released
 // on any instance, metrics registry, service and routes. The HTTP server has
 // timeouts that leave room for a lock wait and the longest hold_ms. Close
 // the Server after its HTTP server has shut down.
