@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/demo"
 )
 
 func main() {
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help":
 		return printUsage(stdout)
 	case args[0] == "demo":
-		return runDemo(ctx, args[1:], getenv, stdout)
+		return demo.Command(ctx, args[1:], getenv, stdout)
 	}
 	return fmt.Errorf("unknown command %q (want no argument, demo, or -h)", args[0])
 }

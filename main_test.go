@@ -273,17 +273,8 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 
 	// Wait until the purchase holds its lock: a majority of the nodes have
 	// the product's lock key.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		locked := lockKeys(t, nodes)
-		if locked >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the purchase never took its lock (%d of 3 nodes have a lock key); output:\n%s", locked, p.out)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, "the purchase to take its lock (a lock key on 2 of 3 nodes)",
+		func() bool { return lockKeys(t, nodes) >= 2 })
 
 	p.cancel() // as SIGTERM does
 	// The drain has begun: /readyz says so at once, while the purchase is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locker"
 )
 
@@ -47,7 +48,7 @@ func TestLocalHandsOverInOrder(t *testing.T) {
 			got <- i
 			leases <- lease
 		}()
-		waitFor(t, func() bool { return l.Waiters(key) == i+1 }, fmt.Sprintf("%d waiters", i+1))
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", i+1), func() bool { return l.Waiters(key) == i+1 })
 	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatalf("holder Unlock() = %v; want nil", err)
@@ -82,21 +83,11 @@ func TestLocalForgetsFreeKeys(t *testing.T) {
 	if _, err := l.Lock(cancelled, "cancelled"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock(cancelled ctx) = %v; want an error wrapping %v", err, context.Canceled)
 	}
-	waitFor(t, func() bool { return l.Keys() == 0 }, "no keys left")
+	testenv.Eventually(t, 10*time.Second, "no keys left", func() bool { return l.Keys() == 0 })
 	if err := held.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("expired lease Unlock() = %v; want an error wrapping %v", err, locker.ErrNotHeld)
 	}
 	if got := l.Keys(); got != 0 {
 		t.Errorf("Keys() = %d after every lease ended; want 0", got)
-	}
-}
-
-// waitFor polls cond until it holds or 10s pass.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
 	}
 }

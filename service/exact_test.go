@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -251,16 +252,10 @@ func TestResetFencesOffHolder(t *testing.T) {
 // waitForKey waits until the first node has key.
 func waitForKey(t *testing.T, f *fixture, key string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if n, err := f.clients[0].Exists(context.Background(), key).Result(); err == nil && n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nobody took %s within 10s", key)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, "somebody to take "+key, func() bool {
+		n, err := f.clients[0].Exists(context.Background(), key).Result()
+		return err == nil && n == 1
+	})
 }
 
 // TestResetsUnderLoad: stock resets every 10 ms while 16 buyers of every safe

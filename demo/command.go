@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -11,12 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/term"
-
-	"github.com/seckill/seckill/demo"
 )
 
-// demoUsage heads `seckill demo -h`.
-const demoUsage = `usage: seckill demo [-list] [-scenario NAME[,NAME]] [-web ADDR] [-log FILE]
+// usage heads `seckill demo -h`.
+const usage = `usage: seckill demo [-list] [-scenario NAME[,NAME]] [-web ADDR] [-log FILE]
 
 Plays the workshop's scenarios against instances of the service started in
 this process, on embedded stores (or on SECKILL_MYSQL_DSN and
@@ -26,9 +24,9 @@ unsafe one showed its flaw.
 Flags:
 `
 
-// runDemo parses the demo's flags and hands over to package demo: the
-// scenarios in the terminal, the list, or the workshop page.
-func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
+// Command is `seckill demo ARGS...`: it parses the demo's flags, then plays
+// the scenarios in the terminal, lists them, or serves the workshop page.
+func Command(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("seckill demo", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	list := fs.Bool("list", false, "list the scenarios, one per line: its name, then what it shows")
@@ -37,10 +35,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	logPath := fs.String("log", filepath.Join(os.TempDir(), "seckill-demo.log"),
 		"where the instances' logs go")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), demoUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 		fmt.Fprintln(fs.Output(), "\nScenarios:")
-		_ = demo.List(fs.Output()) // usage that cannot be printed has nowhere to go
+		_ = List(fs.Output()) // usage that cannot be printed has nowhere to go
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -52,9 +50,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
 	}
 	if *list {
-		return demo.List(stdout)
+		return List(stdout)
 	}
-	scenarios, err := demo.Select(*only)
+	scenarios, err := Select(*only)
 	if err != nil {
 		return err
 	}
@@ -70,15 +68,15 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	// go-redis reports the nodes the demo stops on purpose on its own
 	// logger: to the file with the rest.
 	redis.SetLogger(fileLog{logFile})
-	lab, err := demo.NewLab(getenv, logFile)
+	lab, err := NewLab(getenv, logFile)
 	if err != nil {
 		return err
 	}
 	if *web != "" {
-		return demo.Serve(ctx, lab, *web, stdout)
+		return Serve(ctx, lab, *web, stdout)
 	}
 	tty := isTerminal(stdout)
-	_, err = demo.Run(ctx, lab, scenarios, demo.Terminal{
+	_, err = Run(ctx, lab, scenarios, Terminal{
 		Out:    stdout,
 		Colour: tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
 		Live:   tty,
