@@ -1,9 +1,12 @@
 package controller_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +14,9 @@ import (
 
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/internal/testenv"
 	api "github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/service"
 )
 
 // shown is what the dashboard shows of one product and one strategy.
@@ -114,8 +119,6 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("dashboard shows %+v; want stock -1 as /audit says, in red", got)
 	}
 
-	browser.Screenshot(t, tab, "dashboard.png")
-
 	resp, err := http.Get(in.URL + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -165,5 +168,144 @@ func TestDashboardIPLimit(t *testing.T) {
 	}
 	if shownLimited != "3" {
 		t.Errorf("the dashboard shows %q purchase requests rate_limited; want 3", shownLimited)
+	}
+}
+
+// TestDashboardFitsTheWindow: at 1280x720 the dashboard needs no scrolling
+// sideways, first after a real sale under every strategy (the driver's
+// probes of a product that does not exist shown apart, not as sales),
+// then with the worst it may have to show, drawn by the page itself from
+// answers the test gives its fetch: every outcome counted under every
+// strategy, six-digit counts, a product named by 64 letters without a
+// space. The screenshot (browser.Screenshot) is of the real sale.
+func TestDashboardFitsTheWindow(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
+	ctx := t.Context()
+	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	strategies, err := c.Strategies(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.CreateProduct(ctx, "Limited edition phone, 256 GB, midnight blue, with its charger", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scarce, err := c.CreateProduct(ctx, "workshop phone", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const missing = 1 << 40 // no product has this id
+	names := make([]string, len(strategies))
+	for i, st := range strategies {
+		names[i] = st.Name
+		o := api.Override{Strategy: st.Name}
+		for j := range 3 {
+			if _, err := c.Buy(ctx, long.ID, api.Purchase{UserID: fmt.Sprintf("%s-%d", st.Name, j), Quantity: 1}, o); err != nil {
+				t.Fatalf("Buy under %s = %v", st.Name, err)
+			}
+		}
+		if _, err := c.SetStock(ctx, scarce.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 2 {
+			_, err := c.Buy(ctx, scarce.ID, api.Purchase{UserID: fmt.Sprintf("%s-s%d", st.Name, j), Quantity: 1}, o)
+			var e *api.Error
+			if err != nil && !(errors.As(err, &e) && e.Code == "sold_out") {
+				t.Fatalf("Buy under %s = %v", st.Name, err)
+			}
+		}
+		// The load driver's probe: may this client name a strategy?
+		_, err := c.Buy(ctx, missing, api.Purchase{UserID: "probe", Quantity: 1}, o)
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != "product_not_found" {
+			t.Fatalf("Buy of product %d under %s = %v; want product_not_found", missing, st.Name, err)
+		}
+	}
+
+	tab := browser.New(t, 1280, 720, 2*time.Minute)
+	if err := chromedp.Do(tab, chromedp.Navigate(in.URL+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	// seen reads what the page shows: the 201s of every strategy, whether
+	// product_not_found has a column, and the probes counted apart.
+	type seen struct {
+		OK       []string `json:"ok"`
+		NotFound bool     `json:"notFoundColumn"`
+		Probes   string   `json:"probes"`
+	}
+	read := `(() => ({
+		ok: [...document.querySelectorAll('#sales tr[data-strategy] td[data-outcome="ok"]')].map(td => td.textContent),
+		notFoundColumn: !!document.querySelector('#sales [data-outcome="product_not_found"]'),
+		probes: (document.getElementById("not-found") || {dataset: {}}).dataset.count || ""}))()`
+	var got seen
+	testenv.Eventually(t, 10*time.Second, "the dashboard to show the sale", func() bool {
+		if got, err = chromedp.Run(tab, chromedp.Evaluate[seen](read)); err != nil {
+			t.Fatalf("read the dashboard: %v", err)
+		}
+		return len(got.OK) == len(strategies) // every purchase came before the page
+	})
+	for i, n := range got.OK {
+		if n != "4" {
+			t.Errorf("the dashboard shows %s 201s under %s; want 4 (3, and 1 of 2 before sold_out)", n, names[i])
+		}
+	}
+	if got.NotFound || got.Probes != fmt.Sprint(len(strategies)) {
+		t.Errorf("product_not_found as a column of sales: %t, probes counted apart: %q; want no column, %d apart",
+			got.NotFound, got.Probes, len(strategies))
+	}
+	if fit := browser.MeasureFit(t, tab); fit.ScrollWidth > 1280 || !fit.Fits() {
+		t.Errorf("after the sale under every strategy, the dashboard is %s", fit)
+	} else {
+		t.Logf("after the sale: %s", fit)
+	}
+	browser.Screenshot(t, tab, "dashboard.png")
+
+	// The worst case, drawn by the page from the answers its fetch gets.
+	worst, err := json.Marshal(map[string]any{"strategies": names, "outcomes": service.PurchaseOutcomes(), "name": strings.Repeat("W", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(tab, chromedp.Evaluate[chromedp.Void](`((w) => {
+		let metrics = "";
+		w.strategies.forEach((s, i) => w.outcomes.forEach((o, j) => {
+			metrics += 'seckill_purchases_total{outcome="' + o + '",strategy="' + s + '"} ' + (900000 + 1000 * i + j) + "\n";
+		}));
+		for (const r of ["allowed", "limited", "unavailable"]) metrics += 'seckill_ip_limit_total{result="' + r + '"} 999999\n';
+		const products = [{id: 999999, name: w.name, stock: -999999, initial_stock: 999999}];
+		for (let i = 1; i <= 5; i++) products.push({id: 999990 + i, name: w.name.slice(0, 10 * i), stock: 999999, initial_stock: 999999});
+		const real = window.fetch;
+		window.fetch = (url, opts) => {
+			if (url === "/metrics") return Promise.resolve(new Response(metrics));
+			if (url === "/api/v1/products") return Promise.resolve(new Response(JSON.stringify(products)));
+			return real(url, opts);
+		};
+	})(`+string(worst)+`)`)); err != nil {
+		t.Fatalf("give the dashboard the worst case: %v", err)
+	}
+	outcomes := service.PurchaseOutcomes()
+	last := fmt.Sprintf(`(() => {
+		const td = document.querySelector('#sales tr[data-strategy="%s"] td[data-outcome="%s"]');
+		return !!document.querySelector('#products tr[data-product="999999"]') && !!td && td.textContent === "%d";
+	})()`, names[len(names)-1], outcomes[len(outcomes)-1], 900000+1000*(len(names)-1)+len(outcomes)-1)
+	testenv.Eventually(t, 10*time.Second, "the dashboard to draw the worst case", func() bool {
+		drawn, err := chromedp.Run(tab, chromedp.Evaluate[bool](last))
+		if err != nil {
+			t.Fatalf("read the dashboard: %v", err)
+		}
+		return drawn
+	})
+	columns, err := chromedp.Run(tab, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('#sales th[data-outcome]')].map(th => th.dataset.outcome)`))
+	if err != nil {
+		t.Fatalf("read the dashboard: %v", err)
+	}
+	if want := slices.DeleteFunc(slices.Clone(outcomes), func(o string) bool { return o == "product_not_found" }); !slices.Equal(columns, want) {
+		t.Errorf("with every outcome counted, the dashboard's columns are %q; want %q", columns, want)
+	}
+	if fit := browser.MeasureFit(t, tab); fit.ScrollWidth > 1280 || !fit.Fits() {
+		t.Errorf("with every outcome of every strategy at six digits and a 64-letter name, the dashboard is %s", fit)
+	} else {
+		t.Logf("the worst case: %s", fit)
 	}
 }

@@ -44,7 +44,8 @@ type layout struct {
 // Chromium of 1280x720, as a presenter would: the stock the page shows for
 // every product is what the product's /audit reports, the oversold one is
 // drawn red, the verdict table has a row per strategy and is on screen
-// without scrolling, and nothing scrolls sideways. It saves a screenshot
+// without scrolling, and nothing scrolls sideways or is cut off on the
+// right (browser.MeasureFit). It saves a screenshot
 // (browser.Screenshot).
 func TestWorkshopPage(t *testing.T) {
 	srv := startWorkshop(t)
@@ -99,6 +100,12 @@ func TestWorkshopPage(t *testing.T) {
 	}
 	if got.ScrollWidth > got.InnerWidth {
 		t.Errorf("the page is %d px wide in a %d px window: it scrolls sideways", got.ScrollWidth, got.InnerWidth)
+	}
+	// The page hides what is too wide (overflow-x: hidden): nothing may be.
+	if fit := browser.MeasureFit(t, ctx); fit.ScrollWidth > 1280 || !fit.Fits() {
+		t.Errorf("after the sale, the workshop page is %s", fit)
+	} else {
+		t.Logf("after the sale: %s", fit)
 	}
 	if got.VerdictBottom > float64(got.InnerHeight) {
 		t.Errorf("the verdict table ends at %.0f px, below the %d px window", got.VerdictBottom, got.InnerHeight)

@@ -12,8 +12,9 @@ import (
 
 // WriteHTML writes the report as one self-contained page: the run's
 // settings, charts of throughput, latency percentiles, outcomes and stock
-// per strategy (inline SVG), and the table. It loads nothing from
-// anywhere, so it works offline.
+// per strategy (inline SVG, two abreast, scaled to the window), and the
+// table in two parts (answers and stock, latency), within a window 1280
+// px wide. It loads nothing from anywhere, so it works offline.
 func (r *Report) WriteHTML(w io.Writer) error {
 	raw := len(r.Results) > 0 && r.Results[0].Raw
 	labels := make([]string, len(r.Results))
@@ -76,13 +77,13 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		R        *Report
 		Raw      bool
 		Charts   []template.HTML
-		Columns  []string
+		Tables   []htmlTable
 		Rows     []htmlRow
 		Failures []string
 		Text     string
-	}{R: r, Raw: raw, Charts: charts, Columns: htmlColumns, Failures: r.Failures(), Text: table.String()}
+	}{R: r, Raw: raw, Charts: charts, Tables: r.htmlTables(), Failures: r.Failures(), Text: table.String()}
 	for _, res := range r.Results {
-		data.Rows = append(data.Rows, htmlRowOf(res))
+		data.Rows = append(data.Rows, htmlRowOf(res, nil))
 	}
 	if err := pageTemplate.Execute(w, data); err != nil {
 		return fmt.Errorf("driver: write html: %w", err)
@@ -95,21 +96,83 @@ type htmlRow struct {
 	Cells                                      []string
 }
 
-// htmlColumns are the heads of the page's table; htmlRowOf gives the
-// cells in their order.
-var htmlColumns = []string{"safe", "requests", "201", "sold_out", "lock_timeout", "other", "dropped", "req/s",
-	"201/s while stock lasted", "sold out at", "201 p50", "201 p99", "201 max", "sold_out p50", "sold_out p99",
-	"sold_out max", "all p99", "final stock", "units sold", "oversold"}
+// htmlTable is one table of the page: its heads, a row per result, and
+// the verdict last when Verdict is set.
+type htmlTable struct {
+	Title   string
+	Columns []string
+	Rows    []htmlRow
+	Verdict bool
+}
 
-func htmlRowOf(res Result) htmlRow {
-	c, s := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut]
-	stock, sold, oversold := auditCells(res)
+// htmlColumn is a column of the page's tables: its head and its cell.
+type htmlColumn struct {
+	Head string
+	Cell func(Result) string
+}
+
+// htmlTables are the page's tables, each within a window 1280 px wide:
+// the answers and the stock, then the latencies. The dropped column is
+// there only in the open loop, the only one that drops requests.
+func (r *Report) htmlTables() []htmlTable {
+	audit := func(i int) func(Result) string {
+		return func(res Result) string {
+			stock, sold, oversold := auditCells(res)
+			return [3]string{stock, sold, oversold}[i]
+		}
+	}
+	answers := []htmlColumn{
+		{"safe", func(res Result) string { return yesNo(res.Safe) }},
+		{"requests", func(res Result) string { return itoa(res.Requests) }},
+		{"201", func(res Result) string { return itoa(res.Successes) }},
+		{"sold_out", func(res Result) string { return itoa(res.Outcomes[OutcomeSoldOut]) }},
+		{"lock_timeout", func(res Result) string { return itoa(res.Outcomes[OutcomeLockTimeout]) }},
+		{"other", func(res Result) string { return itoa(otherCount(res)) }},
+	}
+	if r.Config.Mode == "open" {
+		answers = append(answers, htmlColumn{"dropped", func(res Result) string { return itoa(res.Dropped) }})
+	}
+	answers = append(answers,
+		htmlColumn{"req/s", func(res Result) string { return rate(res.Throughput) }},
+		htmlColumn{"201/s while stock lasted", sellRateCell},
+		htmlColumn{"sold out at", soldOutCell},
+		htmlColumn{"final stock", audit(0)},
+		htmlColumn{"units sold", audit(1)},
+		htmlColumn{"oversold", audit(2)},
+	)
+	latency := func(outcome string, f func(Latency) time.Duration) func(Result) string {
+		return func(res Result) string { return dur(f(res.LatencyByOutcome[outcome])) }
+	}
+	p50 := func(l Latency) time.Duration { return l.P50 }
+	p99 := func(l Latency) time.Duration { return l.P99 }
+	top := func(l Latency) time.Duration { return l.Max }
+	latencies := []htmlColumn{
+		{"201 p50", latency(OutcomeCreated, p50)}, {"201 p99", latency(OutcomeCreated, p99)},
+		{"201 max", latency(OutcomeCreated, top)}, {"sold_out p50", latency(OutcomeSoldOut, p50)},
+		{"sold_out p99", latency(OutcomeSoldOut, p99)}, {"sold_out max", latency(OutcomeSoldOut, top)},
+		{"all p99", func(res Result) string { return dur(res.Latency.P99) }},
+	}
+	return []htmlTable{r.htmlTable("Answers and stock", answers, true), r.htmlTable("Latency", latencies, false)}
+}
+
+// htmlTable makes a table of columns, a row per result.
+func (r *Report) htmlTable(title string, columns []htmlColumn, verdict bool) htmlTable {
+	t := htmlTable{Title: title, Verdict: verdict}
+	for _, c := range columns {
+		t.Columns = append(t.Columns, c.Head)
+	}
+	for _, res := range r.Results {
+		t.Rows = append(t.Rows, htmlRowOf(res, columns))
+	}
+	return t
+}
+
+func htmlRowOf(res Result, columns []htmlColumn) htmlRow {
 	row := htmlRow{
 		Strategy: strategyCell(res), Safe: yesNo(res.Safe), Verdict: res.Verdict, Description: res.Description, Kind: "good",
-		Cells: []string{yesNo(res.Safe), itoa(res.Requests), itoa(res.Successes), itoa(res.Outcomes[OutcomeSoldOut]),
-			itoa(res.Outcomes[OutcomeLockTimeout]), itoa(otherCount(res)), itoa(res.Dropped), rate(res.Throughput),
-			sellRateCell(res), soldOutCell(res), dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max),
-			dur(res.Latency.P99), stock, sold, oversold},
+	}
+	for _, c := range columns {
+		row.Cells = append(row.Cells, c.Cell(res))
 	}
 	switch {
 	case strings.HasPrefix(res.Verdict, "BROKEN"):
@@ -128,8 +191,8 @@ type series struct {
 }
 
 const (
-	chartLabelW = 170
-	chartBarW   = 460
+	chartLabelW = 110
+	chartBarW   = 380
 	chartValueW = 80
 	chartBarH   = 13
 	chartGap    = 10
@@ -140,8 +203,8 @@ const (
 func barChart(title string, labels []string, ss []series, format func(float64) string) template.HTML {
 	top := 28
 	groupH := len(ss)*chartBarH + chartGap
-	height := top + len(labels)*groupH + 24
 	width := chartLabelW + chartBarW + chartValueW
+	height := top + len(labels)*groupH + 24 + legendExtra(ss, chartLabelW, width)
 	var peak float64
 	for _, s := range ss {
 		for _, v := range s.Values {
@@ -166,7 +229,7 @@ func barChart(title string, labels []string, ss []series, format func(float64) s
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="value">%s</text>`, float64(chartLabelW)+w+4, by+chartBarH-3, esc(format(v)))
 		}
 	}
-	legend(&b, ss, height-8)
+	legendAt(&b, ss, chartLabelW, width, height-8-legendExtra(ss, chartLabelW, width))
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // built from escaped parts only
 }
@@ -191,8 +254,8 @@ func outcomeChart(results []Result, labels []string) template.HTML {
 	}
 	title := "Answers by outcome (share of all requests)"
 	top, rowH := 28, chartBarH+chartGap
-	height := top + len(results)*rowH + 24
 	width := chartLabelW + chartBarW + chartValueW
+	height := top + len(results)*rowH + 24 + legendExtra(used, chartLabelW, width)
 	var b strings.Builder
 	openChart(&b, width, height, title)
 	for i, res := range results {
@@ -211,19 +274,46 @@ func outcomeChart(results []Result, labels []string) template.HTML {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="value">%d</text>`, x+4, y+chartBarH-3, res.Requests)
 	}
-	legend(&b, used, height-8)
+	legendAt(&b, used, chartLabelW, width, height-8-legendExtra(used, chartLabelW, width))
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // built from escaped parts only
 }
 
-func legend(b *strings.Builder, ss []series, y int) { legendAt(b, ss, chartLabelW, y) }
+// legendRowH is the height of a row of a legend.
+const legendRowH = 16
 
-// legendAt writes a legend of ss in one row from x.
-func legendAt(b *strings.Builder, ss []series, x, y int) {
+// legendRows splits a legend of ss from x into rows that end before
+// right, the width of the chart.
+func legendRows(ss []series, x, right int) [][]series {
+	var rows [][]series
+	at := right
 	for _, s := range ss {
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
-			x, y-9, s.Color, x+14, y, esc(s.Name))
-		x += 24 + 7*len(s.Name)
+		w := 24 + 7*len(s.Name)
+		if at+w > right && (at > x || len(rows) == 0) {
+			rows, at = append(rows, nil), x
+		}
+		rows[len(rows)-1] = append(rows[len(rows)-1], s)
+		at += w
+	}
+	return rows
+}
+
+// legendExtra is the height a legend of ss from x needs beyond one row.
+func legendExtra(ss []series, x, right int) int {
+	return max(0, len(legendRows(ss, x, right))-1) * legendRowH
+}
+
+// legendAt writes a legend of ss from x, its first row at y, in as many
+// rows as the chart's width (right) needs.
+func legendAt(b *strings.Builder, ss []series, x, right, y int) {
+	for _, row := range legendRows(ss, x, right) {
+		at := x
+		for _, s := range row {
+			fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="legend">%s</text>`,
+				at, y-9, s.Color, at+14, y, esc(s.Name))
+			at += 24 + 7*len(s.Name)
+		}
+		y += legendRowH
 	}
 }
 
@@ -238,12 +328,16 @@ var pageTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: .2em; }
 .meta { color: #555; margin: 0 0 1.5em; }
-.charts { display: flex; flex-wrap: wrap; gap: 1.5em 2em; }
+.charts { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 1.5em 2em; }
 .chart .title { font-weight: 600; font-size: 14px; }
 .chart .label, .chart .value, .chart .legend { font-size: 12px; fill: #333; }
-table { border-collapse: collapse; margin: 1.5em 0; font-size: 13px; }
+.charts > svg { flex: 1 1 560px; max-width: 100%; height: auto; }
+h2 { font-size: 1.1em; margin: 1.5em 0 .3em; }
+table { border-collapse: collapse; margin: 0 0 1em; font-size: 13px; }
 th, td { padding: .3em .6em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th { white-space: normal; vertical-align: bottom; max-width: 7em; }
 th:first-child, td:first-child, td.verdict, th.verdict { text-align: left; }
+td.verdict { white-space: normal; min-width: 10em; }
 th { background: #f3f3f3; }
 tr.good td.verdict { color: #1e7b3c; font-weight: 600; }
 tr.expected td.verdict { color: #a66300; font-weight: 600; }
@@ -268,12 +362,14 @@ driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch
 <div class="charts">
 {{range .Charts}}{{.}}
 {{end}}</div>
+{{range $t := .Tables}}<h2>{{.Title}}</h2>
 <table>
-<thead><tr><th>strategy</th>{{range .Columns}}<th>{{.}}</th>{{end}}<th class="verdict">verdict</th></tr></thead>
+<thead><tr><th>strategy</th>{{range .Columns}}<th>{{.}}</th>{{end}}{{if .Verdict}}<th class="verdict">verdict</th>{{end}}</tr></thead>
 <tbody>
-{{range .Rows}}<tr class="{{.Kind}}"><td>{{.Strategy}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}<td class="verdict">{{.Verdict}}</td></tr>
+{{range $row := .Rows}}<tr class="{{.Kind}}"><td>{{.Strategy}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}{{if $t.Verdict}}<td class="verdict">{{$row.Verdict}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
+{{end}}
 <dl>
 {{range .Rows}}{{if .Description}}<dt>{{.Strategy}}</dt><dd>{{.Description}}</dd>{{end}}{{end}}
 </dl>
@@ -343,7 +439,7 @@ func (r *Report) timeCharts(raw bool) []template.HTML {
 // lineChart draws each line over one pair of linear scales: seconds
 // across, values up (0 always shown).
 func lineChart(title string, lines []line, format func(float64) string) template.HTML {
-	const left, plotW, plotH, top = 70, 560, 180, 28
+	const left, plotW, plotH, top = 70, 480, 180, 28
 	xMin, xMax, yMin, yMax := math.Inf(1), math.Inf(-1), 0.0, 0.0
 	for _, l := range lines {
 		for i := range l.X {
@@ -359,9 +455,14 @@ func lineChart(title string, lines []line, format func(float64) string) template
 	}
 	px := func(x float64) float64 { return left + (x-xMin)/(xMax-xMin)*plotW }
 	py := func(y float64) float64 { return top + (yMax-y)/(yMax-yMin)*plotH }
-	height := top + plotH + 44
+	ss := make([]series, len(lines))
+	for i, l := range lines {
+		ss[i] = series{Name: l.Name, Color: l.Color}
+	}
+	width := left + plotW + 20
+	height := top + plotH + 44 + legendExtra(ss, left, width)
 	var b strings.Builder
-	openChart(&b, left+plotW+20, height, title)
+	openChart(&b, width, height, title)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#ccc"/>`, left, top, plotW, plotH)
 	for _, v := range []float64{yMin, 0, yMax} {
 		if v == 0 && yMin == 0 && v != yMax {
@@ -385,11 +486,7 @@ func lineChart(title string, lines []line, format func(float64) string) template
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"><title>%s</title></polyline>`,
 			l.Color, strings.TrimSpace(pts.String()), esc(l.Name))
 	}
-	ss := make([]series, len(lines))
-	for i, l := range lines {
-		ss[i] = series{Name: l.Name, Color: l.Color}
-	}
-	legendAt(&b, ss, left, height-8)
+	legendAt(&b, ss, left, width, top+plotH+36)
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // built from escaped parts only
 }
