@@ -30,3 +30,14 @@ fuzz:
 SOAK_DURATION ?= 2m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) scripts/testenv.sh go test -run '^TestSoak$$' -v -count=1 -timeout 60m ./internal/faulttest/
+
+# The topology of docker-compose.yml without Docker, from Debian's packages:
+# state under STACK_DIR (.stack/), nginx on STACK_HTTP_PORT (8080),
+# Prometheus on STACK_PROMETHEUS_PORT (9090). scripts/stack.sh status says
+# what runs.
+.PHONY: stack stack-down
+stack:
+	scripts/stack.sh up
+
+stack-down:
+	scripts/stack.sh down

@@ -8,13 +8,16 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"gopkg.in/yaml.v3"
 
 	"github.com/seckill/seckill/config"
+	seckill "github.com/seckill/seckill/service"
 )
 
 // The files under test, relative to this package's directory.
@@ -25,6 +28,9 @@ const (
 	nginxConf      = "nginx.conf"
 	goModFile      = "../go.mod"
 	nginxConfMount = "./deploy/nginx.conf"
+	// nginxTemplates is where the official nginx image looks for templates
+	// (*.conf.template), which it fills in from its environment.
+	nginxTemplates = "/etc/nginx/templates/"
 )
 
 // compose is the part of a compose file these tests read.
@@ -239,11 +245,13 @@ func TestComposeHealthchecks(t *testing.T) {
 	}
 }
 
-// TestComposeNginx holds nginx.conf's upstream against the replicas and
-// their port, and the compose file's mount of it.
+// TestComposeNginx holds nginx.conf, filled in from the nginx service's
+// environment, against the stack: its upstream names the replicas and their
+// port, it listens where compose publishes, and compose mounts it where the
+// image fills templates in.
 func TestComposeNginx(t *testing.T) {
 	s := loadStack(t)
-	conf := nginx(t)
+	conf := nginx(t, s)
 	var servers []string
 	for _, name := range s.app {
 		cfg, _ := programVars(t, env(t, s.Services[name]))
@@ -270,12 +278,14 @@ func TestComposeNginx(t *testing.T) {
 	}
 	mounted := false
 	for _, v := range svc.Volumes {
-		if strings.HasPrefix(v, nginxConfMount+":/etc/nginx/") {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 && parts[0] == nginxConfMount &&
+			strings.HasPrefix(parts[1], nginxTemplates) && strings.HasSuffix(parts[1], ".conf.template") {
 			mounted = true
 		}
 	}
 	if !mounted {
-		t.Errorf("nginx volumes %q; want %s mounted under /etc/nginx/", svc.Volumes, nginxConfMount)
+		t.Errorf("nginx volumes %q; want %s mounted as a template, %s*.conf.template", svc.Volumes, nginxConfMount, nginxTemplates)
 	}
 	for _, p := range svc.Ports {
 		if target := p[strings.LastIndex(p, ":")+1:]; !slices.Contains(conf.listen, target) {
@@ -287,6 +297,74 @@ func TestComposeNginx(t *testing.T) {
 			t.Errorf("nginx does not wait for replica %s", dep)
 		}
 	}
+}
+
+// TestNginxWaitsForTheLongestPurchase: nginx waits for an answer at least
+// as long as the longest purchase the replicas allow (service.PurchaseBudget
+// with compose's settings: the lock wait, hold_ms, pause_ms and the database
+// calls), so that it never answers 504 for a purchase that then succeeds.
+func TestNginxWaitsForTheLongestPurchase(t *testing.T) {
+	s := loadStack(t)
+	var budget time.Duration
+	for _, name := range s.app {
+		cfg, _ := programVars(t, env(t, s.Services[name]))
+		budget = max(budget, seckill.PurchaseBudget(cfg.LockWait, 0))
+	}
+	for _, p := range nginxWaitProblems(nginx(t, s), budget) {
+		t.Errorf("%s: %s", nginxConf, p)
+	}
+
+	// The check itself fails the timeouts nginx had before (30s), and
+	// timeouts left unset.
+	for _, tc := range []struct {
+		conf  string
+		fails bool
+	}{
+		{"proxy_read_timeout 60s;\nproxy_send_timeout 1m;", false},
+		{"proxy_read_timeout 90;\nproxy_send_timeout 60s;", false},
+		{"proxy_read_timeout 30s;\nproxy_send_timeout 30s;", true},
+		{"proxy_read_timeout 60s;\nproxy_send_timeout 30s;", true},
+		{"proxy_send_timeout 60s;", true},
+	} {
+		if got := nginxWaitProblems(parseNginx(tc.conf), 37*time.Second); (len(got) > 0) != tc.fails {
+			t.Errorf("nginxWaitProblems(%q, 37s) = %q; want failing %v", tc.conf, got, tc.fails)
+		}
+	}
+}
+
+// nginxWaitProblems says which of nginx's waits for the upstream is unset
+// or shorter than budget.
+func nginxWaitProblems(conf nginxConfig, budget time.Duration) []string {
+	var problems []string
+	for _, name := range []string{"proxy_read_timeout", "proxy_send_timeout"} {
+		values := conf.directives[name]
+		if len(values) == 0 {
+			problems = append(problems, fmt.Sprintf("no %s; want one of at least %v, the longest purchase", name, budget))
+		}
+		for _, v := range values {
+			d, err := nginxDuration(v)
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("%s %s: %v", name, v, err))
+			case d < budget:
+				problems = append(problems, fmt.Sprintf("%s %s; a purchase may take %v: want at least that", name, v, budget))
+			}
+		}
+	}
+	return problems
+}
+
+// nginxDuration parses an nginx time ("60", "60s", "1m 30s", "500ms").
+func nginxDuration(v string) (time.Duration, error) {
+	v = strings.ReplaceAll(v, " ", "")
+	if _, err := strconv.Atoi(v); err == nil {
+		v += "s"
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("parse nginx time %q: %w", v, err)
+	}
+	return d, nil
 }
 
 // TestComposeLoadtest wants the load driver behind the loadtest profile,
@@ -312,7 +390,7 @@ func TestComposeLoadtest(t *testing.T) {
 	if flags["admin-token"] != cfg.AdminToken {
 		t.Errorf("loadtest -admin-token %q; want the replicas' SECKILL_ADMIN_TOKEN %q", flags["admin-token"], cfg.AdminToken)
 	}
-	conf := nginx(t)
+	conf := nginx(t, s)
 	var targets []string
 	for _, name := range s.app {
 		_, port, _ := net.SplitHostPort(cfg.Addr)
@@ -537,22 +615,54 @@ type nginxConfig struct {
 	upstreams map[string][]string
 	proxyPass []string
 	listen    []string
+	// directives are the values of every other simple directive, by name,
+	// in the order they come (proxy_read_timeout: ["60s"]).
+	directives map[string][]string
 }
 
 // nginx reads the upstream blocks, proxy_pass targets and listen ports of
-// nginx.conf.
-func nginx(t *testing.T) nginxConfig {
+// nginx.conf as the nginx service runs it: filled in from its environment.
+func nginx(t *testing.T, s stack) nginxConfig {
 	t.Helper()
-	b, err := os.ReadFile(nginxConf)
+	svc, ok := s.Services["nginx"]
+	if !ok {
+		t.Fatal("no nginx service")
+	}
+	return parseNginx(fillTemplate(t, nginxConf, env(t, svc)))
+}
+
+// templateVar is a variable the nginx image's envsubst fills in.
+var templateVar = regexp.MustCompile(`\$\{(\w+)\}`)
+
+// fillTemplate reads a template and fills in its ${NAME}s from env, as the
+// official nginx image does (after compose's interpolation of env); a
+// ${NAME} that env does not set fails t, since nginx would get it as is.
+func fillTemplate(t *testing.T, file string, env map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return templateVar.ReplaceAllStringFunc(string(b), func(v string) string {
+		name := templateVar.FindStringSubmatch(v)[1]
+		value, ok := env[name]
+		if !ok {
+			t.Errorf("%s uses %s, which the nginx service's environment does not set", file, v)
+			return v
+		}
+		return interpolate(value)
+	})
+}
+
+// parseNginx reads the upstream blocks, proxy_pass targets and listen ports
+// of an nginx configuration.
+func parseNginx(conf string) nginxConfig {
 	var text strings.Builder
-	for l := range strings.Lines(string(b)) {
+	for l := range strings.Lines(conf) {
 		l, _, _ = strings.Cut(l, "#")
 		text.WriteString(l)
 	}
-	c := nginxConfig{upstreams: map[string][]string{}}
+	c := nginxConfig{upstreams: map[string][]string{}, directives: map[string][]string{}}
 	upstream := regexp.MustCompile(`upstream\s+(\S+)\s*\{([^}]*)\}`)
 	server := regexp.MustCompile(`(?m)^\s*server\s+(\S+?)(?:\s[^;]*)?;`)
 	for _, m := range upstream.FindAllStringSubmatch(text.String(), -1) {
@@ -565,6 +675,9 @@ func nginx(t *testing.T) nginxConfig {
 	}
 	for _, m := range regexp.MustCompile(`listen\s+(?:\S*:)?(\d+)[^;]*;`).FindAllStringSubmatch(text.String(), -1) {
 		c.listen = append(c.listen, m[1])
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\w+)\s+([^;{}]*);`).FindAllStringSubmatch(text.String(), -1) {
+		c.directives[m[1]] = append(c.directives[m[1]], strings.TrimSpace(m[2]))
 	}
 	return c
 }

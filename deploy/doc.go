@@ -5,4 +5,10 @@
 // port, an environment variable, a health check, a stop grace period or a
 // metric the dashboard queries no longer fits together. The dashboard's
 // queries are held against the /metrics of a running instance.
+//
+// TestStack runs the same files for real: scripts/stack.sh starts the
+// topology of docker-compose.yml from Debian's packages (nginx filling in
+// deploy/nginx.conf, Prometheus reading deploy/prometheus.yml), and the test
+// sells through nginx, asks Prometheus every query of the dashboard and
+// holds scripts/stack.sh down to leaving nothing running.
 package deploy

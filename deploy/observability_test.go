@@ -379,27 +379,36 @@ func TestDashboardCheckCatchesUnknownMetrics(t *testing.T) {
 }
 
 // TestPrometheusScrapesEveryReplica holds deploy/prometheus.yml against the
-// stack: it scrapes each replica's /metrics on its port, and the compose
-// file runs Prometheus with it and Grafana with the dashboard provisioned.
+// stack: it scrapes each replica's /metrics on its port (the replicas listed
+// in its file_sd files, which compose mounts beside it), and the compose file
+// runs Prometheus with it and Grafana with the dashboard provisioned.
 func TestPrometheusScrapesEveryReplica(t *testing.T) {
 	s := loadStack(t)
-	var conf struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			MetricsPath   string `yaml:"metrics_path"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	readYAML(t, prometheusConf, &conf)
+	conf := readPrometheusConf(t)
 	var targets []string
+	var sdFiles []string
 	for _, sc := range conf.ScrapeConfigs {
 		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
 			t.Errorf("%s: job %s scrapes %s; want /metrics", prometheusConf, sc.JobName, sc.MetricsPath)
 		}
 		for _, st := range sc.StaticConfigs {
 			targets = append(targets, st.Targets...)
+		}
+		for _, sd := range sc.FileSDConfigs {
+			for _, f := range sd.Files {
+				if path.IsAbs(f) || strings.ContainsAny(f, "*?[") {
+					t.Errorf("%s: file_sd file %q; want a plain name beside %s", prometheusConf, f, prometheusConf)
+					continue
+				}
+				sdFiles = append(sdFiles, f)
+				var groups []struct {
+					Targets []string `yaml:"targets"`
+				}
+				readYAML(t, f, &groups)
+				for _, g := range groups {
+					targets = append(targets, g.Targets...)
+				}
+			}
 		}
 	}
 	var want []string
@@ -416,7 +425,12 @@ func TestPrometheusScrapesEveryReplica(t *testing.T) {
 	if !ok || !strings.HasPrefix(prom.Image, "prom/prometheus:") {
 		t.Fatalf("no prometheus service running prom/prometheus")
 	}
-	wantMount(t, "prometheus", prom, "./deploy/"+prometheusConf, "/etc/prometheus/prometheus.yml")
+	const promConfDir = "/etc/prometheus"
+	wantMount(t, "prometheus", prom, "./deploy/"+prometheusConf, path.Join(promConfDir, "prometheus.yml"))
+	for _, f := range sdFiles {
+		// Prometheus reads a relative file_sd path from the config's directory.
+		wantMount(t, "prometheus", prom, "./deploy/"+f, path.Join(promConfDir, f))
+	}
 
 	// Grafana: the data source points at the prometheus service, the
 	// provider's path is where the dashboards are mounted.
@@ -453,6 +467,27 @@ func TestPrometheusScrapesEveryReplica(t *testing.T) {
 	if cond := dependsOn(t, graf)["prometheus"]; cond != "service_healthy" {
 		t.Errorf("grafana waits for prometheus with %q; want service_healthy", cond)
 	}
+}
+
+// prometheusConfig is the part of deploy/prometheus.yml these tests read.
+type prometheusConfig struct {
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		MetricsPath   string `yaml:"metrics_path"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+		FileSDConfigs []struct {
+			Files []string `yaml:"files"`
+		} `yaml:"file_sd_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+func readPrometheusConf(t *testing.T) prometheusConfig {
+	t.Helper()
+	var conf prometheusConfig
+	readYAML(t, prometheusConf, &conf)
+	return conf
 }
 
 // wantMount wants service to mount the host path from (relative to the

@@ -7,12 +7,17 @@
 #   - installs mariadb-server, redis-server, curl and chromium (for the tests
 #     that look at the pages in a headless browser) with apt-get when missing
 #     (the fault tests start MariaDB servers of their own, so mariadbd and
-#     mariadb-install-db must be here even when a server already answers);
+#     mariadb-install-db must be here even when a server already answers),
+#     and nginx and prometheus for the test of scripts/stack.sh (no system
+#     service is started: see scripts/packages.sh);
 #   - starts MariaDB when it is not running (and stops it afterwards);
 #   - always starts its own three Redis nodes on free ports of its own.
 # COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database) and
 # SECKILL_TEST_REDIS_ADDRS (three host:port, comma-separated).
 set -euo pipefail
+
+# shellcheck source=scripts/packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
 
 MYSQL_HOST=127.0.0.1
 MYSQL_PORT=${SECKILL_TEST_MYSQL_PORT:-3306}
@@ -21,12 +26,6 @@ started_mysql=""
 redis_pids=()
 
 log() { echo "testenv: $*" >&2; }
-
-as_root() {
-	if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-		log "need root for: $*"; return 1
-	fi
-}
 
 cleanup() {
 	local pid
@@ -43,19 +42,12 @@ trap cleanup EXIT
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 install_missing() {
-	local pkgs=()
-	command -v redis-server >/dev/null || pkgs+=(redis-server)
-	command -v curl >/dev/null || pkgs+=(curl) # the README's curl sale (readme_test.go)
-	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || pkgs+=(chromium)
-	if ! command -v mariadb-install-db >/dev/null || { ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; }; then
-		pkgs+=(mariadb-server)
-	fi
-	command -v mysql >/dev/null || command -v mariadb >/dev/null || pkgs+=(mariadb-client)
-	if [ ${#pkgs[@]} -gt 0 ]; then
-		log "installing ${pkgs[*]}"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-	fi
+	# curl: the README's curl sale (readme_test.go).
+	packages_install_missing redis-server=redis-server curl=curl "chromium|chromium-browser=chromium" \
+		mariadb-install-db=mariadb-server mariadbd=mariadb-server "mysql|mariadb=mariadb-client"
+	# The stack's test (deploy/stack_test.go); without the recommended
+	# prometheus-node-exporter, a system service.
+	packages_install_missing --no-recommends nginx=nginx prometheus=prometheus redis-cli=redis-tools
 }
 
 start_mysql() {
