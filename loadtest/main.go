@@ -6,7 +6,11 @@
 // It prints per strategy its answers, its latency by outcome and its audit,
 // within 100 columns (-wide: every column in one table); -json, -csv and
 // -report also write every figure, the per-second series, or a page with
-// charts to a file. It exits 1 when a strategy marked safe broke the
+// charts to a file (a bare file name goes into -out, loadtest-out by
+// default), and it names every file it wrote. Without -product it reuses
+// the product named loadtest (-new-product: a new one each time);
+// -products N -zipf S spreads the purchases over a catalogue of N. It
+// exits 1 when a strategy marked safe broke the
 // invariant, the audit disagrees with the driver's count of 201s or fails,
 // or an instance cannot be reached or goes down; 2 on a usage error.
 package main
@@ -20,6 +24,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -79,7 +84,12 @@ type options struct {
 	quiet, wide       bool
 	// check and checkHTML: -check FILE (and the page of -check-html).
 	check, checkHTML string
+	// out is the directory of the files given by a bare name.
+	out string
 }
+
+// defaultOut is -out's default: git-ignored at the repository's root.
+const defaultOut = "loadtest-out"
 
 // run is the whole command: it parses args, runs the driver, prints the
 // table to stdout and the progress to stderr (when it is a terminal).
@@ -88,13 +98,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := opt.place(&cfg); err != nil {
+		return err
+	}
 	if opt.check != "" {
-		return checkHistory(opt.check, opt.checkHTML, stdout)
+		err := checkHistory(opt.check, opt.checkHTML, stdout)
+		if opt.checkHTML != "" && (err == nil || errors.Is(err, errNotLinearizable)) {
+			err = errors.Join(err, wrote(stdout, opt.checkHTML))
+		}
+		return err
 	}
 	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
 		cfg.Progress = stderr
 	}
-	rep, err := driver.Run(ctx, cfg)
+	rep, err := driver.RunCatalogue(ctx, cfg)
+	if cfg.History != "" && rep != nil {
+		defer func() {
+			// The history is written as the run goes, and closed by Run.
+			if werr := wrote(stdout, cfg.History); werr != nil {
+				fmt.Fprintln(stderr, "loadtest:", werr)
+			}
+		}()
+	}
 	if rep == nil {
 		if errors.Is(err, driver.ErrConfig) {
 			return usageError{err.Error()}
@@ -121,6 +146,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if werr := writeFile(out.path, out.write); werr != nil {
 			return errors.Join(err, werr)
 		}
+		if werr := wrote(stdout, out.path); werr != nil {
+			return errors.Join(err, werr)
+		}
 	}
 	if err != nil {
 		return err
@@ -139,6 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		opt                       options
 		urls, strategies, fencing string
 		get, rates                string
+		newProduct                bool
 	)
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -147,8 +176,12 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "instances' base URLs, comma-separated, sent to in turn")
-	fs.Int64Var(&cfg.ProductID, "product", 0, "product `id` to buy; 0 creates one with -stock units (needs -admin-token)")
-	fs.Int64Var(&cfg.Stock, "stock", 0, "reset the stock to this before each run, deleting its orders (needs the token); 0: leave it")
+	fs.Int64Var(&cfg.ProductID, "product", 0, "product `id` to buy; 0: the one named loadtest, created when missing (needs the token)")
+	fs.BoolVar(&newProduct, "new-product", false, "without -product: create a new product for this run, not reuse loadtest")
+	fs.IntVar(&cfg.Products, "products", 0, "spread the purchases over `N` products, loadtest-1 to loadtest-N (reused by name)")
+	fs.Float64Var(&cfg.Zipf, "zipf", 1, "with -products: the Zipf law's exponent `S` that picks each product; 0: uniform")
+	fs.Int64Var(&cfg.Stock, "stock", 0, "reset the stock to this before each run, deleting its orders (needs the token);\n"+
+		"0: 100 for the loadtest products, or leave that of -product")
 	fs.StringVar(&cfg.AdminToken, "admin-token", "", "bearer `token` of the admin API and the override flags (default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&strategies, "strategy", "", "strategy `name`, a comma-separated list, or all; empty: the server's default")
 	fs.IntVar(&cfg.Requests, "requests", driver.DefaultRequests, "closed loop: requests in all, per strategy (after the warmup)")
@@ -173,6 +206,8 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	fs.StringVar(&cfg.History, "history", "", "write every purchase as it is answered to this `file` (JSON lines), and check it")
 	fs.StringVar(&opt.check, "check", "", "check the history in this `file` for linearizability and exit; no instance needed")
 	fs.StringVar(&opt.checkHTML, "check-html", "", "with -check: also draw the history as a page in this `file`")
+	fs.StringVar(&opt.out, "out", defaultOut, "`dir` of the files that -json, -csv, -report, -history and -check-html\n"+
+		"name without a directory; created when needed")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, opt, err
@@ -270,7 +305,22 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	case get == "" && cfg.Stock > 0 && cfg.AdminToken == "":
 		return bad("-stock resets the stock through the admin API: give -admin-token")
 	case get == "" && cfg.ProductID == 0 && cfg.AdminToken == "":
-		return bad("no -product: give one, or -admin-token to create one")
+		return bad("no -product: give one, or -admin-token to use (or create) the product named loadtest")
+	case newProduct && cfg.ProductID != 0:
+		return bad("-new-product creates the product that -product names: give one")
+	case cfg.Products < 0 || cfg.Products > driver.MaxProducts:
+		return bad("-products %d: want 1 to %d", cfg.Products, driver.MaxProducts)
+	case cfg.Products > 0 && (cfg.ProductID != 0 || newProduct):
+		return bad("-products buys the catalogue loadtest-1 to loadtest-%d: -product and -new-product do not apply", cfg.Products)
+	case set["zipf"] && cfg.Products == 0:
+		return bad("-zipf picks among the products of -products: give -products")
+	case !(cfg.Zipf >= 0) || math.IsInf(cfg.Zipf, 0):
+		return bad("-zipf %g: want 0 (uniform) or more", cfg.Zipf)
+	case get != "" && (set["products"] || set["new-product"]):
+		return bad("-get fires plain GETs: -products and -new-product do not apply")
+	}
+	if cfg.ProductID == 0 && !newProduct {
+		cfg.ProductName = driver.DefaultProductName
 	}
 	if open && cfg.Duration == 0 {
 		cfg.Duration = 10 * time.Second
@@ -306,6 +356,35 @@ func checkHistory(path, page string, stdout io.Writer) error {
 		return errNotLinearizable
 	}
 	return nil
+}
+
+// place puts the files given by a bare name into the -out directory,
+// which it creates when one is.
+func (o *options) place(cfg *driver.Config) error {
+	bare := false
+	for _, p := range []*string{&o.json, &o.csv, &o.report, &cfg.History, &o.checkHTML} {
+		if *p != "" && !strings.ContainsRune(*p, '/') && !strings.ContainsRune(*p, filepath.Separator) {
+			*p = filepath.Join(o.out, *p)
+			bare = true
+		}
+	}
+	if !bare {
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("the -out directory: %w", err)
+	}
+	return nil
+}
+
+// wrote tells that the file at path was written, by its full path.
+func wrote(stdout io.Writer, path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path // a path that cannot be made absolute is still a name
+	}
+	_, err = fmt.Fprintln(stdout, "wrote", abs)
+	return err
 }
 
 // writeFile creates path and writes it with write.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
 )
 
@@ -45,6 +47,13 @@ func TestParseFlagsRejects(t *testing.T) {
 		{},
 		{"-get", "/healthz", "-strategy", "token"},
 		{"-product", "1", "-timeout", "0s"},
+		{"-product", "1", "-new-product", "-admin-token", "T"},
+		{"-products", "5", "-product", "1", "-admin-token", "T"},
+		{"-products", "5", "-new-product", "-admin-token", "T"},
+		{"-products", "-1", "-admin-token", "T"},
+		{"-zipf", "1.5", "-admin-token", "T"},
+		{"-products", "5", "-zipf", "-1", "-admin-token", "T"},
+		{"-get", "/healthz", "-products", "5"},
 	} {
 		_, _, err := parseFlags(args, &bytes.Buffer{})
 		var usage usageError
@@ -189,5 +198,98 @@ func TestCheckCommand(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"-check-html", page}, io.Discard, io.Discard); !errors.As(err, new(usageError)) {
 		t.Errorf("-check-html alone = %v; want a usage error", err)
+	}
+}
+
+// TestUsageFitsTheColumns: every line of -h, its tabs expanded, fits 100
+// columns, and every flag is there.
+func TestUsageFitsTheColumns(t *testing.T) {
+	var out bytes.Buffer
+	if _, _, err := parseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseFlags(-h) = %v; want flag.ErrHelp", err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		col := 0
+		for _, r := range line {
+			if r == '\t' {
+				col = col/8*8 + 8
+			} else {
+				col++
+			}
+		}
+		if col > driver.TableWidth {
+			t.Errorf("-h has a line of %d columns; want at most %d: %q", col, driver.TableWidth, line)
+		}
+	}
+	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html"} {
+		if !strings.Contains(out.String(), "  "+name+" ") && !strings.Contains(out.String(), "  "+name+"\n") {
+			t.Errorf("-h does not list %s:\n%s", name, out.String())
+		}
+	}
+}
+
+// TestRunCommandOut: files named without a directory go into -out, one
+// with a directory where it says; the run names every file it wrote. Runs
+// without -product reuse the product named loadtest; -new-product makes
+// another.
+func TestRunCommandOut(t *testing.T) {
+	in := apptest.Start(t, nil)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out", "deeper")
+	elsewhere := filepath.Join(dir, "elsewhere.csv")
+	runOnce := func(extra ...string) (stdout string, rep driver.Report) {
+		t.Helper()
+		var o, e bytes.Buffer
+		args := append([]string{"-url", in.URL, "-admin-token", in.AdminToken, "-strategy", "optimistic",
+			"-requests", "20", "-concurrency", "4", "-out", out, "-json", "r.json", "-csv", elsewhere, "-history", "h.jsonl"}, extra...)
+		if err := run(t.Context(), args, &o, &e); err != nil {
+			t.Fatalf("run(%q) = %v\n%s", extra, err, e.String())
+		}
+		data, err := os.ReadFile(filepath.Join(out, "r.json"))
+		if err != nil {
+			t.Fatalf("-json r.json with -out %s: %v", out, err)
+		}
+		if err := json.Unmarshal(data, &rep); err != nil {
+			t.Fatalf("-json wrote what does not parse: %v", err)
+		}
+		return o.String(), rep
+	}
+	stdout, first := runOnce()
+	for _, path := range []string{filepath.Join(out, "r.json"), filepath.Join(out, "h.jsonl"), elsewhere} {
+		if !strings.Contains(stdout, "wrote "+path+"\n") {
+			t.Errorf("the output does not name %s:\n%s", path, stdout)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	_, second := runOnce()
+	_, fresh := runOnce("-new-product")
+	c := &client.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	products, err := c.Products(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, p := range products {
+		if p.Name == driver.DefaultProductName {
+			named++
+			if p.ID != first.Config.ProductID || p.InitialStock != driver.DefaultStock {
+				t.Errorf("product loadtest %+v; want the first run's (%d) of %d units", p, first.Config.ProductID, driver.DefaultStock)
+			}
+		}
+	}
+	switch {
+	case named != 1 || len(products) != 2:
+		t.Errorf("products %+v; want one named loadtest and the one -new-product made", products)
+	case second.Config.ProductID != first.Config.ProductID:
+		t.Errorf("second run bought product %d; want the first's %d, by name", second.Config.ProductID, first.Config.ProductID)
+	case fresh.Config.ProductID == first.Config.ProductID:
+		t.Errorf("-new-product bought product %d, the loadtest one; want a new one", fresh.Config.ProductID)
+	}
+	for _, rep := range []driver.Report{first, second, fresh} {
+		if len(rep.Results) != 1 || rep.Results[0].Successes != 20 || rep.Results[0].AuditBefore.Stock != driver.DefaultStock {
+			t.Errorf("results %+v; want 20 sold of a stock reset to %d", rep.Results, driver.DefaultStock)
+		}
 	}
 }

@@ -30,6 +30,13 @@ const (
 	MaxBatch = 1000
 	// MaxClients is the most loopback source addresses (Config.Clients).
 	MaxClients = 65536
+	// MaxProducts is the largest catalogue (Config.Products).
+	MaxProducts = 100000
+	// DefaultProductName is the name of the product the command reuses
+	// (Config.ProductName) and the prefix of its catalogue's names.
+	DefaultProductName = "loadtest"
+	// hottestShown is the number of products in a run's HOTTEST block.
+	hottestShown = 5
 )
 
 // Config says what to fire at which instances.
@@ -37,9 +44,28 @@ type Config struct {
 	// URLs are the base URLs of the instances, e.g. http://127.0.0.1:8080;
 	// requests go to them in turn (round robin).
 	URLs []string
-	// ProductID is the product on sale; 0 creates one (needs AdminToken)
-	// with Stock units, DefaultStock when Stock is 0.
+	// ProductID is the product on sale; 0 uses the product named
+	// ProductName, or creates a new one when ProductName is empty (either
+	// needs AdminToken).
 	ProductID int64
+	// ProductName, when ProductID is 0 and Products is 0, names the product
+	// on sale: the first of that name in the product list (the lowest id),
+	// created when there is none. "" creates a new product every Run,
+	// named after the time. Either way the product starts with Stock units,
+	// DefaultStock when Stock is 0, and is reset to them before each run.
+	ProductName string
+	// Products > 0 spreads the purchases over a catalogue of that many
+	// products, named ProductName-1 … ProductName-N (DefaultProductName
+	// when ProductName is empty), created once and reused by name, each
+	// reset to Stock units (DefaultStock when 0) before each run. Each
+	// request picks its product by a Zipf law of exponent Zipf, drawn
+	// from a hash of its index; 0 means the one product of ProductID or
+	// ProductName.
+	Products int
+	// Zipf is the exponent of the law that picks each request's product in
+	// a catalogue: product k of N is chosen with a probability in
+	// proportion to 1/k^Zipf; 0 is uniform. Any value >= 0.
+	Zipf float64
 	// Stock > 0 resets the product's stock to Stock before each run, which
 	// also deletes its orders (needs AdminToken).
 	Stock int64
@@ -166,6 +192,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Requests = DefaultRequests
 	}
 	if c.Endpoint != "" {
+		if c.Products > 0 {
+			return bad("the raw mode (GET %s) buys no product: a catalogue of %d does not apply", c.Endpoint, c.Products)
+		}
 		if !strings.HasPrefix(c.Endpoint, "/") {
 			c.Endpoint = "/" + c.Endpoint
 		}
@@ -187,7 +216,13 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ProductID < 0:
 		return bad("product %d must not be negative", c.ProductID)
 	case c.ProductID == 0 && c.AdminToken == "":
-		return bad("no product: name one, or give an admin token to create one")
+		return bad("no product: name one, or give an admin token to use or create one")
+	case c.Products < 0 || c.Products > MaxProducts:
+		return bad("products %d must be from 0 to %d", c.Products, MaxProducts)
+	case c.Products > 0 && c.ProductID != 0:
+		return bad("a catalogue of %d products is named by its prefix, not by a product id (%d)", c.Products, c.ProductID)
+	case !(c.Zipf >= 0) || math.IsInf(c.Zipf, 0):
+		return bad("zipf %g must be a number from 0 up", c.Zipf)
 	case c.Stock > 0 && c.AdminToken == "":
 		return bad("resetting the stock needs an admin token")
 	}

@@ -23,6 +23,18 @@
 // (health, strategies, products, stock resets, audits) go through
 // loadtest/client, over net/http.
 //
+// The products on sale are Config.ProductID, the product named
+// Config.ProductName (found in the product list, created when missing), or
+// a new one; with Config.Products, a catalogue of products named
+// ProductName-1 … ProductName-N, created once and reused by name, each
+// request's product drawn from a hash of its index by a Zipf law of
+// exponent Config.Zipf (so that the counters and the history agree on it
+// without sharing a random source). A catalogue's audit is the sum of its
+// products' audits; RunCatalogue also reports, per run, its hottest
+// products and names those whose audit broke the invariant
+// (CatalogueReport). Resets, creations and audits over a catalogue go 16 at
+// a time.
+//
 // Every answer is counted under one outcome (see Outcomes), its latency in
 // an HDR histogram of that outcome, and in the second it came in: a Result
 // has the figures of the whole run, of each outcome, of each rate step and

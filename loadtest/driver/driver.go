@@ -42,7 +42,16 @@ const probeProduct = math.MaxInt64
 // goes down, an audit that fails) are counted and reported, not returned;
 // Run returns an error when it cannot run at all, when an instance refuses
 // the strategy override, or when ctx ends (with what was measured so far).
-func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	out, err := run(ctx, cfg)
+	if out == nil {
+		return nil, err
+	}
+	return out.Report, err
+}
+
+// run is Run and RunCatalogue.
+func run(ctx context.Context, cfg Config) (out *CatalogueReport, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -58,12 +67,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, err
 		}
 	}
-	rep = &Report{Start: time.Now(), Environment: environment()}
+	rep := &Report{Start: time.Now(), Environment: environment()}
+	out = &CatalogueReport{Report: rep}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg)
 		res := raw(ctx, cfg, clients)
 		rep.Results = append(rep.Results, res)
-		return rep, ctx.Err()
+		return out, ctx.Err()
 	}
 
 	admin := clients[0]
@@ -76,19 +86,17 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, err
 		}
 	}
-	if cfg.ProductID == 0 {
-		if cfg.Stock == 0 {
-			cfg.Stock = DefaultStock
-		}
-		p, err := admin.CreateProduct(ctx, "loadtest "+time.Now().UTC().Format(time.RFC3339), cfg.Stock)
-		if err != nil {
-			return nil, fmt.Errorf("driver: create a product: %w", err)
-		}
-		cfg.ProductID = p.ID
-	} else if _, err := admin.Product(ctx, cfg.ProductID); err != nil {
-		return nil, fmt.Errorf("driver: product %d: %w", cfg.ProductID, err)
+	products, err := onSale(ctx, admin, &cfg)
+	if err != nil {
+		return nil, err
 	}
 	rep.Config = settings(cfg)
+	if cfg.Products > 0 {
+		out.Catalogue = &Catalogue{Zipf: cfg.Zipf, Products: make([]CatalogueProduct, len(products))}
+		for k, p := range products {
+			out.Catalogue.Products[k] = CatalogueProduct{ID: p.ID, Name: p.Name}
+		}
+	}
 
 	var hw *history.Writer
 	if cfg.History != "" {
@@ -104,27 +112,71 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}()
 	}
+	s := &sale{products: products, draw: newDraw(len(products), cfg.Zipf)}
 	prefix := "lt" + randomHex(4) + "-"
 	for i, st := range strategies {
 		if err := ctx.Err(); err != nil {
-			return rep, err
+			return out, err
 		}
 		var rec *recorder
 		if hw != nil {
-			rec = &recorder{w: hw, product: cfg.ProductID, prefix: prefix + strconv.Itoa(i) + "-"}
+			rec = &recorder{w: hw, prefix: prefix + strconv.Itoa(i) + "-"}
 		}
-		res, err := runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
+		res, cat, err := s.runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
 		if res != nil {
 			rep.Results = append(rep.Results, *res)
+			if out.Catalogue != nil {
+				out.Catalogue.Runs = append(out.Catalogue.Runs, cat)
+			}
 		}
 		if err != nil {
-			return rep, err
+			return out, err
 		}
 		if res.instanceDown() {
-			return rep, nil // the next strategies would only measure the outage
+			return out, nil // the next strategies would only measure the outage
 		}
 	}
-	return rep, nil
+	return out, nil
+}
+
+// onSale finds or creates the products of cfg, and fills in cfg's stock
+// (DefaultStock for products the driver chose) and product id (of a run
+// of one product).
+func onSale(ctx context.Context, admin *client.Client, cfg *Config) ([]client.Product, error) {
+	if cfg.ProductID != 0 {
+		p, err := admin.Product(ctx, cfg.ProductID)
+		if err != nil {
+			return nil, fmt.Errorf("driver: product %d: %w", cfg.ProductID, err)
+		}
+		return []client.Product{p}, nil
+	}
+	if cfg.Stock == 0 {
+		cfg.Stock = DefaultStock
+	}
+	var products []client.Product
+	var err error
+	switch {
+	case cfg.Products > 0:
+		prefix := cfg.ProductName
+		if prefix == "" {
+			prefix = DefaultProductName
+		}
+		return productsNamed(ctx, admin, catalogueNames(prefix, cfg.Products), cfg.Stock)
+	case cfg.ProductName != "":
+		products, err = productsNamed(ctx, admin, []string{cfg.ProductName}, cfg.Stock)
+	default:
+		var p client.Product
+		p, err = admin.CreateProduct(ctx, "loadtest "+time.Now().UTC().Format(time.RFC3339), cfg.Stock)
+		if err != nil {
+			err = fmt.Errorf("driver: create a product: %w", err)
+		}
+		products = []client.Product{p}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.ProductID = products[0].ID
+	return products, nil
 }
 
 func healthz(ctx context.Context, c *client.Client) error {
@@ -208,27 +260,39 @@ func resolveStrategies(ctx context.Context, admin *client.Client, names []string
 	return out, nil
 }
 
+// sale is what every run of a Run sells: its products, and the law that
+// picks each request's product.
+type sale struct {
+	products []client.Product
+	draw     *draw // nil: one product
+}
+
 // runStrategy resets the stock, runs the load under one strategy, checks
 // the instances and reads the audit. A nil Result comes with an error; a
-// failed audit is reported in the Result.
-func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, error) {
+// failed audit is reported in the Result. The CatalogueRun sums up the
+// run product by product.
+func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, CatalogueRun, error) {
 	admin := clients[0]
+	var cat CatalogueRun
 	if cfg.Stock > 0 {
-		if _, err := admin.SetStock(ctx, cfg.ProductID, cfg.Stock); err != nil {
-			return nil, fmt.Errorf("driver: reset the stock: %w", err)
+		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
+			return nil, cat, fmt.Errorf("driver: %w", err)
 		}
 	}
-	before, err := admin.Audit(ctx, cfg.ProductID)
+	befores, err := auditAll(ctx, admin, s.products)
 	var apiErr *client.Error
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
+		return nil, cat, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
+		return nil, cat, fmt.Errorf("driver: audit before %s: %w", label(st), err)
 	}
+	before := sumAudits(befores)
 	if rec != nil {
-		if err := rec.stock(before.Stock); err != nil {
-			return nil, fmt.Errorf("driver: %w", err)
+		for k, a := range befores {
+			if err := rec.stock(s.products[k].ID, a.Stock); err != nil {
+				return nil, cat, fmt.Errorf("driver: %w", err)
+			}
 		}
 		if cfg.Stock > 0 && len(clients) > 1 {
 			// The other instances hear of the reset within the contract's
@@ -236,14 +300,28 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 			// saw of the last run, which the history would count against
 			// the new sale.
 			if err := sleep(ctx, resetPropagation); err != nil {
-				return nil, err
+				return nil, cat, err
 			}
 		}
 	}
 
 	o := override(cfg, st)
-	p := newPlan(cfg, client.PurchasePath(cfg.ProductID, o), label(st))
+	p := newPlan(cfg, client.PurchasePath(s.products[0].ID, o), label(st))
 	p.purchase = true
+	p.productIDs = make([]int64, len(s.products))
+	for k, pr := range s.products {
+		p.productIDs[k] = pr.ID
+	}
+	if s.draw != nil {
+		p.draw = s.draw
+		p.productURLs = make([][]string, len(cfg.URLs))
+		for k, base := range cfg.URLs {
+			p.productURLs[k] = make([]string, len(s.products))
+			for j, pr := range s.products {
+				p.productURLs[k][j] = base + client.PurchasePath(pr.ID, o)
+			}
+		}
+	}
 	if o.Query() != "" && cfg.AdminToken != "" {
 		// The override's parameters are an admin's (401 without the token).
 		p.authorization = "Bearer " + cfg.AdminToken
@@ -256,7 +334,7 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	p.history = rec
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
-		return nil, overrideDisabled(t.overrideDisabled)
+		return nil, cat, overrideDisabled(t.overrideDisabled)
 	}
 	res := result(p, t, false)
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
@@ -275,23 +353,36 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	res.setStock(before.Stock, cfg.Quantity)
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
-		return &res, err
+		return &res, cat, err
 	}
 	checkInstances(ctx, clients, &res)
 
 	res.AuditBefore = before
-	after, err := admin.Audit(ctx, cfg.ProductID)
+	afters, err := auditAll(ctx, admin, s.products)
+	var after Audit
 	if err != nil {
 		res.AuditError = err.Error()
 	} else {
+		after = sumAudits(afters)
 		res.Audited = true
 		res.Audit = after
 		res.RunOrders = after.Orders - before.Orders
 		res.RunUnits = after.UnitsSold - before.UnitsSold
 		made := int64(res.Successes + res.warmSuccesses())
 		res.CountsAgree = res.RunOrders == made && res.RunUnits == made*cfg.Quantity
+		for k := range afters {
+			made := t.products[k].created + t.products[k].warmCreated
+			if afters[k].Orders-befores[k].Orders != made {
+				res.CountsAgree = false
+			}
+		}
 	}
-	res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
+	if s.draw == nil {
+		res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
+	} else {
+		// A catalogue is sold out when every product is.
+		res.SoldOut = res.Audited && !slices.ContainsFunc(afters, func(a Audit) bool { return a.Stock > 0 })
+	}
 	if res.SoldOut && t.lastCreated >= 0 {
 		res.TimeToSoldOut = t.lastCreated - p.warmup()
 		if res.TimeToSoldOut == 0 {
@@ -304,15 +395,24 @@ func runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st S
 	case res.TimeToSoldOut == 0 && res.Elapsed > 0:
 		res.SellRate = res.SuccessThroughput
 	}
-	if res.Audited && int64(res.Requests+res.warmRequests())*cfg.Quantity > before.Stock {
-		unsold := max(0, after.Stock)
-		res.UnsoldUnits = &unsold
+	switch {
+	case !res.Audited:
+	case s.draw != nil:
+		res.UnsoldUnits = unsold(befores, afters, t.products, cfg.Quantity)
+	case int64(res.Requests+res.warmRequests())*cfg.Quantity > before.Stock:
+		left := max(0, after.Stock)
+		res.UnsoldUnits = &left
 	}
 	if rec != nil {
 		res.History = rec.verdict()
 	}
 	res.Verdict = res.verdict()
-	return &res, nil
+	if res.Audited {
+		cat = catalogueRun(res, s.products, t.products, afters)
+	} else {
+		cat = catalogueRun(res, s.products, t.products, nil)
+	}
+	return &res, cat, nil
 }
 
 // resetPropagation is how long the contract gives every instance to hear

@@ -98,6 +98,13 @@ type plan struct {
 	captureStrategy bool
 	// history, when not nil, records every purchase (-history).
 	history *recorder
+	// productIDs are the products on sale (none in the raw mode); draw,
+	// when not nil, picks each request's (else the first's), and
+	// productURLs[k][j] is the URL of a purchase of product j at
+	// instance k.
+	productIDs  []int64
+	draw        *draw
+	productURLs [][]string
 	// authorization, when not empty, is every request's Authorization
 	// header: the admin token, which the override's parameters need.
 	authorization string
@@ -105,6 +112,10 @@ type plan struct {
 	// (-clients); empty: the system's choice.
 	sources []net.IP
 }
+
+// products is the number of products the plan counts apart (1 in the
+// raw mode).
+func (p *plan) products() int { return max(1, len(p.productIDs)) }
 
 // warmup is the length of the plan's warmup, 0 for none.
 func (p *plan) warmup() time.Duration {
@@ -154,8 +165,9 @@ type tally struct {
 	maxSendDelay         time.Duration // open loop: the latest a request left after its intended time
 	codes                map[string]int64
 	samples              []string
-	targets              []targetTally // per target
-	steps                []stepTally   // per phase, open loop only
+	targets              []targetTally  // per target
+	steps                []stepTally    // per phase, open loop only
+	products             []productTally // per product
 	// overrideDisabled is the URL of an instance that answered 403
 	// strategy_override_disabled.
 	overrideDisabled string
@@ -176,13 +188,14 @@ type stepTally struct {
 	hist    *hdrhistogram.Histogram
 }
 
-func newTally(targets, phases int) *tally {
+func newTally(targets, phases, products int) *tally {
 	return &tally{
 		firstSoldOut: -1,
 		lastCreated:  -1,
 		codes:        map[string]int64{},
 		targets:      make([]targetTally, targets),
 		steps:        make([]stepTally, phases),
+		products:     make([]productTally, products),
 	}
 }
 
@@ -220,6 +233,13 @@ func (t *tally) merge(o *tally) {
 	for i := range t.targets {
 		t.targets[i].answers += o.targets[i].answers
 		t.targets[i].transport += o.targets[i].transport
+	}
+	for i, pt := range o.products {
+		q := &t.products[i]
+		q.requests += pt.requests
+		q.created += pt.created
+		q.warmRequests += pt.warmRequests
+		q.warmCreated += pt.warmCreated
 	}
 	for i := range t.steps {
 		for j := range t.steps[i].counts {
@@ -386,6 +406,7 @@ type answer struct {
 // request is one request of the load as a worker sees it.
 type request struct {
 	i        int           // its index: the body's and the target's
+	product  int           // the product it buys: p.draw.pick(i)
 	phase    int           // open loop: its phase
 	warm     bool          // of the warmup
 	intended time.Duration // since the load's start
@@ -407,7 +428,7 @@ func (p *plan) run(ctx context.Context) *tally {
 	ser := &timeline{secs: map[int]*secAgg{}}
 	shards := make([]shard, min(workers, 4*runtime.GOMAXPROCS(0)))
 	for i := range shards {
-		shards[i].t = newTally(len(p.targets), len(p.phases))
+		shards[i].t = newTally(len(p.targets), len(p.phases), p.products())
 		shards[i].series = ser
 	}
 	var (
@@ -501,14 +522,15 @@ func (p *plan) run(ctx context.Context) *tally {
 				if !ok || ctx.Err() != nil {
 					return
 				}
+				r.product = p.draw.pick(r.i)
 				sent := time.Now()
-				a := wk.do(ctx, r.i, &captured)
+				a := wk.do(ctx, r.i, r.product, &captured)
 				since := time.Since(start)
 				if a.out == outTransport && ctx.Err() != nil {
 					return // cancelled, not an answer
 				}
 				if p.history != nil {
-					p.history.purchase(r.i, p.quantity, sent, time.Now(), a, wk.resp.Body())
+					p.history.purchase(r.i, p.productIDs[r.product], p.quantity, sent, time.Now(), a, wk.resp.Body())
 				}
 				if a.override {
 					cancel()
@@ -524,7 +546,7 @@ func (p *plan) run(ctx context.Context) *tally {
 	wg.Wait()
 	end := time.Since(start)
 	stopWatch()
-	total := newTally(len(p.targets), len(p.phases))
+	total := newTally(len(p.targets), len(p.phases), p.products())
 	for i := range shards {
 		shards[i].handOver(math.MaxInt)
 		total.merge(shards[i].t)
@@ -541,9 +563,18 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.t
+	pt := &t.products[r.product]
 	if r.warm {
 		t.warm[a.out]++
+		pt.warmRequests++
+		if a.out == outCreated {
+			pt.warmCreated++
+		}
 	} else {
+		pt.requests++
+		if a.out == outCreated {
+			pt.created++
+		}
 		t.counts[a.out]++
 		if t.hists[a.out] == nil {
 			t.hists[a.out] = newHist(histSigFigs)
@@ -634,10 +665,13 @@ func (w *worker) release() {
 // Of an error answer's body, the part searched for the code.
 const errorBodyPeek = 512
 
-func (w *worker) do(ctx context.Context, i int, captured *atomic.Bool) answer {
+func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) answer {
 	p := w.plan
 	k := i % len(p.targets)
 	req, resp := w.reqs[k], w.resp
+	if p.productURLs != nil {
+		req.SetRequestURI(p.productURLs[k][product])
+	}
 	if p.purchase {
 		body := append(w.body[:0], p.head...)
 		body = strconv.AppendInt(body, int64(i), 10)

@@ -116,8 +116,13 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	}
 	stockLeft := int64(-1)
 	if p.purchase && p.stock >= 0 {
-		stockLeft = max(0, p.stock-c[outCreated]*p.quantity)
+		// An unsafe strategy sells more than there is: the stock goes
+		// below 0, as the audit will say.
+		stockLeft = p.stock - c[outCreated]*p.quantity
 		fmt.Fprintf(&b, "; stock %d", stockLeft)
+		if stockLeft < 0 {
+			fmt.Fprintf(&b, " (oversold %d)", -stockLeft)
+		}
 	}
 	all, _, paced := pc.rates(since, answers+dropped, c[outCreated])
 	var frac float64

@@ -15,10 +15,9 @@ import (
 // answered, written to the history file at once and kept for the run's own
 // check.
 type recorder struct {
-	w       *history.Writer
-	product int64
-	prefix  string // of the request and user IDs: prefix + index
-	mu      sync.Mutex
+	w      *history.Writer
+	prefix string // of the request and user IDs: prefix + index
+	mu     sync.Mutex
 	// blocks hold the lines so far, lineBlock a block: recording never
 	// copies what was recorded before (a growing slice would, under mu).
 	blocks [][]history.Line
@@ -38,19 +37,19 @@ func (r *recorder) add(l history.Line) {
 	*last = append(*last, l)
 }
 
-// stock records the product's stock at the time of the call: no purchase
+// stock records a product's stock at the time of the call: no purchase
 // of it is in flight.
-func (r *recorder) stock(stock int64) error {
-	l := history.Line{Product: r.product, Stock: &stock, TimeNS: time.Now().UnixNano()}
+func (r *recorder) stock(product, stock int64) error {
+	l := history.Line{Product: product, Stock: &stock, TimeNS: time.Now().UnixNano()}
 	r.add(l)
 	return r.w.Write(l)
 }
 
-// purchase records purchase i of quantity, sent at start and answered a
-// (with body, the answer's, read only here) at end.
-func (r *recorder) purchase(i int, quantity int64, start, end time.Time, a answer, body []byte) {
+// purchase records purchase i of quantity of product, sent at start and
+// answered a (with body, the answer's, read only here) at end.
+func (r *recorder) purchase(i int, product, quantity int64, start, end time.Time, a answer, body []byte) {
 	id := r.prefix + strconv.Itoa(i)
-	l := history.Line{Product: r.product, UserID: id, RequestID: id, Quantity: quantity,
+	l := history.Line{Product: product, UserID: id, RequestID: id, Quantity: quantity,
 		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: a.status, Code: a.errCode}
 	if a.status/100 == 2 {
 		if order, left, ok := orderFigures(body); ok {

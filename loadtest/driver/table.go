@@ -19,15 +19,17 @@ const TableWidth = 100
 // columns: what ran, then per strategy its answers, its latency by outcome
 // and its audit (three short tables, one row per strategy each), a legend,
 // notes and anything that went wrong.
-func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
+func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false, nil) }
 
 // WriteWideTable prints the report as WriteTable does, but every column
 // in one table, one row per strategy: its lines are as wide as they need.
-func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
+func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true, nil) }
 
-func (r *Report) writeTable(w io.Writer, wide bool) error {
+// writeTable prints the report, with the catalogue's figures when cat is
+// not nil.
+func (r *Report) writeTable(w io.Writer, wide bool, cat *Catalogue) error {
 	ew := &errWriter{w: w}
-	r.writeHeader(ew)
+	r.writeHeader(ew, cat)
 	raw := len(r.Results) > 0 && r.Results[0].Raw
 	open := r.Config.Mode == "open"
 	var blocks [][][]string
@@ -38,6 +40,9 @@ func (r *Report) writeTable(w io.Writer, wide bool) error {
 		blocks = [][][]string{r.wideRows(open)}
 	default:
 		blocks = r.narrowRows(open)
+	}
+	if cat != nil && !raw {
+		blocks = append(blocks, cat.hottestRows(r.Results))
 	}
 	for i, rows := range blocks {
 		if i > 0 {
@@ -53,7 +58,7 @@ func (r *Report) writeTable(w io.Writer, wide bool) error {
 			fmt.Fprintln(ew, strings.TrimRight(line, " "))
 		}
 	}
-	r.writeFooter(ew, raw)
+	r.writeFooter(ew, raw, cat)
 	if ew.err != nil {
 		return fmt.Errorf("driver: write table: %w", ew.err)
 	}
@@ -170,12 +175,19 @@ func (r *Report) rawRows(open, wide bool) [][]string {
 	return rows
 }
 
-func (r *Report) writeHeader(w io.Writer) {
+func (r *Report) writeHeader(w io.Writer, cat *Catalogue) {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "seckill load test, %s: %s (%s)", r.Start.Format("2006-01-02 15:04:05"),
 		plural(len(c.URLs), "instance"), strings.Join(c.URLs, ", "))
-	if c.Endpoint == "" {
+	switch {
+	case c.Endpoint != "":
+	case cat != nil:
+		fmt.Fprintf(&b, ", %s", cat.header())
+		if c.Stock > 0 {
+			fmt.Fprintf(&b, ", the stock of each reset to %d before each run", c.Stock)
+		}
+	default:
 		fmt.Fprintf(&b, ", product %d", c.ProductID)
 		if c.Stock > 0 {
 			fmt.Fprintf(&b, ", stock reset to %d before each run", c.Stock)
@@ -226,7 +238,7 @@ func (r *Report) writeHeader(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-func (r *Report) writeFooter(w io.Writer, raw bool) {
+func (r *Report) writeFooter(w io.Writer, raw bool, cat *Catalogue) {
 	fmt.Fprintln(w)
 	if raw {
 		writeWrapped(w, "OTHER: non-2xx answers and transport errors. Latency from send (the intended send time in the open loop) to the whole answer.")
@@ -242,6 +254,14 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 			"LINEARIZABLE: every answer fits it. UNDERSOLD: sold_out answers given while stock surely remained. "+
 			"UNSOLD: units left at the end of a run whose demand exceeded the stock.")
 	}
+	if cat != nil && !raw {
+		writeWrapped(w, "HOTTEST: the products that drew the most requests in each run (the warmup's left out), "+
+			"their share of the run's requests, and their 201s. The tables above sum the catalogue: "+
+			"its audit is the sum of its products' audits.")
+		for _, note := range cat.notes(r.Results) {
+			writeWrapped(w, note)
+		}
+	}
 	for _, res := range r.Results {
 		for _, note := range res.notes(r.Config) {
 			writeWrapped(w, strategyCell(res)+": "+note)
@@ -251,7 +271,11 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 			writeWrapped(w, strategyCell(res)+": its history is not linearizable: "+first)
 		}
 	}
-	if f := r.Failures(); len(f) > 0 {
+	f := r.Failures()
+	if cat != nil {
+		f = (&CatalogueReport{Report: r, Catalogue: cat}).Failures()
+	}
+	if len(f) > 0 {
 		fmt.Fprintln(w, "\nFAILED:")
 		for _, s := range f {
 			writeWrapped(w, "  - "+s)

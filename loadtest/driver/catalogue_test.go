@@ -1,0 +1,127 @@
+package driver_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/history"
+)
+
+// TestRunCatalogue: the purchases spread over a catalogue of five products
+// by a Zipf law; the hottest are counted product by product and agree with
+// the database, the audit is the catalogue's sum, the history has a stock
+// line per product, and a second run reuses the catalogue by name.
+func TestRunCatalogue(t *testing.T) {
+	in := apptest.Start(t, nil)
+	const products, stock, requests = 5, 20, 150
+	cfg := driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: stock, Products: products, Zipf: 1.2,
+		Strategies: []string{"optimistic"}, Requests: requests, Concurrency: 8,
+		History: filepath.Join(t.TempDir(), "history.jsonl"),
+	}
+	rep, err := driver.RunCatalogue(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("RunCatalogue = %v", err)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	cat := rep.Catalogue
+	if cat == nil || len(cat.Products) != products || len(cat.Runs) != 1 {
+		t.Fatalf("catalogue %+v; want %d products and one run", cat, products)
+	}
+	for k, p := range cat.Products {
+		if want := "loadtest-" + string(rune('1'+k)); p.Name != want {
+			t.Errorf("product %d is %q; want %q", k, p.Name, want)
+		}
+	}
+	res, run := rep.Results[0], cat.Runs[0]
+	if len(run.Hottest) != products || run.Hottest[0].Name != "loadtest-1" || run.Hottest[0].Rank != 1 {
+		t.Fatalf("hottest %+v; want all %d, loadtest-1 first (the law's heaviest)", run.Hottest, products)
+	}
+	requested, created := 0, 0
+	for i, h := range run.Hottest {
+		requested += h.Requests
+		created += h.Created
+		if i > 0 && h.Requests > run.Hottest[i-1].Requests {
+			t.Errorf("hottest %+v not in order of requests", run.Hottest)
+		}
+		if orders, _, _, _ := dbFigures(t, in, h.ProductID); orders != int64(h.Created) || h.Created > stock {
+			t.Errorf("%s: the database has %d orders; the driver counted %d 201s (stock %d)", h.Name, orders, h.Created, stock)
+		}
+	}
+	if requested != requests || created != res.Successes {
+		t.Errorf("the hottest add up to %d requests and %d 201s; want %d and %d", requested, created, requests, res.Successes)
+	}
+	if share := run.Hottest[0].Share; share < 0.3 || share > 0.6 {
+		t.Errorf("loadtest-1 drew %.2f of the requests; the law of exponent 1.2 over 5 gives it about 0.45", share)
+	}
+	if res.Audit.InitialStock != products*stock || res.Audit.UnitsSold != int64(res.Successes) || !res.Audit.Held() || !res.CountsAgree {
+		t.Errorf("audit %+v, counts agree %t; want the sum over %d products of %d, %d sold", res.Audit, res.CountsAgree, products, stock, res.Successes)
+	}
+	if h := res.History; h == nil || !h.Checked || !h.Linearizable || h.Purchases != requests {
+		t.Errorf("history verdict %+v; want %d purchases, linearizable", h, requests)
+	}
+	lines, err := history.ReadFile(cfg.History)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stockLines := map[int64]bool{}
+	for _, l := range lines {
+		if l.Stock != nil && *l.Stock == stock {
+			stockLines[l.Product] = true
+		}
+	}
+	if len(stockLines) != products {
+		t.Errorf("the history gives the stock of %d products; want a line for each of %d", len(stockLines), products)
+	}
+
+	var table, js bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HOTTEST", "RANK", "SHARE", "loadtest-1", "a catalogue of 5"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if w := maxWidth(table.String()); w > driver.TableWidth {
+		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, driver.TableWidth, table.String())
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back driver.CatalogueReport
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Catalogue == nil || len(back.Catalogue.Runs) != 1 ||
+		len(back.Catalogue.Runs[0].Hottest) != products || back.Catalogue.Runs[0].Hottest[0] != run.Hottest[0] {
+		t.Errorf("JSON %v, catalogue %+v; want the hottest of the run", err, back.Catalogue)
+	}
+
+	// A second run finds the catalogue by name, resets it and adds nothing.
+	cfg.History, cfg.Strategies = "", []string{"pessimistic"}
+	again, err := driver.RunCatalogue(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("second RunCatalogue = %v", err)
+	}
+	for k, p := range again.Catalogue.Products {
+		if p != cat.Products[k] {
+			t.Errorf("second run's product %d is %+v; want the first run's %+v", k, p, cat.Products[k])
+		}
+	}
+	if n := productCount(t, in); n != products {
+		t.Errorf("%d products after two runs; want the %d of the catalogue", n, products)
+	}
+	if a := again.Results[0].AuditBefore; a.InitialStock != products*stock || a.Orders != 0 {
+		t.Errorf("second run's audit before %+v; want every product reset to %d", a, stock)
+	}
+	c := &client.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	if _, err := c.Products(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
