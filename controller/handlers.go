@@ -249,6 +249,9 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 	p := service.Purchase{ProductID: id, UserID: *req.UserID, Quantity: *req.Quantity, RequestID: req.RequestID}
 	// A parameter dropped for a bad escape would silently buy under the
 	// defaults: the whole query must parse.
+	if rawQuery == "" {
+		return p, nil // the common case: nothing to parse
+	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return service.Purchase{}, invalidf("the query does not parse: %v", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,13 +91,65 @@ func isProbe(route string) bool {
 	return false
 }
 
-// accessLog logs every request once it is answered, with its method,
-// route, path, status, size and latency, and whatever its context carries
-// (the request ID; product, user and strategy for a purchase). Requests
+// The access log's sampling, per second and per route and status, as zap's
+// sampler does: the first sampleFirst lines are logged, then one in
+// sampleThereafter, which carries sampled=sampleThereafter (it stands for
+// that many). Every 5xx and every request slower than slowRequest is logged.
+const (
+	sampleFirst      = 100
+	sampleThereafter = 100
+	slowRequest      = 500 * time.Millisecond
+)
+
+// sampleKey is what the sampler counts apart.
+type sampleKey struct {
+	route  string
+	status int
+}
+
+// logSampler counts the access log's lines of the current second, per
+// route and status. Routes are the router's (or "unmatched"), so the
+// counts stay few.
+type logSampler struct {
+	mu     sync.Mutex
+	second int64
+	counts map[sampleKey]int
+}
+
+// sample counts one line of route and status at now and says whether it
+// is logged, and whether as one that stands for sampleThereafter.
+func (s *logSampler) sample(now time.Time, route string, status int) (logged, sampled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sec := now.Unix(); sec != s.second || s.counts == nil {
+		s.second = sec
+		clear(s.counts)
+		if s.counts == nil {
+			s.counts = make(map[sampleKey]int)
+		}
+	}
+	key := sampleKey{route, status}
+	n := s.counts[key] + 1
+	s.counts[key] = n
+	switch {
+	case n <= sampleFirst:
+		return true, false
+	case (n-sampleFirst)%sampleThereafter == 0:
+		return true, true
+	}
+	return false, false
+}
+
+// accessLog logs requests once they are answered, with their method,
+// route, path, status, size and latency, and whatever their context
+// carries (the request ID; product, user and strategy for a purchase),
+// sampled by logSampler: 5xx and requests slower than slowRequest always.
+// now is the clock of the latency and the sampler's seconds. Requests
 // other than the probes count as in flight in drain while they are served.
-func accessLog(log *slog.Logger, drain *Drain) gin.HandlerFunc {
+func accessLog(log *slog.Logger, drain *Drain, now func() time.Time) gin.HandlerFunc {
+	sampler := &logSampler{}
 	return func(c *gin.Context) {
-		start := time.Now()
+		start := now()
 		route := c.FullPath()
 		level := slog.LevelInfo
 		if isProbe(route) {
@@ -113,13 +166,29 @@ func accessLog(log *slog.Logger, drain *Drain) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		log.LogAttrs(ctx, level, "request",
+		end := now()
+		latency, status := end.Sub(start), c.Writer.Status()
+		logged, sampled := true, false
+		if status < 500 && latency <= slowRequest {
+			logged, sampled = sampler.sample(end, route, status)
+		}
+		if !logged {
+			return
+		}
+		attrs := [...]slog.Attr{
 			slog.String("method", c.Request.Method),
 			slog.String("route", route),
 			slog.String("path", c.Request.URL.Path),
-			slog.Int("status", c.Writer.Status()),
+			slog.Int("status", status),
 			slog.Int("bytes", max(c.Writer.Size(), 0)),
-			slog.Duration("latency", time.Since(start)))
+			slog.Duration("latency", latency),
+			slog.Int("sampled", sampleThereafter),
+		}
+		n := len(attrs)
+		if !sampled {
+			n--
+		}
+		log.LogAttrs(ctx, level, "request", attrs[:n]...)
 	}
 }
 

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/controller"
 )
@@ -46,5 +50,135 @@ func TestLogHandlerAddsContextAttrs(t *testing.T) {
 	}
 	if rec := record(context.Background()); len(rec) != 5 { // time, level, msg, svc, own
 		t.Errorf("record without context attributes = %v; want only its own", rec)
+	}
+}
+
+// lockedBuffer is a log's output that tests read while it is written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// records decodes every JSON line written so far whose msg is msg.
+func (b *lockedBuffer) records(t testing.TB, msg string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range bytes.Lines(b.buf.Bytes()) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// stepClock is a clock that moves only when told: by step at every
+// reading, or to a time set.
+type stepClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now
+	c.now = c.now.Add(c.step)
+	return now
+}
+
+func (c *stepClock) set(now time.Time, step time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now, c.step = now, step
+}
+
+// TestLogSampler: through the real router, the access log keeps, per
+// second and per route and status, the first 100 lines, then one in 100
+// marked sampled=100; a 5xx and a request slower than 500 ms are always
+// logged; a new second starts the count again.
+func TestLogSampler(t *testing.T) {
+	t.Parallel()
+	var out lockedBuffer
+	log := slog.New(controller.LogHandler(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	clock := &stepClock{}
+	drain := &controller.Drain{}
+	r := newRouted(t, log, nil, controller.Options{Clock: clock.Now, Drain: drain})
+	second := time.Unix(1_800_000_000, 0)
+	clock.set(second, 0)
+
+	get := func(path string, n, status int) {
+		t.Helper()
+		e := newExchange(http.MethodGet, path)
+		for range n {
+			if got := e.serve(r, nil); got != status {
+				t.Fatalf("GET %s = %d %s; want %d", path, got, e.out.Bytes(), status)
+			}
+		}
+	}
+	// In one second: 250 of one route and status, a few of others.
+	get("/api/v1/strategies", 250, http.StatusOK)
+	get("/api/v1/products/0", 10, http.StatusBadRequest)
+	get("/api/v1/products/999999999", 10, http.StatusNotFound)
+	get("/no/such/route", 3, http.StatusNotFound)
+	drain.Start()
+	get("/readyz", 150, http.StatusServiceUnavailable)
+	// A slow one, still in that second: each reading of the clock is 600
+	// ms later, so it starts at the second's start and ends 600 ms in.
+	clock.set(second, 600*time.Millisecond)
+	get("/api/v1/strategies", 1, http.StatusOK)
+	// The next second: 100 more.
+	clock.set(second.Add(time.Second), 0)
+	get("/api/v1/strategies", 100, http.StatusOK)
+
+	type key struct {
+		route  string
+		status float64
+	}
+	lines, sampled := map[key]int{}, map[key]int{}
+	slow := 0
+	for _, rec := range out.records(t, "request") {
+		k := key{fmt.Sprint(rec["route"]), rec["status"].(float64)}
+		lines[k]++
+		if v, ok := rec["sampled"]; ok {
+			if v != float64(100) {
+				t.Errorf("line %v: sampled = %v; want 100", rec, v)
+			}
+			sampled[k]++
+		}
+		if lat, _ := rec["latency"].(float64); time.Duration(lat) >= 500*time.Millisecond {
+			slow++
+		}
+	}
+	for _, want := range []struct {
+		key            key
+		lines, sampled int
+	}{
+		// 100 + the 200th (sampled) + the slow one, then 100 the next second.
+		{key{"/api/v1/strategies", 200}, 202, 1},
+		{key{"/api/v1/products/:id", 400}, 10, 0},
+		{key{"/api/v1/products/:id", 404}, 10, 0},
+		{key{"unmatched", 404}, 3, 0},
+		{key{"/readyz", 503}, 150, 0},
+	} {
+		if lines[want.key] != want.lines || sampled[want.key] != want.sampled {
+			t.Errorf("access log of %v: %d lines, %d sampled; want %d, %d sampled",
+				want.key, lines[want.key], sampled[want.key], want.lines, want.sampled)
+		}
+	}
+	if slow != 1 {
+		t.Errorf("access log has %d lines with a latency of 500 ms or more; want 1", slow)
 	}
 }

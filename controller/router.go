@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +44,9 @@ type Options struct {
 	// X-Forwarded-For names the client; from any other peer the header is
 	// ignored and the peer is the client.
 	TrustedProxies []string
+	// Clock is the access log's clock: the latency it logs, and the
+	// seconds its sampling counts in. Nil is time.Now.
+	Clock func() time.Time
 }
 
 // maxBody is the largest request body the API reads.
@@ -52,6 +57,9 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	gin.SetMode(gin.ReleaseMode)
 	if opts.Drain == nil {
 		opts.Drain = &Drain{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	r := gin.New()
 	// The client is the TCP peer, unless the peer is a trusted proxy: then
@@ -64,7 +72,7 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	}
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(requestID(), recovery(log), requestMetrics(opts.Registerer), accessLog(log, opts.Drain))
+	r.Use(requestID(), recovery(log), requestMetrics(opts.Registerer), accessLog(log, opts.Drain, opts.Clock))
 	r.NoRoute(func(c *gin.Context) { writeError(c, log, apiError(codeRouteNotFound, "no such route")) })
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, log, apiError(codeMethodNotAllowed, "method not allowed on this route"))
@@ -88,7 +96,34 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	admin := api.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))
 	admin.PUT("/products/:id/stock", handleSetStock(svc, log))
+
+	// Go's profiles (net/http/pprof), on this router and nowhere else,
+	// behind the admin token: they show the program's internals and a CPU
+	// profile or trace costs the instance while it runs.
+	r.Match([]string{http.MethodGet, http.MethodPost}, "/debug/pprof/*profile",
+		requireToken(log, opts.AdminToken), handleProfile())
 	return r
+}
+
+// handleProfile serves net/http/pprof's handlers under /debug/pprof/: the
+// index, cmdline, profile (CPU), symbol, trace, and any named profile
+// (heap, goroutine, allocs, block, mutex, threadcreate).
+func handleProfile() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		switch strings.TrimPrefix(c.Param("profile"), "/") {
+		case "cmdline":
+			pprof.Cmdline(c.Writer, c.Request)
+		case "profile":
+			pprof.Profile(c.Writer, c.Request)
+		case "symbol":
+			pprof.Symbol(c.Writer, c.Request)
+		case "trace":
+			pprof.Trace(c.Writer, c.Request)
+		default:
+			// The index, and the named profiles by the path's last element.
+			pprof.Index(c.Writer, c.Request)
+		}
+	}
 }
 
 // requireToken lets through requests that carry the admin token (isAdmin).

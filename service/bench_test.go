@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -54,6 +55,7 @@ func BenchmarkPurchase(b *testing.B) {
 				firstErr sync.Once
 				errMsg   string
 			)
+			b.ReportAllocs()
 			b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -76,6 +78,42 @@ func BenchmarkPurchase(b *testing.B) {
 				b.Errorf("Audit(%d) = %v; want nil", prod.ID, err)
 			case strategy != "none" && (a.Stock != 0 || !a.Consistent):
 				b.Errorf("Audit(%d) = %+v; want stock 0, consistent", prod.ID, a)
+			}
+		})
+	}
+}
+
+// BenchmarkSoldOut answers purchases of a product this instance has seen
+// sold out, from its memory, with allocations: the path a flash sale takes
+// for nearly every request once the stock is gone, which touches neither
+// MySQL nor Redis (with a request_id of its own, the memory of the
+// product's orders answers too).
+func BenchmarkSoldOut(b *testing.B) {
+	f := newFixture(b, nil)
+	ctx := context.Background()
+	in := f.instance(settings{Strategy: "redlock", Fencing: true, PerUserLimit: 1})
+	prod := in.product(b, 0)
+	for _, bc := range []struct{ name, requestID string }{{"no_request_id", ""}, {"request_id", "r-bench"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: bc.requestID}
+			// The first answer reads the stock; from then on the memory
+			// answers.
+			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+				b.Fatalf("Purchase(%s) = %v; want sold out", show(p), err)
+			}
+			var failures atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+						failures.Add(1)
+					}
+				}
+			})
+			b.StopTimer()
+			if n := failures.Load(); n > 0 {
+				b.Errorf("%d of %d purchases of a sold-out product did not answer sold out", n, b.N)
 			}
 		})
 	}

@@ -127,13 +127,15 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 
-	op := fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 	switch {
 	case st.Lined:
 		// Decided in its hold, in line order, with the request IDs already
 		// used in view.
 		r, err = s.sellInLine(ctx, st, p)
-		return r, storeErr(op, err)
+		if err != nil {
+			return r, storeErr(purchaseOp(p), err)
+		}
+		return r, nil
 	case st.Name == "optimistic":
 		r, err = s.sellOptimistic(ctx, p)
 	default:
@@ -142,9 +144,15 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	if err != nil {
 		rctx, cancel := s.dbCtx(ctx, 0)
 		defer cancel()
-		return s.replayRaced(rctx, p, storeErr(op, err))
+		return s.replayRaced(rctx, p, storeErr(purchaseOp(p), err))
 	}
 	return r, nil
+}
+
+// purchaseOp names purchase p in its errors; it is made only for an error,
+// not on every purchase.
+func purchaseOp(p Purchase) string {
+	return fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 }
 
 // soldOut is the answer to a purchase of a product with left units.

@@ -31,7 +31,14 @@ type Strategy struct {
 // lock, in-process, the classic SETNX recipe, the token lock, Redlock, then
 // the two that leave it to MySQL.
 func StrategyTable() []Strategy {
-	return []Strategy{
+	all := strategyTable()
+	return all[:]
+}
+
+// strategyTable is StrategyTable as an array: a value that a lookup on every
+// purchase (LookupStrategy) keeps on its stack rather than allocating.
+func strategyTable() [7]Strategy {
+	return [...]Strategy{
 		{Name: "none", Guard: "nothing: read, check, write",
 			Description: "No lock: read the stock, check it, then stock = stock - q as separate statements. Oversells under concurrency: stock goes negative."},
 		{Name: "local", Guard: "a mutex inside each instance", Locked: true, Lined: true,
@@ -51,7 +58,8 @@ func StrategyTable() []Strategy {
 
 // LookupStrategy returns the strategy called name.
 func LookupStrategy(name string) (Strategy, bool) {
-	for _, st := range StrategyTable() {
+	all := strategyTable()
+	for _, st := range all {
 		if st.Name == name {
 			return st, true
 		}
