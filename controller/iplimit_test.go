@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,12 +68,35 @@ func TestIPLimitExactUnderConcurrency(t *testing.T) {
 			t.Errorf("a purchase = %v; want 201 or 429", r)
 		}
 	}
-	if created != 20 || limited != 40 {
-		t.Errorf("%d created, %d rate_limited; want 20 and 40", created, limited)
+	// A count Redis did not answer in time lets its request through, by
+	// design, and says so in the metric: each such request may add one
+	// sale past the 20 (its INCR may still have taken one of the 20).
+	uncounted := ipLimitUnavailable(ca) + ipLimitUnavailable(cb)
+	if created < 20 || created > 20+uncounted || created+limited != 60 {
+		t.Errorf("%d created, %d rate_limited, %d let through uncounted; want 20 created (at most 20 + uncounted) and the rest limited",
+			created, limited, uncounted)
 	}
-	if au := ca.audit(id); au.Orders != 20 {
-		t.Errorf("audit %+v; want 20 orders", au)
+	if au := ca.audit(id); au.Orders != int64(created) {
+		t.Errorf("audit %+v; want %d orders", au, created)
 	}
+}
+
+// ipLimitUnavailable is the count of requests c's instance let through
+// because Redis did not answer the count in time.
+func ipLimitUnavailable(c *client) int {
+	c.t.Helper()
+	const series = `seckill_ip_limit_total{result="unavailable"} `
+	for l := range strings.Lines(string(c.get("/metrics").body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), series); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				c.t.Fatalf("%s%q: %v", series, v, err)
+			}
+			return int(n)
+		}
+	}
+	c.t.Fatalf("GET /metrics has no %s", series)
+	return 0
 }
 
 // TestIPLimitWindow: the window starts at the address's first counted
