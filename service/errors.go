@@ -70,6 +70,17 @@ var (
 	ErrOutcomeUnknown  = &Error{Code: CodeOutcomeUnknown, Message: "the purchase may or may not have been made"}
 )
 
+// because returns an *Error of e's code and message whose cause, for the
+// log, is cause: ErrLockTimeout.because(err).
+func (e *Error) because(cause error) *Error {
+	return &Error{Code: e.Code, Message: e.Message, Err: cause}
+}
+
+// notFound is the answer about a product that does not exist.
+func notFound(id int64) *Error {
+	return errorf(CodeNotFound, "product %d not found", id)
+}
+
 // errorf makes an *Error of code whose message is formatted.
 func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
@@ -111,5 +122,5 @@ func storeErr(op string, err error) error {
 	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: fmt.Errorf("%s: %w", op, err)}
+	return ErrUnavailable.because(fmt.Errorf("%s: %w", op, err))
 }

@@ -76,12 +76,12 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	case <-ctx.Done():
 		why = ctx.Err()
 	case <-wait.C:
-		why = &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message}
+		why = ErrLockTimeout.because(nil)
 	}
 	s.lines.mu.Lock()
 	stuck := l.outage || (!l.overdue.IsZero() && time.Now().After(l.overdue))
 	if stuck && errors.Is(why, ErrLockTimeout) {
-		why = &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: errors.New("the line waited on a store that does not answer")}
+		why = ErrUnavailable.because(errors.New("the line waited on a store that does not answer"))
 	}
 	if !t.taken {
 		l.remove(t)

@@ -52,7 +52,7 @@ func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Pro
 	var p model.Product
 	err := db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return model.Product{}, errorf(CodeNotFound, "product %d not found", id)
+		return model.Product{}, notFound(id)
 	}
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("read product %d", id), err)
@@ -95,7 +95,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// its orders and units: the same order of locks, no deadlock.
 			err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&p, id).Error
 			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return errorf(CodeNotFound, "product %d not found", id)
+				return notFound(id)
 			}
 			if err != nil {
 				return fmt.Errorf("lock product %d: %w", id, err)

@@ -65,17 +65,16 @@ func (s *Seckill) lockKey(kind string, productID int64) string {
 func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locker.Lease, error) {
 	lk, ok := s.lockers[st.Name]
 	if !ok {
-		return nil, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message,
-			Err: fmt.Errorf("strategy %s has no lock configured", st.Name)}
+		return nil, ErrUnavailable.because(fmt.Errorf("strategy %s has no lock configured", st.Name))
 	}
 	lease, err := lk.Lock(ctx, s.lockKey(st.Name, productID))
 	switch {
 	case err == nil:
 		return lease, nil
 	case errors.Is(err, locker.ErrUnavailable):
-		return nil, &Error{Code: CodeUnavailable, Message: "too few Redis nodes answer for the strategy's lock", Err: err}
+		return nil, errorf(CodeUnavailable, "too few Redis nodes answer for the strategy's lock").because(err)
 	}
-	return nil, &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message, Err: err}
+	return nil, ErrLockTimeout.because(err)
 }
 
 // unlockBudget bounds giving a lock back.
@@ -238,7 +237,7 @@ func (s *Seckill) claim(ctx context.Context, id int64) (int64, error) {
 			return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
 		}
 		if len(fences) == 0 {
-			return 0, errorf(CodeNotFound, "product %d not found", id)
+			return 0, notFound(id)
 		}
 		return fences[0], nil
 	}
@@ -247,7 +246,7 @@ func (s *Seckill) claim(ctx context.Context, id int64) (int64, error) {
 		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, errors.Join(errorf(CodeNotFound, "product %d not found", id), err)
+		return 0, errors.Join(notFound(id), err)
 	}
 	token, err := res.LastInsertId()
 	if err != nil {
@@ -265,7 +264,7 @@ func (s *Seckill) claimInWrite(tx *gorm.DB, id int64) (int64, error) {
 		return 0, fmt.Errorf("claim the fence of product %d: %w", id, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return 0, errorf(CodeNotFound, "product %d not found", id)
+		return 0, notFound(id)
 	}
 	var stock int64
 	err := tx.Model(&model.Product{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", id).Select("stock").Scan(&stock).Error
@@ -287,8 +286,8 @@ type fenceWrite struct {
 // lockLost is the answer of a hold whose token went stale.
 func (s *Seckill) lockLost(st Strategy, id, token int64) error {
 	s.metrics.lockFailed(st.Name, "lost")
-	return &Error{Code: CodeLockLost, Message: ErrLockLost.Message,
-		Err: fmt.Errorf("product %d: a later holder claimed its fence, or its stock was reset, after token %d", id, token)}
+	return ErrLockLost.because(
+		fmt.Errorf("product %d: a later holder claimed its fence, or its stock was reset, after token %d", id, token))
 }
 
 // sellOne is a fenced hold of one purchase: one transaction of three
@@ -457,10 +456,9 @@ func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int6
 	case lockCtx.Err() != nil && ctx.Err() == nil:
 		s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
 		s.metrics.lockFailed(st.Name, "timeout")
-		return 0, &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message,
-			Err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
+		return 0, ErrLockTimeout.because(fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err()))
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return 0, errorf(CodeNotFound, "product %d not found", id)
+		return 0, notFound(id)
 	case err != nil:
 		return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
 	}
@@ -476,7 +474,7 @@ func (s *Seckill) checkFence(ctx context.Context, tx *gorm.DB, st Strategy, id, 
 	var prod model.Product
 	err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Select("id", "stock", "fence").Take(&prod, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return 0, errorf(CodeNotFound, "product %d not found", id)
+		return 0, notFound(id)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
@@ -558,7 +556,7 @@ func (s *Seckill) settleBatch(ctx context.Context, ts []*ticket, cause error) er
 			t.r, t.err = Receipt{}, outcomeUnknown(t.p, errors.Join(cause, err))
 		case t.r.Replayed:
 		default:
-			t.r, t.err = Receipt{}, &Error{Code: CodeUnavailable, Message: ErrUnavailable.Message, Err: cause}
+			t.r, t.err = Receipt{}, ErrUnavailable.because(cause)
 		}
 	}
 	return nil
@@ -609,8 +607,7 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 	for _, t := range ts {
 		t.r, t.err, t.order, t.first = Receipt{}, nil, nil, nil
 		if t.expired {
-			t.err = &Error{Code: CodeLockTimeout, Message: ErrLockTimeout.Message,
-				Err: fmt.Errorf("row lock of product %d: its wait ran out", id)}
+			t.err = ErrLockTimeout.because(fmt.Errorf("row lock of product %d: its wait ran out", id))
 			continue
 		}
 		p := t.p
@@ -816,7 +813,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 			return fmt.Errorf("decrement stock: %w", res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return errorf(CodeNotFound, "product %d not found", p.ProductID)
+			return notFound(p.ProductID)
 		}
 		var left int64
 		if err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&left).Error; err != nil {
