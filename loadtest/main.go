@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
 		cfg.Progress = stderr
 	}
-	rep, err := driver.RunCatalogue(ctx, cfg)
+	rep, err := driver.Run(ctx, cfg)
 	if cfg.History != "" && rep != nil {
 		defer func() {
 			// The history is written as the run goes, and closed by Run.

@@ -2,15 +2,11 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -20,124 +16,6 @@ import (
 // adminInFlight is the most admin calls (creations, resets, audits) the
 // driver keeps in flight over a catalogue.
 const adminInFlight = 16
-
-// CatalogueReport is a Report with, for a run over a catalogue
-// (Config.Products), the catalogue's own figures: per run its hottest
-// products and the products whose audit broke the invariant. Its
-// WriteTable, WriteWideTable and WriteJSON show them; the Report's own
-// show the catalogue as one product, its audit the sum of theirs.
-type CatalogueReport struct {
-	*Report
-	// Catalogue is nil for a run of one product.
-	Catalogue *Catalogue `json:"catalogue,omitempty"`
-}
-
-// Catalogue is what the runs over a catalogue saw product by product.
-type Catalogue struct {
-	// Zipf is the exponent of the law that picked each request's product.
-	Zipf float64 `json:"zipf"`
-	// Products are the catalogue's products, the hottest by the law first.
-	Products []CatalogueProduct `json:"products"`
-	// Runs has one entry per Report.Results, in the same order.
-	Runs []CatalogueRun `json:"runs"`
-}
-
-// CatalogueProduct is one product of a catalogue.
-type CatalogueProduct struct {
-	ID   int64  `json:"id"`
-	Name string `json:"name"`
-}
-
-// CatalogueRun is one run over a catalogue.
-type CatalogueRun struct {
-	Strategy string `json:"strategy"`
-	// SellRate and P99 are the run's (Result.SellRate, and the p99 latency
-	// of its 201s).
-	SellRate float64       `json:"sell_rate"`
-	P99      time.Duration `json:"p99_ns"`
-	// SoldOutProducts counts the products whose audit found no stock left.
-	SoldOutProducts int `json:"sold_out_products"`
-	// Hottest are the products that drew the most requests, at most five.
-	Hottest []HotProduct `json:"hottest"`
-	// Broken are the products whose audit broke the stock invariant or
-	// disagrees with the driver's count of their 201s.
-	Broken []ProductAudit `json:"broken,omitempty"`
-}
-
-// HotProduct is one of the hottest products of a run: its requests (the
-// warmup's left out), their share of the run's, and its 201s.
-type HotProduct struct {
-	Rank      int     `json:"rank"`
-	ProductID int64   `json:"product_id"`
-	Name      string  `json:"name"`
-	Requests  int     `json:"requests"`
-	Share     float64 `json:"share"`
-	Created   int     `json:"created"`
-}
-
-// ProductAudit is a product's audit after a run, with the 201s the driver
-// saw of it (the warmup's included).
-type ProductAudit struct {
-	Name    string `json:"name"`
-	Audit   Audit  `json:"audit"`
-	Created int    `json:"created"`
-}
-
-// RunCatalogue is Run, with the figures of a catalogue run kept
-// (Config.Products); Run leaves them out.
-func RunCatalogue(ctx context.Context, cfg Config) (*CatalogueReport, error) {
-	return run(ctx, cfg)
-}
-
-// WriteTable prints the report as Report.WriteTable does, with a HOTTEST
-// block for a catalogue.
-func (r *CatalogueReport) WriteTable(w io.Writer) error { return r.writeTable(w, false, r.Catalogue) }
-
-// WriteWideTable prints the report as Report.WriteWideTable does, with a
-// HOTTEST block for a catalogue.
-func (r *CatalogueReport) WriteWideTable(w io.Writer) error {
-	return r.writeTable(w, true, r.Catalogue)
-}
-
-// WriteJSON writes the report as Report.WriteJSON does, with the
-// catalogue under "catalogue".
-func (r *CatalogueReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("driver: write json: %w", err)
-	}
-	return nil
-}
-
-// Failures are the Report's, and for every strategy marked safe each
-// product of the catalogue that broke the invariant, named.
-func (r *CatalogueReport) Failures() []string {
-	out := r.Report.Failures()
-	if r.Catalogue == nil {
-		return out
-	}
-	for i, run := range r.Catalogue.Runs {
-		if i >= len(r.Results) || !r.Results[i].Safe {
-			continue
-		}
-		for _, b := range run.Broken {
-			out = append(out, r.Results[i].name()+": "+b.String())
-		}
-	}
-	return out
-}
-
-// String says how the product broke the invariant, for a person.
-func (p ProductAudit) String() string {
-	a := p.Audit
-	s := fmt.Sprintf("product %s (id %d): initial stock %d, final stock %d, units sold %d, oversold %d, consistent %t",
-		p.Name, a.ProductID, a.InitialStock, a.Stock, a.UnitsSold, a.OversoldUnits, a.Consistent)
-	if a.Orders != int64(p.Created) {
-		s += fmt.Sprintf("; %d orders, the driver saw %d 201s", a.Orders, p.Created)
-	}
-	return s
-}
 
 // catalogueNames are the names of a catalogue of n products.
 func catalogueNames(prefix string, n int) []string {
@@ -293,9 +171,8 @@ type productTally struct {
 
 // catalogueRun sums up one run over the products: its hottest, the sold
 // out, the broken (audits may be nil: not read).
-func catalogueRun(res Result, products []client.Product, counts []productTally, audits []Audit) CatalogueRun {
-	run := CatalogueRun{Strategy: res.Strategy, SellRate: res.SellRate, P99: res.LatencyByOutcome[OutcomeCreated].P99,
-		Hottest: hottest(products, counts)}
+func catalogueRun(products []client.Product, counts []productTally, audits []Audit) *CatalogueRun {
+	run := &CatalogueRun{Hottest: hottest(products, counts)}
 	for k, a := range audits {
 		if a.Stock <= 0 {
 			run.SoldOutProducts++
@@ -348,71 +225,4 @@ func unsold(before, after []Audit, counts []productTally, quantity int64) *int64
 		return nil
 	}
 	return &left
-}
-
-// catalogueHeader describes the catalogue in the table's header.
-func (c *Catalogue) header() string {
-	n := len(c.Products)
-	if n == 0 {
-		return "an empty catalogue"
-	}
-	lo, hi := c.Products[0].ID, c.Products[0].ID
-	for _, p := range c.Products {
-		lo, hi = min(lo, p.ID), max(hi, p.ID)
-	}
-	law := "uniformly"
-	if c.Zipf > 0 {
-		law = "by a Zipf law of exponent " + strconv.FormatFloat(c.Zipf, 'g', -1, 64)
-	}
-	return fmt.Sprintf("a catalogue of %s, %s to %s (ids %d to %d), each request's product drawn %s",
-		plural(n, "product"), c.Products[0].Name, c.Products[n-1].Name, lo, hi, law)
-}
-
-// hottestRows is the HOTTEST block: per run its hottest products.
-func (c *Catalogue) hottestRows(results []Result) [][]string {
-	rows := [][]string{{"HOTTEST", "RANK", "PRODUCT", "ID", "REQUESTS", "SHARE", "201"}}
-	for i, run := range c.Runs {
-		name := run.Strategy
-		if i < len(results) {
-			name = strategyCell(results[i])
-		}
-		for _, h := range run.Hottest {
-			rows = append(rows, []string{name, itoa(h.Rank), h.Name, strconv.FormatInt(h.ProductID, 10), itoa(h.Requests),
-				strconv.FormatFloat(100*h.Share, 'f', 1, 64) + "%", itoa(h.Created)})
-		}
-	}
-	return rows
-}
-
-// notes are the lines under the table about the catalogue's runs.
-func (c *Catalogue) notes(results []Result) []string {
-	var out []string
-	for i, run := range c.Runs {
-		name := run.Strategy
-		if i < len(results) {
-			name = strategyCell(results[i])
-		}
-		line := fmt.Sprintf("%s: over %s: 201/s %s, 201 p99 %s, %d sold out", name, plural(len(c.Products), "product"),
-			sellRate(run.SellRate), dur(run.P99), run.SoldOutProducts)
-		if n := len(run.Broken); n > 0 {
-			names := make([]string, 0, min(n, hottestShown))
-			for _, b := range run.Broken[:min(n, hottestShown)] {
-				names = append(names, fmt.Sprintf("%s (oversold %d, stock %d)", b.Name, b.Audit.OversoldUnits, b.Audit.Stock))
-			}
-			more := ""
-			if n > hottestShown {
-				more = fmt.Sprintf(" and %d more", n-hottestShown)
-			}
-			line += fmt.Sprintf("; the invariant broke on %s%s", strings.Join(names, ", "), more)
-		}
-		out = append(out, line)
-	}
-	return out
-}
-
-func sellRate(v float64) string {
-	if v <= 0 {
-		return "-"
-	}
-	return rate(v)
 }

@@ -16,7 +16,8 @@ import (
 // TestRunCatalogue: the purchases spread over a catalogue of five products
 // by a Zipf law; the hottest are counted product by product and agree with
 // the database, the audit is the catalogue's sum, the history has a stock
-// line per product, and a second run reuses the catalogue by name.
+// line per product, and a second run reuses the catalogue by name. The
+// table, the wide table and the JSON of the Report carry the catalogue.
 func TestRunCatalogue(t *testing.T) {
 	in := apptest.Start(t, nil)
 	const products, stock, requests = 5, 20, 150
@@ -25,23 +26,26 @@ func TestRunCatalogue(t *testing.T) {
 		Strategies: []string{"optimistic"}, Requests: requests, Concurrency: 8,
 		History: filepath.Join(t.TempDir(), "history.jsonl"),
 	}
-	rep, err := driver.RunCatalogue(t.Context(), cfg)
+	rep, err := driver.Run(t.Context(), cfg)
 	if err != nil {
-		t.Fatalf("RunCatalogue = %v", err)
+		t.Fatalf("Run = %v", err)
 	}
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none", f)
 	}
-	cat := rep.Catalogue
-	if cat == nil || len(cat.Products) != products || len(cat.Runs) != 1 {
-		t.Fatalf("catalogue %+v; want %d products and one run", cat, products)
+	cat := rep.Config.Catalogue
+	if len(cat) != products || rep.Config.Products != products || rep.Config.Zipf != 1.2 || len(rep.Results) != 1 || rep.Results[0].Catalogue == nil {
+		t.Fatalf("settings %+v, %d results; want %d products of Zipf 1.2 and one run over them", rep.Config, len(rep.Results), products)
 	}
-	for k, p := range cat.Products {
+	for k, p := range cat {
 		if want := "loadtest-" + string(rune('1'+k)); p.Name != want {
 			t.Errorf("product %d is %q; want %q", k, p.Name, want)
 		}
 	}
-	res, run := rep.Results[0], cat.Runs[0]
+	res, run := rep.Results[0], rep.Results[0].Catalogue
+	if run.SoldOutProducts < 0 || run.SoldOutProducts > products || len(run.Broken) != 0 {
+		t.Errorf("catalogue run %+v; want at most %d sold out and none broken", run, products)
+	}
 	if len(run.Hottest) != products || run.Hottest[0].Name != "loadtest-1" || run.Hottest[0].Rank != 1 {
 		t.Fatalf("hottest %+v; want all %d, loadtest-1 first (the law's heaviest)", run.Hottest, products)
 	}
@@ -82,11 +86,11 @@ func TestRunCatalogue(t *testing.T) {
 		t.Errorf("the history gives the stock of %d products; want a line for each of %d", len(stockLines), products)
 	}
 
-	var table, js bytes.Buffer
+	var table, wide, js bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"HOTTEST", "RANK", "SHARE", "loadtest-1", "a catalogue of 5"} {
+	for _, want := range []string{"HOTTEST", "RANK", "SHARE", "loadtest-1", "a catalogue of 5", "exponent 1.2", "optimistic: over 5 products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -94,24 +98,31 @@ func TestRunCatalogue(t *testing.T) {
 	if w := maxWidth(table.String()); w > driver.TableWidth {
 		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, driver.TableWidth, table.String())
 	}
+	if err := rep.WriteWideTable(&wide); err != nil || !strings.Contains(wide.String(), "HOTTEST") || !strings.Contains(wide.String(), "a catalogue of 5") {
+		t.Errorf("WriteWideTable = %v:\n%s\nwant the catalogue and its HOTTEST block", err, wide.String())
+	}
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	var back driver.CatalogueReport
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Catalogue == nil || len(back.Catalogue.Runs) != 1 ||
-		len(back.Catalogue.Runs[0].Hottest) != products || back.Catalogue.Runs[0].Hottest[0] != run.Hottest[0] {
-		t.Errorf("JSON %v, catalogue %+v; want the hottest of the run", err, back.Catalogue)
+	var back driver.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != 1 || back.Results[0].Catalogue == nil ||
+		len(back.Results[0].Catalogue.Hottest) != products || back.Results[0].Catalogue.Hottest[0] != run.Hottest[0] ||
+		len(back.Config.Catalogue) != products || back.Config.Catalogue[0] != cat[0] || back.Config.Zipf != 1.2 {
+		t.Errorf("JSON %v, settings %+v, results %+v; want the catalogue and the hottest of the run", err, back.Config, back.Results)
 	}
 
 	// A second run finds the catalogue by name, resets it and adds nothing.
 	cfg.History, cfg.Strategies = "", []string{"pessimistic"}
-	again, err := driver.RunCatalogue(t.Context(), cfg)
+	again, err := driver.Run(t.Context(), cfg)
 	if err != nil {
-		t.Fatalf("second RunCatalogue = %v", err)
+		t.Fatalf("second Run = %v", err)
 	}
-	for k, p := range again.Catalogue.Products {
-		if p != cat.Products[k] {
-			t.Errorf("second run's product %d is %+v; want the first run's %+v", k, p, cat.Products[k])
+	if len(again.Config.Catalogue) != products {
+		t.Fatalf("second run's catalogue %+v; want %d products", again.Config.Catalogue, products)
+	}
+	for k, p := range again.Config.Catalogue {
+		if p != cat[k] {
+			t.Errorf("second run's product %d is %+v; want the first run's %+v", k, p, cat[k])
 		}
 	}
 	if n := productCount(t, in); n != products {

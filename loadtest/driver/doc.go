@@ -30,10 +30,11 @@
 // request's product drawn from a hash of its index by a Zipf law of
 // exponent Config.Zipf (so that the counters and the history agree on it
 // without sharing a random source). A catalogue's audit is the sum of its
-// products' audits; RunCatalogue also reports, per run, its hottest
-// products and names those whose audit broke the invariant
-// (CatalogueReport). Resets, creations and audits over a catalogue go 16 at
-// a time.
+// products' audits; the Report's settings list its products
+// (Settings.Catalogue), and each Result gives its hottest products and
+// names those whose audit broke the invariant (Result.Catalogue), which
+// every output shows. Resets, creations and audits over a catalogue go 16
+// at a time.
 //
 // Every answer is counted under one outcome (see Outcomes), its latency in
 // an HDR histogram of that outcome, and in the second it came in: a Result

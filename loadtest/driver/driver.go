@@ -42,16 +42,12 @@ const probeProduct = math.MaxInt64
 // goes down, an audit that fails) are counted and reported, not returned;
 // Run returns an error when it cannot run at all, when an instance refuses
 // the strategy override, or when ctx ends (with what was measured so far).
-func Run(ctx context.Context, cfg Config) (*Report, error) {
-	out, err := run(ctx, cfg)
-	if out == nil {
-		return nil, err
-	}
-	return out.Report, err
-}
-
-// run is Run and RunCatalogue.
-func run(ctx context.Context, cfg Config) (out *CatalogueReport, err error) {
+//
+// Over a catalogue (Config.Products), the Report's settings name its
+// products, and each Result has the catalogue's own figures
+// (Result.Catalogue): its hottest products, those sold out, and those
+// whose audit broke the invariant.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -67,13 +63,12 @@ func run(ctx context.Context, cfg Config) (out *CatalogueReport, err error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Start: time.Now(), Environment: environment()}
-	out = &CatalogueReport{Report: rep}
+	rep = &Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
-		rep.Config = settings(cfg)
+		rep.Config = settings(cfg, nil)
 		res := raw(ctx, cfg, clients)
 		rep.Results = append(rep.Results, res)
-		return out, ctx.Err()
+		return rep, ctx.Err()
 	}
 
 	admin := clients[0]
@@ -90,13 +85,7 @@ func run(ctx context.Context, cfg Config) (out *CatalogueReport, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Config = settings(cfg)
-	if cfg.Products > 0 {
-		out.Catalogue = &Catalogue{Zipf: cfg.Zipf, Products: make([]CatalogueProduct, len(products))}
-		for k, p := range products {
-			out.Catalogue.Products[k] = CatalogueProduct{ID: p.ID, Name: p.Name}
-		}
-	}
+	rep.Config = settings(cfg, products)
 
 	var hw *history.Writer
 	if cfg.History != "" {
@@ -112,31 +101,28 @@ func run(ctx context.Context, cfg Config) (out *CatalogueReport, err error) {
 			}
 		}()
 	}
-	s := &sale{products: products, draw: newDraw(len(products), cfg.Zipf)}
+	s := &sale{products: products, draw: newDraw(len(products), cfg.Zipf), catalogue: cfg.Products > 0}
 	prefix := "lt" + randomHex(4) + "-"
 	for i, st := range strategies {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return rep, err
 		}
 		var rec *recorder
 		if hw != nil {
 			rec = &recorder{w: hw, prefix: prefix + strconv.Itoa(i) + "-"}
 		}
-		res, cat, err := s.runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
+		res, err := s.runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
 		if res != nil {
 			rep.Results = append(rep.Results, *res)
-			if out.Catalogue != nil {
-				out.Catalogue.Runs = append(out.Catalogue.Runs, cat)
-			}
 		}
 		if err != nil {
-			return out, err
+			return rep, err
 		}
 		if res.instanceDown() {
-			return out, nil // the next strategies would only measure the outage
+			return rep, nil // the next strategies would only measure the outage
 		}
 	}
-	return out, nil
+	return rep, nil
 }
 
 // onSale finds or creates the products of cfg, and fills in cfg's stock
@@ -263,35 +249,35 @@ func resolveStrategies(ctx context.Context, admin *client.Client, names []string
 // sale is what every run of a Run sells: its products, and the law that
 // picks each request's product.
 type sale struct {
-	products []client.Product
-	draw     *draw // nil: one product
+	products  []client.Product
+	draw      *draw // nil: one product
+	catalogue bool  // Config.Products: the runs report the products apart
 }
 
 // runStrategy resets the stock, runs the load under one strategy, checks
 // the instances and reads the audit. A nil Result comes with an error; a
-// failed audit is reported in the Result. The CatalogueRun sums up the
-// run product by product.
-func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, CatalogueRun, error) {
+// failed audit is reported in the Result; over a catalogue, the Result
+// sums up the run product by product too (Result.Catalogue).
+func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, error) {
 	admin := clients[0]
-	var cat CatalogueRun
 	if cfg.Stock > 0 {
 		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
-			return nil, cat, fmt.Errorf("driver: %w", err)
+			return nil, fmt.Errorf("driver: %w", err)
 		}
 	}
 	befores, err := auditAll(ctx, admin, s.products)
 	var apiErr *client.Error
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
-		return nil, cat, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
+		return nil, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
 	}
 	if err != nil {
-		return nil, cat, fmt.Errorf("driver: audit before %s: %w", label(st), err)
+		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
 	}
 	before := sumAudits(befores)
 	if rec != nil {
 		for k, a := range befores {
 			if err := rec.stock(s.products[k].ID, a.Stock); err != nil {
-				return nil, cat, fmt.Errorf("driver: %w", err)
+				return nil, fmt.Errorf("driver: %w", err)
 			}
 		}
 		if cfg.Stock > 0 && len(clients) > 1 {
@@ -300,7 +286,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 			// saw of the last run, which the history would count against
 			// the new sale.
 			if err := sleep(ctx, resetPropagation); err != nil {
-				return nil, cat, err
+				return nil, err
 			}
 		}
 	}
@@ -334,7 +320,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	p.history = rec
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
-		return nil, cat, overrideDisabled(t.overrideDisabled)
+		return nil, overrideDisabled(t.overrideDisabled)
 	}
 	res := result(p, t, false)
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
@@ -353,7 +339,10 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	res.setStock(before.Stock, cfg.Quantity)
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
-		return &res, cat, err
+		if s.catalogue {
+			res.Catalogue = catalogueRun(s.products, t.products, nil)
+		}
+		return &res, err
 	}
 	checkInstances(ctx, clients, &res)
 
@@ -406,13 +395,14 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	if rec != nil {
 		res.History = rec.verdict()
 	}
-	res.Verdict = res.verdict()
-	if res.Audited {
-		cat = catalogueRun(res, s.products, t.products, afters)
-	} else {
-		cat = catalogueRun(res, s.products, t.products, nil)
+	if s.catalogue {
+		if !res.Audited {
+			afters = nil
+		}
+		res.Catalogue = catalogueRun(s.products, t.products, afters)
 	}
-	return &res, cat, nil
+	res.Verdict = res.verdict()
+	return &res, nil
 }
 
 // resetPropagation is how long the contract gives every instance to hear
@@ -635,9 +625,10 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func settings(cfg Config) Settings {
+// settings echoes cfg, and the products of a catalogue.
+func settings(cfg Config, products []client.Product) Settings {
 	s := Settings{
-		URLs: cfg.URLs, ProductID: cfg.ProductID, Stock: cfg.Stock, Strategies: cfg.Strategies,
+		URLs: cfg.URLs, ProductID: cfg.ProductID, Products: cfg.Products, Stock: cfg.Stock, Strategies: cfg.Strategies,
 		Mode: "closed", Requests: cfg.Requests, Concurrency: cfg.Concurrency, Rates: cfg.Rates,
 		Duration: cfg.Duration, Warmup: cfg.Warmup, Hold: cfg.Hold, Pause: cfg.Pause, Batch: cfg.Batch,
 		Fencing: cfg.Fencing, Quantity: cfg.Quantity, Endpoint: cfg.Endpoint, Timeout: cfg.Timeout,
@@ -645,6 +636,13 @@ func settings(cfg Config) Settings {
 	if cfg.Open() {
 		s.Mode = "open"
 		s.Requests = cfg.scheduled()
+	}
+	if cfg.Products > 0 {
+		s.Zipf = cfg.Zipf
+		s.Catalogue = make([]CatalogueProduct, len(products))
+		for k, p := range products {
+			s.Catalogue[k] = CatalogueProduct{ID: p.ID, Name: p.Name}
+		}
 	}
 	return s
 }

@@ -379,9 +379,26 @@ func TestReportOutputs(t *testing.T) {
 			t.Errorf("JSON result %d lacks the figures per outcome or the series: %+v", i, got)
 		}
 	}
-	var generic map[string]any
+	var generic struct {
+		Config  map[string]any   `json:"config"`
+		Results []map[string]any `json:"results"`
+	}
 	if err := json.Unmarshal(js.Bytes(), &generic); err != nil {
 		t.Fatal(err)
+	}
+	for _, key := range []string{"products", "zipf", "catalogue"} {
+		if _, ok := generic.Config[key]; ok {
+			t.Errorf("the JSON config of a run of one product has %q: %v", key, generic.Config)
+		}
+	}
+	for i, res := range generic.Results {
+		if _, ok := res["catalogue"]; ok {
+			t.Errorf("JSON result %d of a run of one product has a catalogue: %v", i, res["catalogue"])
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || strings.Contains(table.String(), "HOTTEST") || strings.Contains(table.String(), "catalogue") {
+		t.Errorf("WriteTable = %v:\n%s\nwant no catalogue for a run of one product", err, table.String())
 	}
 	if strings.Contains(js.String(), in.AdminToken) {
 		t.Error("the JSON report holds the admin token")
@@ -397,6 +414,9 @@ func TestReportOutputs(t *testing.T) {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML report lacks %q", want)
 		}
+	}
+	if strings.Contains(html, "Hottest") || strings.Contains(html, "Zipf") {
+		t.Error("the HTML report of a run of one product has a catalogue's hottest products")
 	}
 	for _, external := range []string{"<script src", "<link", "@import", "cdn"} {
 		if strings.Contains(strings.ToLower(html), external) {

@@ -13,8 +13,9 @@ import (
 // WriteHTML writes the report as one self-contained page: the run's
 // settings, charts of throughput, latency percentiles, outcomes and stock
 // per strategy (inline SVG, two abreast, scaled to the window), and the
-// table in two parts (answers and stock, latency), within a window 1280
-// px wide. It loads nothing from anywhere, so it works offline.
+// table in two parts (answers and stock, latency), and over a catalogue a
+// small table of the hottest products of each run, within a window 1280 px
+// wide. It loads nothing from anywhere, so it works offline.
 func (r *Report) WriteHTML(w io.Writer) error {
 	raw := len(r.Results) > 0 && r.Results[0].Raw
 	labels := make([]string, len(r.Results))
@@ -74,14 +75,19 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		return err
 	}
 	data := struct {
-		R        *Report
-		Raw      bool
-		Charts   []template.HTML
-		Tables   []htmlTable
-		Rows     []htmlRow
-		Failures []string
-		Text     string
-	}{R: r, Raw: raw, Charts: charts, Tables: r.htmlTables(), Failures: r.Failures(), Text: table.String()}
+		R         *Report
+		Raw       bool
+		Catalogue string
+		Charts    []template.HTML
+		Tables    []htmlTable
+		Hottest   []htmlHottest
+		Rows      []htmlRow
+		Failures  []string
+		Text      string
+	}{R: r, Raw: raw, Charts: charts, Tables: r.htmlTables(), Hottest: r.htmlHottest(), Failures: r.Failures(), Text: table.String()}
+	if r.Config.Products > 0 {
+		data.Catalogue = r.Config.catalogueMeta()
+	}
 	for _, res := range r.Results {
 		data.Rows = append(data.Rows, htmlRowOf(res, nil))
 	}
@@ -89,6 +95,50 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		return fmt.Errorf("driver: write html: %w", err)
 	}
 	return nil
+}
+
+// htmlHottest is the small table of a run's hottest products.
+type htmlHottest struct {
+	Strategy, Note, Kind string
+	Rows                 [][]string
+}
+
+// htmlHottest are the tables of each run's hottest products; none for a
+// run of one product.
+func (r *Report) htmlHottest() []htmlHottest {
+	var out []htmlHottest
+	for _, res := range r.Results {
+		cat := res.Catalogue
+		if cat == nil {
+			continue
+		}
+		h := htmlHottest{Strategy: strategyCell(res), Kind: htmlRowOf(res, nil).Kind, Note: fmt.Sprintf("%d of %s sold out%s",
+			cat.SoldOutProducts, plural(r.Config.catalogueSize(), "product"), cat.brokenNote())}
+		for _, p := range cat.Hottest {
+			h.Rows = append(h.Rows, []string{itoa(p.Rank), p.Name, strconv.FormatInt(p.ProductID, 10), itoa(p.Requests),
+				share(p.Share), itoa(p.Created)})
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// catalogueMeta describes the catalogue in the page's header: "5 products
+// (loadtest-1 to loadtest-5), Zipf 1.2".
+func (c Settings) catalogueMeta() string {
+	s := plural(c.Products, "product")
+	if n := len(c.Catalogue); n > 0 {
+		s += " (" + c.Catalogue[0].Name
+		if n > 1 {
+			s += " to " + c.Catalogue[n-1].Name
+		}
+		s += ")"
+	}
+	s += ", Zipf " + strconv.FormatFloat(c.Zipf, 'g', -1, 64)
+	if c.Zipf == 0 {
+		s += " (uniform)"
+	}
+	return s
 }
 
 type htmlRow struct {
@@ -346,6 +396,12 @@ tr.bad td.verdict { color: #b3261e; font-weight: 700; }
 .ok { border: 2px solid #1e7b3c; padding: .5em 1em; color: #1e7b3c; }
 dl { font-size: 13px; } dt { font-weight: 600; } dd { margin: 0 0 .5em 1em; color: #444; }
 details pre { font-size: 12px; background: #f7f7f7; padding: 1em; overflow-x: auto; }
+.hottest { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0 2em; }
+.hottest table { max-width: 100%; }
+.hottest caption { text-align: left; font-weight: 600; padding: .3em 0; }
+.hottest caption span { font-weight: normal; color: #444; }
+.hottest caption.bad span { color: #b3261e; }
+.hottest td:nth-child(2) { text-align: left; white-space: normal; overflow-wrap: anywhere; }
 </style>
 </head>
 <body>
@@ -354,7 +410,9 @@ details pre { font-size: 12px; background: #f7f7f7; padding: 1em; overflow-x: au
 {{len .R.Config.URLs}} instance(s): {{range $i, $u := .R.Config.URLs}}{{if $i}}, {{end}}{{$u}}{{end}}<br>
 {{if eq .R.Config.Mode "open"}}open loop: {{range $i, $r := .R.Config.Rates}}{{if $i}}, {{end}}{{$r}}{{end}} requests/s for {{.R.Config.Duration}} each ({{.R.Config.Requests}} in all), at most {{.R.Config.Concurrency}} in flight; latency from the intended send time
 {{else if .R.Config.Requests}}closed loop: {{.R.Config.Requests}} requests per run, {{.R.Config.Concurrency}} workers{{else}}closed loop: {{.R.Config.Duration}} per run, {{.R.Config.Concurrency}} workers{{end}}{{if .R.Config.Warmup}}, after a warmup of {{.R.Config.Warmup}} left out of the figures{{end}}
-{{if not .Raw}}&middot; product {{.R.Config.ProductID}}{{if .R.Config.Stock}}, stock reset to {{.R.Config.Stock}} before each run{{end}}
+{{if .Raw}}{{else if .Catalogue}}&middot; a catalogue of {{.Catalogue}}{{if .R.Config.Stock}}, the stock of each reset to {{.R.Config.Stock}} before each run{{end}}
+{{else}}&middot; product {{.R.Config.ProductID}}{{if .R.Config.Stock}}, stock reset to {{.R.Config.Stock}} before each run{{end}}{{end}}
+{{if not .Raw}}
 {{if .R.Config.Hold}}&middot; hold {{.R.Config.Hold}}{{end}}{{if .R.Config.Fencing}} &middot; fencing {{.R.Config.Fencing}}{{end}}{{else}}&middot; raw mode: GET {{.R.Config.Endpoint}}{{end}}<br>
 driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch}}, {{.R.Environment.NumCPU}} CPUs, GOMAXPROCS {{.R.Environment.GOMAXPROCS}}</p>
 {{if .Failures}}<div class="failures"><strong>FAILED</strong><ul>{{range .Failures}}<li>{{.}}</li>{{end}}</ul></div>
@@ -369,6 +427,17 @@ driver: {{.R.Environment.GoVersion}} {{.R.Environment.OS}}/{{.R.Environment.Arch
 {{range $row := .Rows}}<tr class="{{.Kind}}"><td>{{.Strategy}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}{{if $t.Verdict}}<td class="verdict">{{$row.Verdict}}</td>{{end}}</tr>
 {{end}}</tbody>
 </table>
+{{end}}
+{{if .Hottest}}<h2>Hottest products of each run</h2>
+<div class="hottest">
+{{range .Hottest}}<table>
+<caption class="{{.Kind}}">{{.Strategy}}<br><span>{{.Note}}</span></caption>
+<thead><tr><th>rank</th><th>product</th><th>id</th><th>requests</th><th>share</th><th>201</th></tr></thead>
+<tbody>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</tbody>
+</table>
+{{end}}</div>
 {{end}}
 <dl>
 {{range .Rows}}{{if .Description}}<dt>{{.Strategy}}</dt><dd>{{.Description}}</dd>{{end}}{{end}}

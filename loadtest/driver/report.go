@@ -31,11 +31,19 @@ type Report struct {
 
 // Settings is the Config a report was made with, defaults filled in.
 type Settings struct {
-	URLs       []string `json:"urls"`
-	ProductID  int64    `json:"product_id,omitempty"`
-	Stock      int64    `json:"stock,omitempty"`
-	Strategies []string `json:"strategies,omitempty"`
-	Mode       string   `json:"mode"` // "closed" or "open"
+	URLs      []string `json:"urls"`
+	ProductID int64    `json:"product_id,omitempty"`
+	// Products and Zipf are Config's: a catalogue of Products products,
+	// each request's product drawn by a Zipf law of exponent Zipf (0:
+	// uniform); Products is 0 for a run of one product.
+	Products int     `json:"products,omitempty"`
+	Zipf     float64 `json:"zipf,omitempty"`
+	// Catalogue are the products of a catalogue, the hottest by the law
+	// first.
+	Catalogue  []CatalogueProduct `json:"catalogue,omitempty"`
+	Stock      int64              `json:"stock,omitempty"`
+	Strategies []string           `json:"strategies,omitempty"`
+	Mode       string             `json:"mode"` // "closed" or "open"
 	// Requests is the closed loop's request count (0: it ran for
 	// Duration), or the number of requests the open loop scheduled after
 	// its warmup.
@@ -149,9 +157,61 @@ type Result struct {
 	UnsoldUnits *int64 `json:"unsold_units,omitempty"`
 	// History is the check of the run's own history (-history).
 	History *HistoryVerdict `json:"history,omitempty"`
+	// Catalogue is what a run over a catalogue (Settings.Products) saw
+	// product by product; nil for a run of one product.
+	Catalogue *CatalogueRun `json:"catalogue,omitempty"`
 	// Verdict says in a few words how the run went: "held", "oversold, as
 	// expected", "BROKEN: ...", with the dropped requests if any.
 	Verdict string `json:"verdict"`
+}
+
+// CatalogueProduct is one product of a catalogue.
+type CatalogueProduct struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+}
+
+// CatalogueRun is what a run over a catalogue saw product by product. Its
+// sell rate and latency are the Result's: the catalogue counts as one
+// product there, and its audit is the sum of its products' audits.
+type CatalogueRun struct {
+	// SoldOutProducts counts the products whose audit found no stock left.
+	SoldOutProducts int `json:"sold_out_products"`
+	// Hottest are the products that drew the most requests, at most five.
+	Hottest []HotProduct `json:"hottest"`
+	// Broken are the products whose audit broke the stock invariant or
+	// disagrees with the driver's count of their 201s.
+	Broken []ProductAudit `json:"broken,omitempty"`
+}
+
+// HotProduct is one of the hottest products of a run: its requests (the
+// warmup's left out), their share of the run's, and its 201s.
+type HotProduct struct {
+	Rank      int     `json:"rank"`
+	ProductID int64   `json:"product_id"`
+	Name      string  `json:"name"`
+	Requests  int     `json:"requests"`
+	Share     float64 `json:"share"`
+	Created   int     `json:"created"`
+}
+
+// ProductAudit is a product's audit after a run, with the 201s the driver
+// saw of it (the warmup's included).
+type ProductAudit struct {
+	Name    string `json:"name"`
+	Audit   Audit  `json:"audit"`
+	Created int    `json:"created"`
+}
+
+// String says how the product broke the invariant, for a person.
+func (p ProductAudit) String() string {
+	a := p.Audit
+	s := fmt.Sprintf("product %s (id %d): initial stock %d, final stock %d, units sold %d, oversold %d, consistent %t",
+		p.Name, a.ProductID, a.InitialStock, a.Stock, a.UnitsSold, a.OversoldUnits, a.Consistent)
+	if a.Orders != int64(p.Created) {
+		s += fmt.Sprintf("; %d orders, the driver saw %d 201s", a.Orders, p.Created)
+	}
+	return s
 }
 
 // Warmup is what the warmup's answers were.
@@ -218,9 +278,10 @@ type Latency struct {
 }
 
 // Failures says why the run should exit non-zero: a strategy marked safe
-// broke the stock invariant, the audit disagrees with the driver's count
-// of 201s or could not be read, an instance went down, or no request got
-// through. It is empty when all went well.
+// broke the stock invariant (over a catalogue, each product that broke it
+// is named), the audit disagrees with the driver's count of 201s or could
+// not be read, an instance went down, or no request got through. It is
+// empty when all went well.
 func (r *Report) Failures() []string {
 	var out []string
 	for _, res := range r.Results {
@@ -277,6 +338,11 @@ func (r Result) failures() []string {
 	if r.Safe && !r.Audit.Held() {
 		out = append(out, fmt.Sprintf("%s (marked safe) broke the stock invariant: initial stock %d, final stock %d, units sold %d, oversold %d, consistent %t",
 			name, r.Audit.InitialStock, r.Audit.Stock, r.Audit.UnitsSold, r.Audit.OversoldUnits, r.Audit.Consistent))
+	}
+	if r.Safe && r.Catalogue != nil {
+		for _, b := range r.Catalogue.Broken {
+			out = append(out, name+": "+b.String())
+		}
 	}
 	return out
 }

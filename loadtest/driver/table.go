@@ -19,17 +19,16 @@ const TableWidth = 100
 // columns: what ran, then per strategy its answers, its latency by outcome
 // and its audit (three short tables, one row per strategy each), a legend,
 // notes and anything that went wrong.
-func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false, nil) }
+func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
 
 // WriteWideTable prints the report as WriteTable does, but every column
 // in one table, one row per strategy: its lines are as wide as they need.
-func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true, nil) }
+func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
 
-// writeTable prints the report, with the catalogue's figures when cat is
-// not nil.
-func (r *Report) writeTable(w io.Writer, wide bool, cat *Catalogue) error {
+// writeTable prints the report; over a catalogue, with a HOTTEST block.
+func (r *Report) writeTable(w io.Writer, wide bool) error {
 	ew := &errWriter{w: w}
-	r.writeHeader(ew, cat)
+	r.writeHeader(ew)
 	raw := len(r.Results) > 0 && r.Results[0].Raw
 	open := r.Config.Mode == "open"
 	var blocks [][][]string
@@ -41,8 +40,8 @@ func (r *Report) writeTable(w io.Writer, wide bool, cat *Catalogue) error {
 	default:
 		blocks = r.narrowRows(open)
 	}
-	if cat != nil && !raw {
-		blocks = append(blocks, cat.hottestRows(r.Results))
+	if hot := r.hottestRows(); hot != nil && !raw {
+		blocks = append(blocks, hot)
 	}
 	for i, rows := range blocks {
 		if i > 0 {
@@ -58,7 +57,7 @@ func (r *Report) writeTable(w io.Writer, wide bool, cat *Catalogue) error {
 			fmt.Fprintln(ew, strings.TrimRight(line, " "))
 		}
 	}
-	r.writeFooter(ew, raw, cat)
+	r.writeFooter(ew, raw)
 	if ew.err != nil {
 		return fmt.Errorf("driver: write table: %w", ew.err)
 	}
@@ -175,15 +174,15 @@ func (r *Report) rawRows(open, wide bool) [][]string {
 	return rows
 }
 
-func (r *Report) writeHeader(w io.Writer, cat *Catalogue) {
+func (r *Report) writeHeader(w io.Writer) {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "seckill load test, %s: %s (%s)", r.Start.Format("2006-01-02 15:04:05"),
 		plural(len(c.URLs), "instance"), strings.Join(c.URLs, ", "))
 	switch {
 	case c.Endpoint != "":
-	case cat != nil:
-		fmt.Fprintf(&b, ", %s", cat.header())
+	case c.Products > 0:
+		fmt.Fprintf(&b, ", %s", c.catalogueHeader())
 		if c.Stock > 0 {
 			fmt.Fprintf(&b, ", the stock of each reset to %d before each run", c.Stock)
 		}
@@ -238,7 +237,7 @@ func (r *Report) writeHeader(w io.Writer, cat *Catalogue) {
 	fmt.Fprintln(w)
 }
 
-func (r *Report) writeFooter(w io.Writer, raw bool, cat *Catalogue) {
+func (r *Report) writeFooter(w io.Writer, raw bool) {
 	fmt.Fprintln(w)
 	if raw {
 		writeWrapped(w, "OTHER: non-2xx answers and transport errors. Latency from send (the intended send time in the open loop) to the whole answer.")
@@ -254,12 +253,14 @@ func (r *Report) writeFooter(w io.Writer, raw bool, cat *Catalogue) {
 			"LINEARIZABLE: every answer fits it. UNDERSOLD: sold_out answers given while stock surely remained. "+
 			"UNSOLD: units left at the end of a run whose demand exceeded the stock.")
 	}
-	if cat != nil && !raw {
+	if r.hottestRows() != nil && !raw {
 		writeWrapped(w, "HOTTEST: the products that drew the most requests in each run (the warmup's left out), "+
 			"their share of the run's requests, and their 201s. The tables above sum the catalogue: "+
 			"its audit is the sum of its products' audits.")
-		for _, note := range cat.notes(r.Results) {
-			writeWrapped(w, note)
+	}
+	for _, res := range r.Results {
+		if note := res.catalogueNote(r.Config); note != "" && !raw {
+			writeWrapped(w, strategyCell(res)+": "+note)
 		}
 	}
 	for _, res := range r.Results {
@@ -271,17 +272,92 @@ func (r *Report) writeFooter(w io.Writer, raw bool, cat *Catalogue) {
 			writeWrapped(w, strategyCell(res)+": its history is not linearizable: "+first)
 		}
 	}
-	f := r.Failures()
-	if cat != nil {
-		f = (&CatalogueReport{Report: r, Catalogue: cat}).Failures()
-	}
-	if len(f) > 0 {
+	if f := r.Failures(); len(f) > 0 {
 		fmt.Fprintln(w, "\nFAILED:")
 		for _, s := range f {
 			writeWrapped(w, "  - "+s)
 		}
 	}
 }
+
+// catalogueHeader describes the catalogue of c in the table's header.
+func (c Settings) catalogueHeader() string {
+	law := "uniformly"
+	if c.Zipf > 0 {
+		law = "by a Zipf law of exponent " + strconv.FormatFloat(c.Zipf, 'g', -1, 64)
+	}
+	n := len(c.Catalogue)
+	if n == 0 {
+		return fmt.Sprintf("a catalogue of %s, each request's product drawn %s", plural(c.Products, "product"), law)
+	}
+	lo, hi := c.Catalogue[0].ID, c.Catalogue[0].ID
+	for _, p := range c.Catalogue {
+		lo, hi = min(lo, p.ID), max(hi, p.ID)
+	}
+	return fmt.Sprintf("a catalogue of %s, %s to %s (ids %d to %d), each request's product drawn %s",
+		plural(n, "product"), c.Catalogue[0].Name, c.Catalogue[n-1].Name, lo, hi, law)
+}
+
+// hottestRows is the HOTTEST block: per run over a catalogue its hottest
+// products; nil when no run was over a catalogue.
+func (r *Report) hottestRows() [][]string {
+	rows := [][]string{{"HOTTEST", "RANK", "PRODUCT", "ID", "REQUESTS", "SHARE", "201"}}
+	some := false
+	for _, res := range r.Results {
+		if res.Catalogue == nil {
+			continue
+		}
+		some = true
+		for _, h := range res.Catalogue.Hottest {
+			rows = append(rows, []string{strategyCell(res), itoa(h.Rank), h.Name, strconv.FormatInt(h.ProductID, 10),
+				itoa(h.Requests), share(h.Share), itoa(h.Created)})
+		}
+	}
+	if !some {
+		return nil
+	}
+	return rows
+}
+
+// catalogueNote is the line under the table about a run over a catalogue:
+// its sell rate, its 201s' p99, its products sold out and those that broke
+// the invariant; "" for a run of one product.
+func (r Result) catalogueNote(c Settings) string {
+	if r.Catalogue == nil {
+		return ""
+	}
+	return fmt.Sprintf("over %s: 201/s %s, 201 p99 %s, %d sold out", plural(c.catalogueSize(), "product"),
+		sellRateCell(r), dur(r.LatencyByOutcome[OutcomeCreated].P99), r.Catalogue.SoldOutProducts) + r.Catalogue.brokenNote()
+}
+
+// catalogueSize is the number of products of a catalogue.
+func (c Settings) catalogueSize() int {
+	if len(c.Catalogue) > 0 {
+		return len(c.Catalogue)
+	}
+	return c.Products
+}
+
+// brokenNote names the first products that broke the invariant, after
+// "; "; "" when none did.
+func (cat *CatalogueRun) brokenNote() string {
+	n := len(cat.Broken)
+	if n == 0 {
+		return ""
+	}
+	names := make([]string, 0, min(n, hottestShown))
+	for _, b := range cat.Broken[:min(n, hottestShown)] {
+		names = append(names, fmt.Sprintf("%s (oversold %d, stock %d)", b.Name, b.Audit.OversoldUnits, b.Audit.Stock))
+	}
+	more := ""
+	if n > hottestShown {
+		more = fmt.Sprintf(" and %d more", n-hottestShown)
+	}
+	return fmt.Sprintf("; the invariant broke on %s%s", strings.Join(names, ", "), more)
+}
+
+// share formats a fraction as a percentage.
+func share(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
 
 // notes are the lines under the table about one result.
 func (r Result) notes(c Settings) []string {
