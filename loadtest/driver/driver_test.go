@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -522,9 +525,14 @@ func TestRunOverrideNeedsToken(t *testing.T) {
 }
 
 // TestRunClients: with SECKILL_IP_LIMIT=5/30s, the load from one address
-// gets 5 purchases through; from four loopback addresses (-clients 4), 20.
+// gets 5 purchases through; from four loopback addresses (-clients 4), more
+// than one address's 5 and at most 20. (Not exactly 20: the workers take
+// the requests as they come, and an address whose two connections sent
+// fewer than 5 gets fewer through.) A count Redis does not answer in time
+// lets its request through, by design, and the service's metric says how
+// many did.
 func TestRunClients(t *testing.T) {
-	for _, tc := range []struct{ clients, want int }{{0, 5}, {4, 20}} {
+	for _, tc := range []struct{ clients, most int }{{0, 5}, {4, 20}} {
 		in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "5/30s", "SECKILL_PER_USER_LIMIT": "0"})
 		rep, err := driver.Run(t.Context(), driver.Config{URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 100,
 			Strategies: []string{""}, Requests: 40, Concurrency: 8, Clients: tc.clients})
@@ -532,9 +540,41 @@ func TestRunClients(t *testing.T) {
 			t.Fatalf("Run(clients %d) = %v", tc.clients, err)
 		}
 		res := rep.Results[0]
-		if res.Successes != tc.want || res.Codes["429 rate_limited"] != 40-tc.want {
-			t.Errorf("clients %d: %d created, codes %v; want %d created and %d 429 rate_limited",
-				tc.clients, res.Successes, res.Codes, tc.want, 40-tc.want)
+		uncounted := ipLimitUnavailable(t, in.URL)
+		least := 5
+		if tc.clients > 0 {
+			least = 6 + uncounted // more than one address got through
+		}
+		if res.Successes < least || res.Successes > tc.most+uncounted || res.Successes+res.Codes["429 rate_limited"] != 40 {
+			t.Errorf("clients %d: %d created, codes %v, %d let through uncounted; want %d to %d created and the rest 429 rate_limited",
+				tc.clients, res.Successes, res.Codes, uncounted, least, tc.most+uncounted)
 		}
 	}
+}
+
+// ipLimitUnavailable reads, from the instance at url, how many requests its
+// IP limit let through because Redis did not answer the count in time.
+func ipLimitUnavailable(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const series = `seckill_ip_limit_total{result="unavailable"} `
+	for l := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), series); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s%q: %v", series, v, err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatalf("%s/metrics has no %s", url, series)
+	return 0
 }
