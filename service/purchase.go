@@ -136,7 +136,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 			return r, storeErr(purchaseOp(p), err)
 		}
 		return r, nil
-	case st.Name == "optimistic":
+	case st.Conditional:
 		r, err = s.sellOptimistic(ctx, p)
 	default:
 		r, err = s.sellNone(ctx, p)

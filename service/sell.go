@@ -148,7 +148,7 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		defer wd.Thaw()
 		return doWork(ctx, pause)
 	}
-	if st.Name == "pessimistic" {
+	if st.RowLock {
 		// The row lock is part of each purchase's lock wait, which began
 		// when it joined the line: the hold waits as long as the youngest
 		// may, and those whose own wait ran out meanwhile answer

@@ -25,6 +25,15 @@ type Strategy struct {
 	// Watchdog says its lease is renewed while its holder works
 	// (SECKILL_WATCHDOG).
 	Watchdog bool
+	// RowLock says a hold takes the product's row lock (SELECT ... FOR
+	// UPDATE) for the whole batch: the database's lock is the strategy's.
+	RowLock bool
+	// Conditional says each purchase is one conditional UPDATE, with no
+	// lock and no line.
+	Conditional bool
+	// OnEmbedded, when set, is the description on the embedded SQLite,
+	// where the strategy holds for another reason.
+	OnEmbedded string
 }
 
 // StrategyTable returns every strategy, in the order of the articles: no
@@ -49,9 +58,10 @@ func strategyTable() [7]Strategy {
 			Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
 		{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
 			Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
-		{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true,
-			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct."},
-		{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true,
+		{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true, RowLock: true,
+			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct.",
+			OnEmbedded:  "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."},
+		{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true, Conditional: true,
 			Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct."},
 	}
 }
@@ -77,12 +87,13 @@ func StrategyNames() []string {
 }
 
 // Strategies returns StrategyTable as this instance runs it: on the
-// embedded SQLite, pessimistic's description says what holds it there.
+// embedded SQLite, a strategy's OnEmbedded description says what holds it
+// there.
 func (s *Seckill) Strategies() []Strategy {
 	all := StrategyTable()
 	for i := range all {
-		if all[i].Name == "pessimistic" && s.cfg.EmbeddedSQL {
-			all[i].Description = "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."
+		if all[i].OnEmbedded != "" && s.cfg.EmbeddedSQL {
+			all[i].Description = all[i].OnEmbedded
 		}
 	}
 	return all

@@ -11,7 +11,10 @@
 //     default batch, on one instance and on two;
 //   - a flash sale: two instances, 256 buyers, 500 units, 5,000 requests,
 //     the default strategy;
-//   - sold-out answers against GET /healthz, at the same concurrency.
+//   - sold-out answers against GET /healthz, at the same concurrency;
+//   - a catalogue of 10,000 products whose demand follows Zipf(1.1), on an
+//     instance of its own, then that instance's resident memory and the
+//     size of its /metrics.
 //
 // It prints one table and the ratios the project aims for, met or not.
 // scripts/bench-sale.sh builds the service and runs this with a real
@@ -26,11 +29,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +208,12 @@ func (b *bench) all(ctx context.Context) error {
 		p99: lim.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: lim.Requests - lim.Successes}
 	b.rows = append(b.rows, limitRow)
 
+	cat, err := b.catalogue(ctx, dsn, token)
+	if err != nil {
+		return err
+	}
+	b.rows = append(b.rows, cat.row)
+
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201")
 	for _, r := range b.rows {
@@ -213,8 +224,9 @@ func (b *bench) all(ctx context.Context) error {
 	}
 	fmt.Fprintf(b.out, "\nflash sale, 2 instances, 256 buyers, 500 units, 5000 requests, %s: sold out in %s, %d answered 503, final stock %d, %s\n",
 		sale.Strategy, round(sale.TimeToSoldOut), sale503, sale.Audit.Stock, sale.Verdict)
-	fmt.Fprintf(b.out, "sold-out answers: %.0f/s; GET /healthz: %.0f/s (both %d at once, %v)\n\n",
+	fmt.Fprintf(b.out, "sold-out answers: %.0f/s; GET /healthz: %.0f/s (both %d at once, %v)\n",
 		soldOut, health, b.opts.concurrency, b.opts.duration)
+	fmt.Fprintf(b.out, "after the catalogue run: RSS %.0f MB, GET /metrics %.0f KB\n\n", float64(cat.rss)/(1<<20), float64(cat.metrics)/1024)
 
 	fmt.Fprintln(b.out, "ratios (one run, one machine):")
 	aim := func(ok bool) string {
@@ -232,7 +244,17 @@ func (b *bench) all(ctx context.Context) error {
 	fmt.Fprintf(b.out, "  flash sale sold out in %s (aim <= 250ms: %s), %d answered 503 (aim 0: %s)\n",
 		round(sale.TimeToSoldOut), aim(sale.TimeToSoldOut > 0 && sale.TimeToSoldOut <= 250*time.Millisecond), sale503, aim(sale503 == 0))
 	r4 := soldOut / health
-	fmt.Fprintf(b.out, "  sold-out answers / GET /healthz        %5.2fx  (aim >= 0.5: %s)\n", r4, aim(r4 >= 0.5))
+	fmt.Fprintf(b.out, "  sold-out answers / GET /healthz        %5.2fx  (aim >= 0.8: %s)\n", r4, aim(r4 >= 0.8))
+	r5 := batched.perSecond / health
+	fmt.Fprintf(b.out, "  hot product / GET /healthz             %5.2fx  (aim >= 0.4: %s); p99 %s (aim < 25ms: %s)\n",
+		r5, aim(r5 >= 0.4), round(batched.p99), aim(batched.p99 < 25*time.Millisecond))
+	r6 := res.SellRate / batched.perSecond
+	fmt.Fprintf(b.out, "  two instances / one (hot product)      %5.2fx  (aim >= 0.9: %s)\n", r6, aim(r6 >= 0.9))
+	r7 := cat.row.perSecond / batched.perSecond
+	fmt.Fprintf(b.out, "  catalogue / hot product                %5.2fx  (aim >= 0.5: %s); p99 %s (aim < 50ms: %s); %d products, Zipf(%.1f)\n",
+		r7, aim(r7 >= 0.5), round(cat.row.p99), aim(cat.row.p99 < 50*time.Millisecond), catalogueProducts, catalogueZipf)
+	fmt.Fprintf(b.out, "  RSS after the catalogue                %5.0f MB  (aim < 200 MB: %s); GET /metrics %.0f KB (aim < 256 KB: %s)\n",
+		float64(cat.rss)/(1<<20), aim(cat.rss < 200<<20), float64(cat.metrics)/1024, aim(cat.metrics < 256<<10))
 	fmt.Fprintf(b.out, "  IP limit on / off (redlock default)    %5.2fx  (one Redis round trip per purchase; p99 %s)\n",
 		limitRow.perSecond/batched.perSecond, round(limitRow.p99))
 	return nil
@@ -361,13 +383,19 @@ func (b *bench) database(ctx context.Context) (string, func(), error) {
 // the Redis nodes, with the strategy override on, and waits until it is
 // ready. stop ends it with SIGTERM, as an orchestrator would.
 func (b *bench) startService(ctx context.Context, dsn, token string, env ...string) (string, func(), error) {
+	url, stop, _, err := b.startProcess(ctx, dsn, token, env...)
+	return url, stop, err
+}
+
+// startProcess is startService that also returns the process's ID.
+func (b *bench) startProcess(ctx context.Context, dsn, token string, env ...string) (string, func(), int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	addr := ln.Addr().String()
 	if err := ln.Close(); err != nil {
-		return "", nil, err
+		return "", nil, 0, err
 	}
 	cmd := exec.Command(b.opts.service)
 	cmd.Env = append(os.Environ(),
@@ -381,7 +409,7 @@ func (b *bench) startService(ctx context.Context, dsn, token string, env ...stri
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start %s: %w", b.opts.service, err)
+		return "", nil, 0, fmt.Errorf("start %s: %w", b.opts.service, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -400,16 +428,16 @@ func (b *bench) startService(ctx context.Context, dsn, token string, env ...stri
 	for c.Healthz(ctx) != nil {
 		select {
 		case err := <-done:
-			return "", nil, fmt.Errorf("the service exited: %v\n%s", err, logs.String())
+			return "", nil, 0, fmt.Errorf("the service exited: %v\n%s", err, logs.String())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return "", nil, fmt.Errorf("the service did not answer /healthz within 30s\n%s", logs.String())
+			return "", nil, 0, fmt.Errorf("the service did not answer /healthz within 30s\n%s", logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return url, stop, nil
+	return url, stop, cmd.Process.Pid, nil
 }
 
 // soldOutAgainstHealth measures, on one instance, the rate of purchases of
@@ -439,6 +467,77 @@ func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string) (so
 		return 0, 0, fmt.Errorf("GET /healthz: %w", err)
 	}
 	return res.Throughput, h.Results[0].Throughput, nil
+}
+
+// The catalogue run: many products, a few hot ones.
+const (
+	catalogueProducts = 10_000
+	catalogueZipf     = 1.1
+)
+
+// catalogueResult is the catalogue run's row, and what the instance that
+// served it weighs afterwards.
+type catalogueResult struct {
+	row          row
+	rss, metrics int64 // bytes
+}
+
+// catalogue runs redlock with the default batch over catalogueProducts
+// products whose demand follows Zipf(catalogueZipf), on an instance of its
+// own, then reads that instance's resident memory and the size of its
+// /metrics.
+func (b *bench) catalogue(ctx context.Context, dsn, token string) (catalogueResult, error) {
+	url, stop, pid, err := b.startProcess(ctx, dsn, token)
+	if err != nil {
+		return catalogueResult{}, err
+	}
+	defer stop()
+	rep, err := driver.Run(ctx, driver.Config{
+		URLs: []string{url}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
+		Products: catalogueProducts, Zipf: catalogueZipf,
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency,
+	})
+	if err != nil {
+		return catalogueResult{}, fmt.Errorf("the catalogue: %w", err)
+	}
+	res := rep.Results[0]
+	out := catalogueResult{row: row{
+		what:      fmt.Sprintf("service redlock, default batch, %d products, Zipf(%.1f)", catalogueProducts, catalogueZipf),
+		perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: res.Requests - res.Successes,
+	}}
+	if out.rss, err = residentBytes(pid); err != nil {
+		return catalogueResult{}, err
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return catalogueResult{}, fmt.Errorf("GET /metrics: %w", err)
+	}
+	out.metrics, err = io.Copy(io.Discard, resp.Body)
+	if cerr := resp.Body.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return catalogueResult{}, fmt.Errorf("GET /metrics: %w", err)
+	}
+	return out, nil
+}
+
+// residentBytes reads a process's resident set size from /proc.
+func residentBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("the service's memory: %w", err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("the service's memory: VmRSS %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("the service's memory: no VmRSS in /proc/%d/status", pid)
 }
 
 // round rounds d for a table.
