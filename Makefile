@@ -1,6 +1,6 @@
 # The commands the README gives. Each runs against a real MariaDB/MySQL and
 # three independent Redis nodes that scripts/testenv.sh makes available.
-.PHONY: test bench vet fuzz soak
+.PHONY: test bench vet fuzz soak test-tidb
 
 test:
 	scripts/testenv.sh go test -race -count=1 ./...
@@ -30,6 +30,12 @@ fuzz:
 SOAK_DURATION ?= 2m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) scripts/testenv.sh go test -run '^TestSoak$$' -v -count=1 -timeout 60m ./internal/faulttest/
+
+# The service on TiDB's SQL layer (docs/distributed.md): builds tidb-server
+# from the Go module proxy once (minutes; cached outside the repository),
+# starts it, and runs TestTiDB against it with the Redis nodes of testenv.sh.
+test-tidb:
+	scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run '^TestTiDB$$' -v ./internal/tidbtest/
 
 # The topology of docker-compose.yml without Docker, from Debian's packages:
 # state under STACK_DIR (.stack/), nginx on STACK_HTTP_PORT (8080),

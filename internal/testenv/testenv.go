@@ -58,26 +58,38 @@ func MySQLNotCreated(t testing.TB) string {
 
 func mysqlDatabase(t testing.TB, create bool) string {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(MySQLServerDSN())
+	return databaseOn(t, "SECKILL_TEST_MYSQL_DSN", MySQLServerDSN(), create)
+}
+
+// databaseOn names a database with a random name on the server of
+// serverDSN (read from the variable env), creates it when create is set,
+// drops it when t ends, and returns a DSN for it (with parseTime=true).
+func databaseOn(t testing.TB, env, serverDSN string, create bool) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
-		t.Fatalf("testenv: SECKILL_TEST_MYSQL_DSN: %v", err)
+		t.Fatalf("testenv: %s: %v", env, err)
 	}
 	cfg.DBName = ""
 	server, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		t.Fatalf("testenv: open mysql: %v", err)
+		t.Fatalf("testenv: open the server of %s: %v", env, err)
 	}
-	t.Cleanup(func() { server.Close() })
+	t.Cleanup(func() {
+		if err := server.Close(); err != nil {
+			t.Errorf("testenv: close the server of %s: %v", env, err)
+		}
+	})
 	name := RandomName("seckill_test_")
 	if create {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := server.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-			t.Fatalf("testenv: create database (is MariaDB running? make test starts it): %v", err)
+			t.Fatalf("testenv: create database on the server of %s (is it running? make test starts MariaDB): %v", env, err)
 		}
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := server.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
 			t.Errorf("testenv: drop database %s: %v", name, err)

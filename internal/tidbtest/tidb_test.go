@@ -1,0 +1,205 @@
+package tidbtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/history"
+)
+
+// safeStrategies are the strategies the contract promises exact together.
+var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
+
+// TestTiDB runs two instances of one sale on TiDB (scripts/tidb.sh starts
+// it; skipped without it) and checks what the contract promises on MySQL:
+// under each safe strategy, with one lock per purchase and with batches of
+// 50, every unit is sold exactly once and the answers are linearizable; a
+// replayed request ID answers the first order from the other instance; a
+// user's second purchase is over the limit.
+func TestTiDB(t *testing.T) {
+	dsn := testenv.TiDB(t)
+	// A long lock wait: the machine is shared and slow, and a lock_timeout
+	// is not what this test is about.
+	a := apptest.Start(t, map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_LOCK_WAIT": "30s"})
+	b := a.Another(t)
+	if !strings.Contains(a.Config.MySQLDSN, "seckill_test_") || a.Stores.DB.Dialector.Name() != "mysql" {
+		t.Fatalf("instance runs on %q (%s); want the TiDB test database over the MySQL protocol", a.Config.MySQLDSN, a.Stores.DB.Dialector.Name())
+	}
+	var version string
+	if err := a.Stores.DB.WithContext(t.Context()).Raw("SELECT VERSION()").Scan(&version).Error; err != nil {
+		t.Fatalf("SELECT VERSION() = %v", err)
+	}
+	if !strings.Contains(version, "TiDB") {
+		t.Fatalf("SELECT VERSION() = %q; want a TiDB server behind SECKILL_TEST_TIDB_DSN", version)
+	}
+	for _, batch := range []int{1, 50} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { sale(t, a, b, batch) })
+	}
+	t.Run("replay and limit", func(t *testing.T) { replayAndLimit(t, a, b) })
+}
+
+// sale sells one product from both instances under every safe strategy in
+// turn, with the batch given (an override), and checks the audits, the
+// database and the history.
+func sale(t *testing.T, a, b *apptest.Instance, batch int) {
+	const stock, requests = 30, 90
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: stock,
+		Strategies: safeStrategies, Requests: requests, Concurrency: 12, Batch: batch, History: path,
+	})
+	if err != nil {
+		t.Fatalf("driver.Run = %v", err)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	if len(rep.Results) != len(safeStrategies) {
+		t.Fatalf("%d results; want one per strategy of %v", len(rep.Results), safeStrategies)
+	}
+	for i, res := range rep.Results {
+		if res.Strategy != safeStrategies[i] || !res.Safe {
+			t.Errorf("result %d is %q (safe %t); want %q, safe", i, res.Strategy, res.Safe, safeStrategies[i])
+		}
+		if res.Requests != requests || res.Successes != stock || res.Outcomes[driver.OutcomeSoldOut] != requests-stock {
+			t.Errorf("%s: %d requests, %d sold, outcomes %v, codes %v; want %d requests, %d sold, the rest sold_out",
+				res.Strategy, res.Requests, res.Successes, res.Outcomes, res.Codes, requests, stock)
+		}
+		au := res.Audit
+		if !au.Held() || au.Stock != 0 || au.UnitsSold != stock || au.Orders != stock || au.OversoldUnits != 0 || !res.CountsAgree {
+			t.Errorf("%s: audit %+v, counts agree %t; want every one of %d units sold once, stock 0", res.Strategy, au, res.CountsAgree, stock)
+		}
+		if h := res.History; h == nil || !h.Checked || !h.Linearizable || h.UndersoldAnswers != 0 {
+			t.Errorf("%s: history verdict %+v; want checked, linearizable, no undersold answer", res.Strategy, h)
+		}
+		if len(res.Instances) != 2 || res.Instances[0].Requests == 0 || res.Instances[1].Requests == 0 {
+			t.Errorf("%s: instances %+v; want both to serve requests", res.Strategy, res.Instances)
+		}
+	}
+	// The last run's figures, read from TiDB itself.
+	last := rep.Results[len(rep.Results)-1]
+	orders, units, left := dbFigures(t, a, rep.Config.ProductID)
+	if orders != stock || units != stock || left != 0 || orders != last.Audit.Orders {
+		t.Errorf("TiDB holds %d orders of %d units, stock %d; want %d, %d, 0 (audit %+v)", orders, units, left, stock, stock, last.Audit)
+	}
+	// The whole history, every run of this batch, checked again from the file.
+	lines, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatalf("history.ReadFile = %v", err)
+	}
+	verdict, err := history.Check(lines)
+	if err != nil {
+		t.Fatalf("history.Check = %v", err)
+	}
+	if !verdict.Linearizable || verdict.Purchases != requests*len(safeStrategies) || verdict.Segments != len(safeStrategies) {
+		t.Errorf("history.Check = %s; want linearizable, %d purchases in %d segments", verdict, requests*len(safeStrategies), len(safeStrategies))
+	}
+}
+
+// dbFigures reads what TiDB holds for a product: its orders, the units
+// they sold and its stock.
+func dbFigures(t *testing.T, in *apptest.Instance, id int64) (orders, units, stock int64) {
+	t.Helper()
+	db := in.Stores.DB.WithContext(t.Context())
+	row := struct{ Orders, Units int64 }{}
+	if err := db.Raw("SELECT COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units FROM orders WHERE product_id = ?", id).Scan(&row).Error; err != nil {
+		t.Fatalf("count orders: %v", err)
+	}
+	if err := db.Raw("SELECT stock FROM products WHERE id = ?", id).Scan(&stock).Error; err != nil {
+		t.Fatalf("read product: %v", err)
+	}
+	return row.Orders, row.Units, stock
+}
+
+// answer is one purchase's answer as a client sees it.
+type answer struct {
+	status int
+	order  client.Order
+	code   string
+}
+
+// buy posts one purchase under strategy (an override, with the admin
+// token) and reads the status and the body.
+func buy(t *testing.T, in *apptest.Instance, id int64, strategy string, p client.Purchase) answer {
+	t.Helper()
+	body, err := json.Marshal(p)
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", p, err)
+	}
+	url := in.URL + client.PurchasePath(id, client.Override{Strategy: strategy})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+in.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: read the answer: %v", url, err)
+	}
+	a := answer{status: resp.StatusCode}
+	if resp.StatusCode/100 == 2 {
+		err = json.Unmarshal(data, &a.order)
+	} else {
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		err = json.Unmarshal(data, &e)
+		a.code = e.Error.Code
+	}
+	if err != nil {
+		t.Fatalf("POST %s: %d %s: %v", url, resp.StatusCode, data, err)
+	}
+	return a
+}
+
+// replayAndLimit buys under each safe strategy on one instance, replays
+// the request on the other and buys again as the same user.
+func replayAndLimit(t *testing.T, a, b *apptest.Instance) {
+	const stock = 10
+	admin := &client.Client{BaseURL: a.URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
+	prod, err := admin.CreateProduct(t.Context(), "tidb replay", stock)
+	if err != nil {
+		t.Fatalf("CreateProduct = %v", err)
+	}
+	for i, st := range safeStrategies {
+		user, rid := "u-"+st, testenv.RandomName("r-"+st+"-")
+		first := buy(t, a, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: rid})
+		if first.status != http.StatusCreated || first.order.RemainingStock != int64(stock-i-1) || first.order.Strategy != st {
+			t.Fatalf("%s: first purchase = %d %q %+v; want 201 leaving %d", st, first.status, first.code, first.order, stock-i-1)
+		}
+		replay := buy(t, b, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: rid})
+		if replay.status != http.StatusOK || replay.order != first.order {
+			t.Errorf("%s: replay on the other instance = %d %q %+v; want 200 with the first order %+v", st, replay.status, replay.code, replay.order, first.order)
+		}
+		for _, in := range []*apptest.Instance{a, b} {
+			again := buy(t, in, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: testenv.RandomName("r-")})
+			if again.status != http.StatusConflict || again.code != "limit_exceeded" {
+				t.Errorf("%s: second purchase of %s = %d %q %+v; want 409 limit_exceeded", st, user, again.status, again.code, again.order)
+			}
+		}
+	}
+	au, err := admin.Audit(t.Context(), prod.ID)
+	if err != nil {
+		t.Fatalf("Audit = %v", err)
+	}
+	n := int64(len(safeStrategies))
+	if !au.Held() || au.Orders != n || au.UnitsSold != n || au.Stock != stock-n {
+		t.Errorf("audit %+v; want %d orders of one unit, %d left", au, n, stock-n)
+	}
+}

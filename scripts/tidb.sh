@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tidb.sh COMMAND [ARG...]
+#
+# Makes a TiDB server (a MySQL-protocol distributed database's SQL layer)
+# available, runs COMMAND with it, then stops what it started:
+#   - builds tidb-server once from the Go module proxy into a cache outside
+#     the repository, ${SECKILL_TIDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-tidb}
+#     (the binary is about 240 MB; the first build takes minutes);
+#   - starts its own server on a free port of 127.0.0.1, on TiDB's embedded
+#     store (unistore, in memory: not a TiKV/PD cluster, which is Rust and not
+#     built here), with its own temp dir, and waits until it answers.
+# COMMAND sees SECKILL_TEST_TIDB_DSN (a server DSN, no database, like
+# SECKILL_TEST_MYSQL_DSN). Run it inside scripts/testenv.sh so that the Redis
+# nodes and MariaDB are there too:
+#   scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run TestTiDB ./internal/tidbtest/
+# `scripts/tidb.sh build` only builds (or finds) the binary and prints its path.
+set -euo pipefail
+
+# A v8.4-era commit of TiDB. The module's go.mod replaces its parser with
+# ./pkg/parser, a nested module its zip leaves out: it is fetched at the
+# same commit and put back in place.
+TIDB_MODULE=github.com/pingcap/tidb@v1.1.0-beta.0.20241125141335-ec8b81b98edc
+PARSER_MODULE=github.com/pingcap/tidb/pkg/parser@v0.0.0-20241125141335-ec8b81b98edc
+cache=${SECKILL_TIDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-tidb}
+bin=$cache/tidb-server-${TIDB_MODULE##*-}
+work=""
+tidb_pid=""
+
+log() { echo "tidb: $*" >&2; }
+
+cleanup() {
+	if [ -n "$tidb_pid" ]; then
+		kill "$tidb_pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$tidb_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$tidb_pid" 2>/dev/null || true
+		wait "$tidb_pid" 2>/dev/null || true
+	fi
+	[ -z "$work" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+# module_dir prints where the module proxy's copy of module@version is.
+module_dir() {
+	local dir
+	# From a directory outside any module: the download touches no go.mod.
+	dir=$(cd "$1" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$2" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+	if [ -z "$dir" ] || [ ! -d "$dir" ]; then
+		log "go mod download $2 gave no directory"
+		return 1
+	fi
+	echo "$dir"
+}
+
+build() {
+	[ -x "$bin" ] && return 0
+	mkdir -p "$cache"
+	# One build at a time: a second caller waits, then finds the binary.
+	exec 9>"$cache/build.lock"
+	flock 9
+	if [ -x "$bin" ]; then exec 9>&-; return 0; fi
+	local tmp src parser
+	tmp=$(mktemp -d "$cache/build.XXXXXX")
+	log "building tidb-server into $cache (minutes on first run; log in $tmp/build.log)"
+	src=$(module_dir "$tmp" "$TIDB_MODULE")
+	parser=$(module_dir "$tmp" "$PARSER_MODULE")
+	cp -r "$src" "$tmp/tidb"
+	chmod -R u+w "$tmp/tidb"
+	rm -rf "$tmp/tidb/pkg/parser"
+	cp -r "$parser" "$tmp/tidb/pkg/parser"
+	chmod -R u+w "$tmp/tidb/pkg/parser"
+	if ! (cd "$tmp/tidb" && GOWORK=off GOFLAGS=-mod=mod go build -buildvcs=false -o "$tmp/tidb-server" ./cmd/tidb-server) >"$tmp/build.log" 2>&1; then
+		tail -n 30 "$tmp/build.log" >&2
+		log "build failed (its tree is kept in $tmp)"
+		return 1
+	fi
+	mv "$tmp/tidb-server" "$bin"
+	rm -rf "$tmp"
+	exec 9>&-
+	log "built $bin"
+}
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+free_port() {
+	local p
+	for p in $(shuf -i 30000-39999 -n 50); do
+		port_open 127.0.0.1 "$p" || { echo "$p"; return; }
+	done
+	log "no free port"
+	return 1
+}
+
+# answers: the server takes a connection and runs a statement. Without a
+# mysql client, an open port is taken as the answer.
+answers() {
+	local cli
+	cli=$(command -v mariadb || command -v mysql || true)
+	if [ -n "$cli" ]; then
+		"$cli" -h 127.0.0.1 -P "$1" -uroot --connect-timeout=2 -e 'SELECT 1' >/dev/null 2>&1
+	else
+		port_open 127.0.0.1 "$1"
+	fi
+}
+
+start() {
+	local port status
+	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-tidb.XXXXXX")
+	mkdir -p "$work/tmp"
+	port=$(free_port)
+	status=$(free_port)
+	# -path "" keeps unistore in memory; the temp dir is the server's own
+	# (TiDB locks it, so two servers cannot share one).
+	"$bin" -store unistore -path "" -host 127.0.0.1 -P "$port" -status "$status" \
+		-status-host 127.0.0.1 -socket "" -temp-dir "$work/tmp" \
+		-log-file "$work/tidb.log" -log-slow-query "$work/slow.log" </dev/null >"$work/stdout.log" 2>&1 &
+	tidb_pid=$!
+	for _ in $(seq 1 240); do
+		if answers "$port"; then
+			SECKILL_TEST_TIDB_DSN="root@tcp(127.0.0.1:$port)/"
+			return 0
+		fi
+		kill -0 "$tidb_pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	tail -n 30 "$work/tidb.log" "$work/stdout.log" >&2 || true
+	log "tidb-server on port $port did not answer"
+	return 1
+}
+
+[ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...] | $0 build" >&2; exit 2; }
+build
+if [ "$1" = build ] && [ $# -eq 1 ]; then
+	echo "$bin"
+	exit 0
+fi
+start
+export SECKILL_TEST_TIDB_DSN
+log "tidb ${SECKILL_TEST_TIDB_DSN} (log in $work/tidb.log)"
+"$@"
