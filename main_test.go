@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +18,6 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
-
-// syncBuffer is an io.Writer that run's goroutine writes while the test
-// reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // freeAddr returns 127.0.0.1 and a port nothing listens on just now.
 func freeAddr(t *testing.T) string {
@@ -57,7 +36,7 @@ func freeAddr(t *testing.T) string {
 // program is one run of the program in a goroutine.
 type program struct {
 	url    string
-	out    *syncBuffer
+	out    *testenv.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	err    error
@@ -69,7 +48,7 @@ type program struct {
 func start(t *testing.T, env map[string]string) *program {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &program{url: "http://" + env["SECKILL_ADDR"], out: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	p := &program{url: "http://" + env["SECKILL_ADDR"], out: &testenv.Buffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- run(ctx, nil, func(k string) string { return env[k] }, p.out) }()
 	t.Cleanup(func() {
 		if err := p.stop(t); err != nil {
@@ -391,7 +370,7 @@ func TestRunRejectsBadSettings(t *testing.T) {
 		}
 		env[tc.variable] = tc.value
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var out syncBuffer
+		var out testenv.Buffer
 		err = run(ctx, nil, func(k string) string { return env[k] }, &out)
 		cancel()
 		ln.Close()
@@ -420,7 +399,7 @@ func TestRunHelp(t *testing.T) {
 		{[]string{"demo", "-h"}, []string{"-scenario", "-list", "-web"}},
 		{[]string{"demo", "--help"}, []string{"-scenario", "lease-overrun"}},
 	} {
-		var out syncBuffer
+		var out testenv.Buffer
 		err := run(t.Context(), tc.args, func(string) string { return "" }, &out)
 		if err != nil {
 			t.Errorf("run(%q) = %v; want nil", tc.args, err)
@@ -432,7 +411,7 @@ func TestRunHelp(t *testing.T) {
 		}
 	}
 	// The usage names every variable the program reads.
-	var out syncBuffer
+	var out testenv.Buffer
 	if err := run(t.Context(), []string{"-h"}, func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +428,7 @@ func TestRunHelp(t *testing.T) {
 func TestRunUnknownCommand(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"bogus"}, {"serve"}, {"--demo"}} {
-		var out syncBuffer
+		var out testenv.Buffer
 		err := run(t.Context(), args, func(string) string { return "" }, &out)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", args[0])) {
 			t.Errorf("run(%q) = %v; want an error naming the command", args, err)
@@ -473,7 +452,7 @@ func TestRunDoesNotPrintSecrets(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out syncBuffer
+	var out testenv.Buffer
 	err := run(ctx, nil, func(k string) string { return env[k] }, &out)
 	if err == nil {
 		t.Fatalf("run() with a database that does not answer = nil; want an error")

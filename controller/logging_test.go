@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/controller"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // TestLogHandlerAddsContextAttrs: a record logged with a context carries
@@ -53,25 +54,11 @@ func TestLogHandlerAddsContextAttrs(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log's output that tests read while it is written.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // records decodes every JSON line written so far whose msg is msg.
-func (b *lockedBuffer) records(t testing.TB, msg string) []map[string]any {
+func records(t testing.TB, b *testenv.Buffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for line := range bytes.Lines(b.buf.Bytes()) {
+	for line := range bytes.Lines(b.Bytes()) {
 		var rec map[string]any
 		if err := json.Unmarshal(line, &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -111,7 +98,7 @@ func (c *stepClock) set(now time.Time, step time.Duration) {
 // logged; a new second starts the count again.
 func TestLogSampler(t *testing.T) {
 	t.Parallel()
-	var out lockedBuffer
+	var out testenv.Buffer
 	log := slog.New(controller.LogHandler(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	clock := &stepClock{}
 	drain := &controller.Drain{}
@@ -149,7 +136,7 @@ func TestLogSampler(t *testing.T) {
 	}
 	lines, sampled := map[key]int{}, map[key]int{}
 	slow := 0
-	for _, rec := range out.records(t, "request") {
+	for _, rec := range records(t, &out, "request") {
 		k := key{fmt.Sprint(rec["route"]), rec["status"].(float64)}
 		lines[k]++
 		if v, ok := rec["sampled"]; ok {

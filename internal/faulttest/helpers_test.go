@@ -1,7 +1,6 @@
 package faulttest_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,31 +47,12 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // instance is one seckill process.
 type instance struct {
 	url string
 	c   *client.Client
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *testenv.Buffer
 	// exited is closed once the process has exited, exitErr set.
 	exited  chan struct{}
 	exitErr error
@@ -129,7 +108,7 @@ func (d *deployment) start() *instance {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	in := &instance{url: "http://" + addr, out: &syncBuffer{}, exited: make(chan struct{})}
+	in := &instance{url: "http://" + addr, out: &testenv.Buffer{}, exited: make(chan struct{})}
 	in.c = &client.Client{BaseURL: in.url, AdminToken: d.token, CallTimeout: 30 * time.Second}
 	in.cmd = exec.Command(binary)
 	in.cmd.Env = append(os.Environ(),
