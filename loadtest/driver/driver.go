@@ -260,64 +260,12 @@ type sale struct {
 // sums up the run product by product too (Result.Catalogue).
 func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, error) {
 	admin := clients[0]
-	if cfg.Stock > 0 {
-		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
-			return nil, fmt.Errorf("driver: %w", err)
-		}
-	}
-	befores, err := auditAll(ctx, admin, s.products)
-	var apiErr *client.Error
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
-		return nil, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
-	}
+	befores, err := s.prepare(ctx, cfg, clients, st, rec)
 	if err != nil {
-		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
+		return nil, err
 	}
 	before := sumAudits(befores)
-	if rec != nil {
-		for k, a := range befores {
-			if err := rec.stock(s.products[k].ID, a.Stock); err != nil {
-				return nil, fmt.Errorf("driver: %w", err)
-			}
-		}
-		if cfg.Stock > 0 && len(clients) > 1 {
-			// The other instances hear of the reset within the contract's
-			// second; until then one may still answer sold_out from what it
-			// saw of the last run, which the history would count against
-			// the new sale.
-			if err := sleep(ctx, resetPropagation); err != nil {
-				return nil, err
-			}
-		}
-	}
-
-	o := override(cfg, st)
-	p := newPlan(cfg, client.PurchasePath(s.products[0].ID, o), label(st))
-	p.purchase = true
-	p.productIDs = make([]int64, len(s.products))
-	for k, pr := range s.products {
-		p.productIDs[k] = pr.ID
-	}
-	if s.draw != nil {
-		p.draw = s.draw
-		p.productURLs = make([][]string, len(cfg.URLs))
-		for k, base := range cfg.URLs {
-			p.productURLs[k] = make([]string, len(s.products))
-			for j, pr := range s.products {
-				p.productURLs[k][j] = base + client.PurchasePath(pr.ID, o)
-			}
-		}
-	}
-	if o.Query() != "" && cfg.AdminToken != "" {
-		// The override's parameters are an admin's (401 without the token).
-		p.authorization = "Bearer " + cfg.AdminToken
-	}
-	p.head = []byte(`{"user_id":"` + prefix)
-	p.mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
-	p.tail = []byte(`"}`)
-	p.stock = before.Stock
-	p.captureStrategy = st.Name == ""
-	p.history = rec
+	p := s.purchasePlan(cfg, st, prefix, before.Stock, rec)
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
 		return nil, overrideDisabled(t.overrideDisabled)
@@ -403,6 +351,77 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	res.Verdict = res.verdict()
 	return &res, nil
+}
+
+// prepare readies the products for a run under st: it resets their stock
+// (with Config.Stock) and returns their audits before the run, which the
+// history, when kept, records as the stock it starts from.
+func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, rec *recorder) ([]Audit, error) {
+	admin := clients[0]
+	if cfg.Stock > 0 {
+		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
+			return nil, fmt.Errorf("driver: %w", err)
+		}
+	}
+	befores, err := auditAll(ctx, admin, s.products)
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
+		return nil, fmt.Errorf("%w: the audit that checks the stock needs the admin token (-admin-token or SECKILL_ADMIN_TOKEN)", ErrConfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("driver: audit before %s: %w", label(st), err)
+	}
+	if rec != nil {
+		for k, a := range befores {
+			if err := rec.stock(s.products[k].ID, a.Stock); err != nil {
+				return nil, fmt.Errorf("driver: %w", err)
+			}
+		}
+		if cfg.Stock > 0 && len(clients) > 1 {
+			// The other instances hear of the reset within the contract's
+			// second; until then one may still answer sold_out from what it
+			// saw of the last run, which the history would count against
+			// the new sale.
+			if err := sleep(ctx, resetPropagation); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return befores, nil
+}
+
+// purchasePlan is the plan of the purchases of a run under st: the users
+// and request IDs start with prefix, stock is the stock before the run and
+// rec, when not nil, records every purchase.
+func (s *sale) purchasePlan(cfg Config, st Strategy, prefix string, stock int64, rec *recorder) *plan {
+	o := override(cfg, st)
+	p := newPlan(cfg, client.PurchasePath(s.products[0].ID, o), label(st))
+	p.purchase = true
+	p.productIDs = make([]int64, len(s.products))
+	for k, pr := range s.products {
+		p.productIDs[k] = pr.ID
+	}
+	if s.draw != nil {
+		p.draw = s.draw
+		p.productURLs = make([][]string, len(cfg.URLs))
+		for k, base := range cfg.URLs {
+			p.productURLs[k] = make([]string, len(s.products))
+			for j, pr := range s.products {
+				p.productURLs[k][j] = base + client.PurchasePath(pr.ID, o)
+			}
+		}
+	}
+	if o.Query() != "" && cfg.AdminToken != "" {
+		// The override's parameters are an admin's (401 without the token).
+		p.authorization = "Bearer " + cfg.AdminToken
+	}
+	p.head = []byte(`{"user_id":"` + prefix)
+	p.mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
+	p.tail = []byte(`"}`)
+	p.stock = stock
+	p.captureStrategy = st.Name == ""
+	p.history = rec
+	return p
 }
 
 // resetPropagation is how long the contract gives every instance to hear

@@ -1,0 +1,174 @@
+package driver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Outcomes: the keys of Result.Outcomes. Every answer counts under exactly
+// one of them.
+const (
+	OutcomeCreated       = "created"        // 201: a purchase made an order
+	OutcomeOK            = "ok"             // any other 2xx in the raw mode (-endpoint)
+	OutcomeSoldOut       = "sold_out"       // 409 sold_out
+	OutcomeLimitExceeded = "limit_exceeded" // 409 limit_exceeded
+	OutcomeLockTimeout   = "lock_timeout"   // 503 lock_timeout
+	OutcomeLockLost      = "lock_lost"      // 503 lock_lost
+	OutcomeOther4xx      = "other_4xx"      // any other 4xx
+	Outcome5xx           = "5xx"            // any other 5xx
+	OutcomeTransport     = "transport"      // no answer: connection refused, reset, timeout
+	OutcomeOther         = "other"          // anything else (a 200 replay, a 3xx)
+)
+
+type outcome int
+
+const (
+	outCreated outcome = iota
+	outOK
+	outSoldOut
+	outLimit
+	outLockTimeout
+	outLockLost
+	out4xx
+	out5xx
+	outTransport
+	outOther
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	OutcomeCreated, OutcomeOK, OutcomeSoldOut, OutcomeLimitExceeded, OutcomeLockTimeout,
+	OutcomeLockLost, OutcomeOther4xx, Outcome5xx, OutcomeTransport, OutcomeOther,
+}
+
+// answer is what one request came back with.
+type answer struct {
+	out      outcome
+	code     string // status and error code, for other_4xx, 5xx and other
+	sample   string // transport error
+	override bool   // 403 strategy_override_disabled
+	strategy string // of the captured 201
+	// status and errCode are the answer's HTTP status (0: none came) and
+	// error code, for the history.
+	status  int
+	errCode string
+}
+
+// Of an error answer's body, the part searched for the code.
+const errorBodyPeek = 512
+
+// classify says what an answer of status with body was. body belongs to
+// the worker's response: it is only read here, and what is kept of it (the
+// code, the strategy) is copied into strings. The first 201 that sets
+// captured has its strategy read.
+func (p *plan) classify(status int, body []byte, captured *atomic.Bool) answer {
+	a := answer{status: status}
+	switch s := a.status; {
+	case s == http.StatusCreated && p.purchase:
+		a.out = outCreated
+		if !captured.Load() && captured.CompareAndSwap(false, true) {
+			var o struct{ Strategy string }
+			if json.NewDecoder(bytes.NewReader(body[:min(len(body), 1<<16)])).Decode(&o) == nil {
+				a.strategy = o.Strategy
+			}
+		}
+	case s/100 == 2 && !p.purchase:
+		a.out = outOK
+	case s == http.StatusConflict, s == http.StatusServiceUnavailable, s/100 == 4, s/100 == 5:
+		code := errorCode(body[:min(len(body), errorBodyPeek)])
+		if p.history != nil {
+			a.errCode = string(code)
+		}
+		a.out, a.override = errorOutcome(s, code)
+		if a.out == out4xx || a.out == out5xx {
+			a.code = strconv.Itoa(s)
+			if len(code) > 0 {
+				a.code += " " + string(code)
+			}
+		}
+	default:
+		a.out = outOther
+		a.code = strconv.Itoa(s)
+	}
+	return a
+}
+
+// errorOutcome is the outcome of an error answer (4xx or 5xx) of status s
+// whose body names code; override: it is 403 strategy_override_disabled.
+func errorOutcome(s int, code []byte) (out outcome, override bool) {
+	switch {
+	case s == http.StatusConflict && bytes.Equal(code, codeSoldOut):
+		return outSoldOut, false
+	case s == http.StatusConflict && bytes.Equal(code, codeLimitExceeded):
+		return outLimit, false
+	case s == http.StatusServiceUnavailable && bytes.Equal(code, codeLockTimeout):
+		return outLockTimeout, false
+	case s == http.StatusServiceUnavailable && bytes.Equal(code, codeLockLost):
+		return outLockLost, false
+	case s/100 == 4:
+		return out4xx, s == http.StatusForbidden && bytes.Equal(code, codeOverrideDisabled)
+	default:
+		return out5xx, false
+	}
+}
+
+var (
+	codeSoldOut          = []byte("sold_out")
+	codeLimitExceeded    = []byte("limit_exceeded")
+	codeLockTimeout      = []byte("lock_timeout")
+	codeLockLost         = []byte("lock_lost")
+	codeOverrideDisabled = []byte("strategy_override_disabled")
+	codeKey              = []byte(`"code"`)
+)
+
+// errorCode finds the code of the contract's error body
+// {"error": {"code": "...", ...}} without decoding the whole body.
+func errorCode(body []byte) []byte {
+	i := bytes.Index(body, codeKey)
+	if i < 0 {
+		return nil
+	}
+	rest := bytes.TrimLeft(body[i+len(codeKey):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return nil
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	if len(rest) == 0 || rest[0] != '"' {
+		return nil
+	}
+	rest = rest[1:]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return nil
+	}
+	return rest[:end]
+}
+
+// transportMessage shortens a client error to what went wrong: a network
+// error as it is, any other one after its request, as net/http words it.
+func transportMessage(err error, post bool, target string) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Error()
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout):
+		msg = "timeout awaiting the answer"
+	case errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, io.EOF):
+		msg = "the server closed the connection before answering"
+	}
+	method := "Get"
+	if post {
+		method = "Post"
+	}
+	return method + " " + strconv.Quote(target) + ": " + msg
+}

@@ -1,0 +1,91 @@
+package driver
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// worker sends one request at a time. Its requests (one per target, their
+// URI, method and headers set once) and its response are reused from one
+// request to the next; nothing of a response is kept past the next one.
+type worker struct {
+	plan *plan
+	lc   *loadClient
+	reqs []*fasthttp.Request
+	resp *fasthttp.Response
+	body []byte // the purchase being built
+}
+
+func newWorker(p *plan, lc *loadClient) *worker {
+	w := &worker{plan: p, lc: lc, reqs: make([]*fasthttp.Request, len(p.targets)), resp: fasthttp.AcquireResponse()}
+	for i, u := range p.targets {
+		req := fasthttp.AcquireRequest()
+		req.SetRequestURI(u)
+		if p.purchase {
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.Header.SetContentTypeBytes(jsonContentType)
+			if p.authorization != "" {
+				req.Header.Set("Authorization", p.authorization)
+			}
+		} else {
+			req.Header.SetMethod(fasthttp.MethodGet)
+		}
+		w.reqs[i] = req
+	}
+	if p.purchase {
+		w.body = make([]byte, 0, len(p.head)+len(p.mid)+len(p.tail)+40)
+	}
+	return w
+}
+
+// release hands the worker's request and response back to fasthttp's
+// pools; the worker must not be used afterwards.
+func (w *worker) release() {
+	for _, req := range w.reqs {
+		fasthttp.ReleaseRequest(req)
+	}
+	fasthttp.ReleaseResponse(w.resp)
+	w.reqs, w.resp = nil, nil
+}
+
+// do sends request i, a purchase of product, and reads its answer.
+func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) answer {
+	p := w.plan
+	k := i % len(p.targets)
+	req, resp := w.reqs[k], w.resp
+	if p.productURLs != nil {
+		req.SetRequestURI(p.productURLs[k][product])
+	}
+	if p.purchase {
+		body := append(w.body[:0], p.head...)
+		body = strconv.AppendInt(body, int64(i), 10)
+		body = append(body, p.mid...)
+		body = strconv.AppendInt(body, int64(i), 10)
+		body = append(body, p.tail...)
+		w.body = body
+		req.SetBody(body) // copies into the request's own buffer
+	}
+	var err error
+	deadline, ok := ctx.Deadline()
+	if ok {
+		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
+	} else {
+		err = w.lc.hosts[k].Do(req, resp)
+	}
+	if err != nil {
+		if ok && !time.Now().Before(deadline) {
+			// ctx's deadline cut the request short: wait for ctx to say so,
+			// so that the run does not count it (net/http ends such a
+			// request from ctx.Done, after ctx.Err is set).
+			<-ctx.Done()
+		}
+		return answer{out: outTransport, sample: transportMessage(err, p.purchase, p.targets[k])}
+	}
+	return p.classify(resp.StatusCode(), resp.Body(), captured)
+}
+
+var jsonContentType = []byte("application/json")
