@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
 )
@@ -114,7 +113,7 @@ func (s *Seckill) lookUp(ctx context.Context, requestIDs []string) (orders []mod
 			s.log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
 		}
 	}()
-	err = tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+	err = forUpdate(tx).
 		Where("request_id IN ?", requestIDs).Find(&orders).Error
 	return orders, err
 }

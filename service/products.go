@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
 )
@@ -93,7 +92,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		return s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
 			// The product's row first, as every purchase takes it first, then
 			// its orders and units: the same order of locks, no deadlock.
-			err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&p, id).Error
+			err := forUpdate(tx).Take(&p, id).Error
 			if errors.Is(err, gorm.ErrRecordNotFound) {
 				return notFound(id)
 			}
@@ -105,7 +104,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// So does the generation: what any instance learnt of the sale
 			// before it counts for nothing in the new one.
 			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
-				"fence": gorm.Expr("fence + 1"), "generation": gorm.Expr("generation + 1")}).Error
+				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1")}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}

@@ -1,0 +1,99 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/model"
+)
+
+// lockKey is the Redis key (or local key) of a product's lock under a
+// strategy's lock kind. Each kind keeps keys of its own, so that one never
+// blocks another: a setnx holder that died leaves its key without expiry,
+// by the classic recipe, and token and redlock must not wait on it. (The
+// fence they write under is shared: it is what keeps them exact together.)
+func (s *Seckill) lockKey(kind string, productID int64) string {
+	return s.cfg.KeyPrefix + "lock:" + kind + ":product:" + strconv.FormatInt(productID, 10)
+}
+
+// lock takes st's lock for the product, waiting until ctx ends.
+func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locker.Lease, error) {
+	lk, ok := s.lockers[st.Name]
+	if !ok {
+		return nil, ErrUnavailable.because(fmt.Errorf("strategy %s has no lock configured", st.Name))
+	}
+	lease, err := lk.Lock(ctx, s.lockKey(st.Name, productID))
+	switch {
+	case err == nil:
+		return lease, nil
+	case errors.Is(err, locker.ErrUnavailable):
+		return nil, errorf(CodeUnavailable, "too few Redis nodes answer for the strategy's lock").because(err)
+	}
+	return nil, ErrLockTimeout.because(err)
+}
+
+// unlockBudget bounds giving a lock back.
+const unlockBudget = 2 * time.Second
+
+// unlock gives the lease back on a context the buyer hanging up cannot
+// cancel. An error matters only when the hold failed too (sold is the
+// hold's error): once orders are committed, a lock that could not be given
+// back still expires at its TTL, so it is reported, not returned.
+func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, lease locker.Lease, sold error) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockBudget)
+	defer cancel()
+	err := lease.Unlock(uctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, locker.ErrNotHeld):
+		// The lease ran out while we worked: someone else may have held
+		// the lock too. Fencing decided whether our write counted.
+		s.metrics.lockFailed(st.Name, "expired")
+		s.log.WarnContext(ctx, "lease expired before unlock", "strategy", st.Name, "product", productID, "err", err)
+		return nil
+	case sold != nil:
+		return err
+	}
+	s.metrics.lockFailed(st.Name, "unlock_error")
+	s.log.ErrorContext(ctx, "unlock failed", "strategy", st.Name, "product", productID, "err", err)
+	return nil
+}
+
+// lockRow reads the product's stock with SELECT ... FOR UPDATE, waiting
+// for the row lock until until at the most.
+func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int64, until time.Time) (int64, error) {
+	lockCtx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	start := time.Now()
+	var prod model.Product
+	err := forUpdate(tx.WithContext(lockCtx)).Take(&prod, id).Error
+	switch {
+	case lockCtx.Err() != nil && ctx.Err() == nil:
+		s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
+		s.metrics.lockFailed(st.Name, "timeout")
+		return 0, ErrLockTimeout.because(fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err()))
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return 0, notFound(id)
+	case err != nil:
+		return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
+	}
+	s.metrics.lockWaited(st.Name, "acquired", time.Since(start))
+	return prod.Stock, nil
+}
+
+// expire marks the tickets whose own lock wait ran out before now.
+func (s *Seckill) expire(st Strategy, ts []*ticket, now time.Time) {
+	for _, t := range ts {
+		t.expired = now.After(t.arrived.Add(s.cfg.LockWait))
+		if t.expired {
+			s.metrics.lockFailed(st.Name, "timeout")
+		}
+	}
+}
