@@ -15,6 +15,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -129,22 +130,16 @@ func (p *program) do(t *testing.T, method, path, token, body string) result {
 func (p *program) createProduct(t *testing.T, token string, stock int) int64 {
 	t.Helper()
 	r := p.do(t, http.MethodPost, "/api/v1/admin/products", token, fmt.Sprintf(`{"name":"phone","stock":%d}`, stock))
-	var prod struct{ ID int64 }
+	var prod api.Product
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &prod) != nil || prod.ID <= 0 {
 		t.Fatalf("POST /api/v1/admin/products = %d %s; want 201 and a product", r.status, r.body)
 	}
 	return prod.ID
 }
 
-type orderBody struct {
-	OrderID        int64  `json:"order_id"`
-	Strategy       string `json:"strategy"`
-	RemainingStock int64  `json:"remaining_stock"`
-}
-
 func wantOrder(t *testing.T, what string, r result, strategy string, remaining int64) {
 	t.Helper()
-	var o orderBody
+	var o api.Order
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &o) != nil {
 		t.Fatalf("%s = %d %s; want 201 and an order", what, r.status, r.body)
 	}

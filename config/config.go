@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/store"
 )
 
@@ -79,9 +80,9 @@ type Config struct {
 	TrustedProxies []string
 }
 
-// MaxBatch is the largest SECKILL_BATCH. (A purchase's batch= is checked
-// against service.MaxBatch, also 1000.)
-const MaxBatch = 1000
+// MaxBatch is the largest SECKILL_BATCH: the contract's (api.MaxBatch),
+// which also bounds a purchase's batch=.
+const MaxBatch = api.MaxBatch
 
 // DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's default: seven
 // instances keep 140 connections open, within the 151 a MySQL or MariaDB

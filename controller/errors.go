@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/service"
 )
 
@@ -82,17 +83,5 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	case http.StatusUnauthorized:
 		c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
 	}
-	c.AbortWithStatusJSON(status, errorBody{errorJSON{Code: code, Message: msg}})
-}
-
-// errorBody is the contract's error body: a struct, which encodes as the
-// maps did (the same keys in the same order) without building two maps for
-// every sold_out.
-type errorBody struct {
-	Error errorJSON `json:"error"`
-}
-
-type errorJSON struct {
-	Code    service.Code `json:"code"`
-	Message string       `json:"message"`
+	c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: string(code), Message: msg}})
 }

@@ -15,55 +15,23 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-json-experiment/json"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 )
 
-type productJSON struct {
-	ID           int64  `json:"id"`
-	Name         string `json:"name"`
-	Stock        int64  `json:"stock"`
-	InitialStock int64  `json:"initial_stock"`
+func toProduct(p model.Product) api.Product {
+	return api.Product{ID: p.ID, Name: p.Name, Stock: p.Stock, InitialStock: p.InitialStock}
 }
 
-func toProduct(p model.Product) productJSON {
-	return productJSON{ID: p.ID, Name: p.Name, Stock: p.Stock, InitialStock: p.InitialStock}
-}
-
-type orderJSON struct {
-	OrderID        int64   `json:"order_id"`
-	ProductID      int64   `json:"product_id"`
-	UserID         string  `json:"user_id"`
-	Quantity       int64   `json:"quantity"`
-	RequestID      *string `json:"request_id"`
-	Strategy       string  `json:"strategy"`
-	RemainingStock int64   `json:"remaining_stock"`
-}
-
-func toOrder(o model.Order) orderJSON {
-	out := orderJSON{OrderID: o.ID, ProductID: o.ProductID, UserID: string(o.UserID), Quantity: o.Quantity,
+func toOrder(o model.Order) api.Order {
+	out := api.Order{OrderID: o.ID, ProductID: o.ProductID, UserID: string(o.UserID), Quantity: o.Quantity,
 		Strategy: o.Strategy, RemainingStock: o.RemainingStock}
 	if o.RequestID != nil {
 		rid := string(*o.RequestID)
 		out.RequestID = &rid
 	}
 	return out
-}
-
-type auditJSON struct {
-	ProductID     int64 `json:"product_id"`
-	InitialStock  int64 `json:"initial_stock"`
-	Stock         int64 `json:"stock"`
-	Orders        int64 `json:"orders"`
-	UnitsSold     int64 `json:"units_sold"`
-	OversoldUnits int64 `json:"oversold_units"`
-	Consistent    bool  `json:"consistent"`
-}
-
-type strategyJSON struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Safe        bool   `json:"safe"`
 }
 
 // handleReady answers 200 while the database and a majority of the Redis
@@ -107,9 +75,9 @@ func handleReady(svc *service.Seckill, log *slog.Logger, drain *Drain) gin.Handl
 
 func handleStrategies(svc *service.Seckill) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var out []strategyJSON
+		var out []api.Strategy
 		for _, s := range svc.Strategies() {
-			out = append(out, strategyJSON{Name: s.Name, Description: s.Description, Safe: s.Safe})
+			out = append(out, api.Strategy{Name: s.Name, Description: s.Description, Safe: s.Safe})
 		}
 		c.JSON(http.StatusOK, out)
 	}
@@ -122,7 +90,7 @@ func handleProducts(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 			writeError(c, log, err)
 			return
 		}
-		out := make([]productJSON, 0, len(ps))
+		out := make([]api.Product, 0, len(ps))
 		for _, p := range ps {
 			out = append(out, toProduct(p))
 		}
@@ -150,7 +118,7 @@ func handleAudit(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 		if err == nil {
 			var a service.Audit
 			if a, err = svc.Audit(c.Request.Context(), id); err == nil {
-				c.JSON(http.StatusOK, auditJSON(a))
+				c.JSON(http.StatusOK, api.Audit(a))
 				return
 			}
 		}
@@ -158,8 +126,8 @@ func handleAudit(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// purchaseRequest is the purchase body; pointers tell a missing field from
-// a zero.
+// purchaseRequest is api.Purchase as the server decodes it: pointers tell
+// a missing field from a zero.
 type purchaseRequest struct {
 	UserID    *string `json:"user_id"`
 	Quantity  *int64  `json:"quantity"`
@@ -279,8 +247,8 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 			p.Strategy = v
 		case "hold_ms", "pause_ms":
 			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms < 0 || ms > service.MaxHold.Milliseconds() {
-				return service.Purchase{}, invalidf("%s must be an integer from 0 to %d", name, service.MaxHold.Milliseconds())
+			if err != nil || ms < 0 || ms > api.MaxHold.Milliseconds() {
+				return service.Purchase{}, invalidf("%s must be an integer from 0 to %d", name, api.MaxHold.Milliseconds())
 			}
 			if name == "hold_ms" {
 				p.Hold = time.Duration(ms) * time.Millisecond
@@ -295,8 +263,8 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 			p.Fencing = &b
 		case "batch":
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > service.MaxBatch {
-				return service.Purchase{}, invalidf("batch must be an integer from 1 to %d", service.MaxBatch)
+			if err != nil || n < 1 || n > api.MaxBatch {
+				return service.Purchase{}, invalidf("batch must be an integer from 1 to %d", api.MaxBatch)
 			}
 			p.Batch = n
 		}
@@ -304,6 +272,8 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 	return p, nil
 }
 
+// createProductRequest is api.NewProduct as the server decodes it:
+// pointers tell a missing field from a zero.
 type createProductRequest struct {
 	Name  *string `json:"name"`
 	Stock *int64  `json:"stock"`
@@ -331,6 +301,8 @@ func handleCreateProduct(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc
 	}
 }
 
+// setStockRequest is api.SetStock as the server decodes it: a pointer
+// tells a missing field from a zero.
 type setStockRequest struct {
 	Stock *int64 `json:"stock"`
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/internal/apptest"
 )
 
@@ -142,32 +143,11 @@ func (c *client) audit(id int64) audit {
 }
 
 // The contract's shapes.
-type product struct {
-	ID           int64  `json:"id"`
-	Name         string `json:"name"`
-	Stock        int64  `json:"stock"`
-	InitialStock int64  `json:"initial_stock"`
-}
-
-type order struct {
-	OrderID        int64   `json:"order_id"`
-	ProductID      int64   `json:"product_id"`
-	UserID         string  `json:"user_id"`
-	Quantity       int64   `json:"quantity"`
-	RequestID      *string `json:"request_id"`
-	Strategy       string  `json:"strategy"`
-	RemainingStock int64   `json:"remaining_stock"`
-}
-
-type audit struct {
-	ProductID     int64 `json:"product_id"`
-	InitialStock  int64 `json:"initial_stock"`
-	Stock         int64 `json:"stock"`
-	Orders        int64 `json:"orders"`
-	UnitsSold     int64 `json:"units_sold"`
-	OversoldUnits int64 `json:"oversold_units"`
-	Consistent    bool  `json:"consistent"`
-}
+type (
+	product = api.Product
+	order   = api.Order
+	audit   = api.Audit
+)
 
 var (
 	productKeys = []string{"id", "initial_stock", "name", "stock"}
@@ -216,11 +196,10 @@ func wantError(t testing.TB, what string, r response, status int, code string) {
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("%s Content-Type = %q; want application/json", what, ct)
 	}
+	// api.ErrorBody, with a pointer to tell a missing "error" from an
+	// empty one.
 	var body struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error *api.Error `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	dec.DisallowUnknownFields()

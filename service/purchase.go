@@ -11,15 +11,16 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 )
 
 // Limits of a purchase request.
 const (
-	MaxQuantity = 100
-	MaxHold     = 10 * time.Second
-	MaxBatch    = 1000
-	maxIDLength = 64
+	MaxQuantity = api.MaxQuantity
+	MaxHold     = api.MaxHold
+	MaxBatch    = api.MaxBatch // the contract's
+	maxIDLength = api.MaxIDLength
 )
 
 // Purchase is one buyer's attempt to buy a product.

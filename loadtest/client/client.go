@@ -20,6 +20,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/seckill/seckill/api"
 )
 
 // DefaultCallTimeout bounds one call when Client.CallTimeout is 0.
@@ -55,53 +57,20 @@ func NewHTTPClient(headerTimeout time.Duration) *http.Client {
 	}}
 }
 
-// Strategy is one entry of GET /api/v1/strategies.
-type Strategy struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Safe        bool   `json:"safe"`
-}
-
-// Product is the contract's product.
-type Product struct {
-	ID           int64  `json:"id"`
-	Name         string `json:"name"`
-	Stock        int64  `json:"stock"`
-	InitialStock int64  `json:"initial_stock"`
-}
-
-// Order is the contract's order: the answer to a purchase.
-type Order struct {
-	OrderID        int64  `json:"order_id"`
-	ProductID      int64  `json:"product_id"`
-	UserID         string `json:"user_id"`
-	Quantity       int64  `json:"quantity"`
-	RequestID      string `json:"request_id"`
-	Strategy       string `json:"strategy"`
-	RemainingStock int64  `json:"remaining_stock"`
-}
-
-// Audit is the server's answer to GET /api/v1/products/{id}/audit.
-type Audit struct {
-	ProductID     int64 `json:"product_id"`
-	InitialStock  int64 `json:"initial_stock"`
-	Stock         int64 `json:"stock"`
-	Orders        int64 `json:"orders"`
-	UnitsSold     int64 `json:"units_sold"`
-	OversoldUnits int64 `json:"oversold_units"`
-	Consistent    bool  `json:"consistent"`
-}
-
-// Held says the stock invariant held: the audit is consistent and nothing
-// was oversold.
-func (a Audit) Held() bool { return a.Consistent && a.OversoldUnits == 0 }
-
-// Purchase is the body of a purchase.
-type Purchase struct {
-	UserID    string `json:"user_id"`
-	Quantity  int64  `json:"quantity"`
-	RequestID string `json:"request_id,omitempty"`
-}
+// The contract's shapes (package api), under the names this package has
+// always given them.
+type (
+	// Strategy is one entry of GET /api/v1/strategies.
+	Strategy = api.Strategy
+	// Product is the contract's product.
+	Product = api.Product
+	// Order is the contract's order: the answer to a purchase.
+	Order = api.Order
+	// Audit is the server's answer to GET /api/v1/products/{id}/audit.
+	Audit = api.Audit
+	// Purchase is the body of a purchase.
+	Purchase = api.Purchase
+)
 
 // Override are the query parameters a purchase may carry when the service
 // runs with SECKILL_STRATEGY_OVERRIDE=true; the zero value sends none.
@@ -194,7 +163,7 @@ func (c *Client) Product(ctx context.Context, id int64) (Product, error) {
 // CreateProduct creates a product of stock units (an admin call).
 func (c *Client) CreateProduct(ctx context.Context, name string, stock int64) (Product, error) {
 	var p Product
-	err := c.call(ctx, http.MethodPost, "/api/v1/admin/products", map[string]any{"name": name, "stock": stock}, &p)
+	err := c.call(ctx, http.MethodPost, "/api/v1/admin/products", api.NewProduct{Name: name, Stock: stock}, &p)
 	return p, err
 }
 
@@ -202,7 +171,7 @@ func (c *Client) CreateProduct(ctx context.Context, name string, stock int64) (P
 // its orders (an admin call).
 func (c *Client) SetStock(ctx context.Context, id, stock int64) (Product, error) {
 	var p Product
-	err := c.call(ctx, http.MethodPut, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stock", map[string]any{"stock": stock}, &p)
+	err := c.call(ctx, http.MethodPut, "/api/v1/admin/products/"+strconv.FormatInt(id, 10)+"/stock", api.SetStock{Stock: stock}, &p)
 	return p, err
 }
 
@@ -277,9 +246,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte,
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &Error{Method: method, URL: u, Status: resp.StatusCode}
-		var eb struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
+		var eb api.ErrorBody
 		if json.Unmarshal(data, &eb) == nil {
 			e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		}

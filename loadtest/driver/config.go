@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/api"
 )
 
 // Defaults of Config.
@@ -25,9 +27,9 @@ const (
 	DefaultTimeout = 30 * time.Second
 	// MaxHold is the longest hold (and pause) the service accepts
 	// (hold_ms=10000).
-	MaxHold = 10 * time.Second
-	// MaxBatch is the largest batch the service accepts (batch=1000).
-	MaxBatch = 1000
+	MaxHold = api.MaxHold
+	// MaxBatch is the largest batch the service accepts (api.MaxBatch).
+	MaxBatch = api.MaxBatch
 	// MaxClients is the most loopback source addresses (Config.Clients).
 	MaxClients = 65536
 	// MaxProducts is the largest catalogue (Config.Products).

@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/seckill/seckill/api"
 )
 
 // Line is one line of a history: a stock line (Stock set: the product's
@@ -93,7 +95,7 @@ func strictUnmarshal(data []byte, v any) error {
 
 // MaxQuantity is the most units one purchase may ask for (the service's
 // bound); it also bounds the work of a check.
-const MaxQuantity = 100
+const MaxQuantity = api.MaxQuantity
 
 // validate says what is wrong with a line that parsed.
 func (l Line) validate() error {

@@ -1,0 +1,92 @@
+package api
+
+import "time"
+
+// The contract's limits of a purchase.
+const (
+	// MaxQuantity is the most units one purchase may ask for.
+	MaxQuantity = 100
+	// MaxIDLength is the most characters of a user_id or a request_id.
+	MaxIDLength = 64
+	// MaxHold is the longest hold_ms (and pause_ms) a purchase may ask for.
+	MaxHold = 10 * time.Second
+	// MaxBatch is the largest batch: SECKILL_BATCH and a purchase's batch=.
+	MaxBatch = 1000
+)
+
+// Product is the contract's product.
+type Product struct {
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+	Stock        int64  `json:"stock"`
+	InitialStock int64  `json:"initial_stock"`
+}
+
+// Order is the contract's order: the answer to a purchase. RequestID is
+// null for an order that has none.
+type Order struct {
+	OrderID        int64   `json:"order_id"`
+	ProductID      int64   `json:"product_id"`
+	UserID         string  `json:"user_id"`
+	Quantity       int64   `json:"quantity"`
+	RequestID      *string `json:"request_id"`
+	Strategy       string  `json:"strategy"`
+	RemainingStock int64   `json:"remaining_stock"`
+}
+
+// Audit is the answer to GET /api/v1/products/{id}/audit. Consistent is
+// stock >= 0 && initial_stock - stock == units_sold; OversoldUnits is
+// max(0, units_sold - initial_stock).
+type Audit struct {
+	ProductID     int64 `json:"product_id"`
+	InitialStock  int64 `json:"initial_stock"`
+	Stock         int64 `json:"stock"`
+	Orders        int64 `json:"orders"`
+	UnitsSold     int64 `json:"units_sold"`
+	OversoldUnits int64 `json:"oversold_units"`
+	Consistent    bool  `json:"consistent"`
+}
+
+// Held says the stock invariant held: the audit is consistent and nothing
+// was oversold.
+func (a Audit) Held() bool { return a.Consistent && a.OversoldUnits == 0 }
+
+// Strategy is one entry of GET /api/v1/strategies.
+type Strategy struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Safe        bool   `json:"safe"`
+}
+
+// Purchase is the body of POST /api/v1/products/{id}/purchase. UserID and
+// Quantity are required; RequestID is optional.
+type Purchase struct {
+	UserID    string `json:"user_id"`
+	Quantity  int64  `json:"quantity"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// NewProduct is the body of POST /api/v1/admin/products; both fields are
+// required.
+type NewProduct struct {
+	Name  string `json:"name"`
+	Stock int64  `json:"stock"`
+}
+
+// SetStock is the body of PUT /api/v1/admin/products/{id}/stock; Stock is
+// required.
+type SetStock struct {
+	Stock int64 `json:"stock"`
+}
+
+// ErrorBody is every error's body: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is the inside of an error body: the contract's code, e.g.
+// "sold_out", and a text for a person.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
