@@ -56,25 +56,28 @@ func start(t *testing.T, env map[string]string) *program {
 			t.Errorf("run() at cleanup = %v", err)
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var last error
+	healthy := testenv.Until(60*time.Second, func() bool {
 		res, err := http.Get(p.url + "/healthz")
-		if err == nil {
+		if last = err; err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return p
+				return true
 			}
+			last = fmt.Errorf("status %d", res.StatusCode)
 		}
 		select {
 		case err := <-p.done:
 			p.ended, p.err = true, err
 			t.Fatalf("run() = %v before /healthz answered; output:\n%s", err, p.out)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /healthz never answered 200 (last error %v); output:\n%s", err, p.out)
-		}
+		return false
+	})
+	if !healthy {
+		t.Fatalf("GET /healthz never answered 200 (last error %v); output:\n%s", last, p.out)
 	}
+	return p
 }
 
 // stop cancels run's context and returns what run returned.
@@ -264,14 +267,12 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	}
 	// SECKILL_DRAIN_DELAY later the instance stops accepting, though the
 	// purchase is still in flight.
-	refused := false
-	for deadline := time.Now().Add(30 * time.Second); !refused && time.Now().Before(deadline); {
+	refused := testenv.Until(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		_, err := request(ctx, http.MethodGet, p.url+"/healthz", "", "")
-		cancel()
-		refused = err != nil
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil
+	})
 	if !refused {
 		t.Errorf("the instance still accepts connections 30s into its drain; want it to stop after SECKILL_DRAIN_DELAY (1s)")
 	}

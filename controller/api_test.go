@@ -611,23 +611,15 @@ func waitForLockHolder(t *testing.T, in *apptest.Instance, strategy string, id i
 	// Every Redis lock (setnx, token, redlock) is on the first node.
 	node := redis.NewClient(&redis.Options{Addr: in.Config.RedisAddrs[0]})
 	defer node.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a purchase of product %d to take its lock", id), func() bool {
 		n, err := node.Exists(context.Background(), in.LockKey(strategy, id)).Result()
 		if err != nil {
 			t.Fatalf("EXISTS %s: %v", in.LockKey(strategy, id), err)
 		}
-		if n > 0 {
-			return true
-		}
-		if ended(t, errc) {
-			return false
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no purchase of product %d took its lock", id)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		held = n > 0
+		return held || ended(t, errc)
+	})
+	return held
 }
 
 // ended says the holding purchase has been answered; a transport error
@@ -651,8 +643,7 @@ func ended(t *testing.T, errc chan error) bool {
 // It returns false when the purchase was answered first.
 func waitForRowLock(t *testing.T, in *apptest.Instance, id int64, errc chan error) (held bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a purchase of product %d to take its row lock", id), func() bool {
 		tx := in.Stores.DB.Begin()
 		if tx.Error != nil {
 			t.Fatalf("begin: %v", tx.Error)
@@ -663,20 +654,14 @@ func waitForRowLock(t *testing.T, in *apptest.Instance, id int64, errc chan erro
 			t.Fatalf("rollback: %v", rerr)
 		}
 		var myErr *mysql.MySQLError
-		if errors.As(err, &myErr) && (myErr.Number == 1205 || myErr.Number == 3572) {
-			return true // lock wait timeout (MariaDB) or lock NOWAIT (MySQL)
-		}
-		if err != nil {
+		// lock wait timeout (MariaDB) or lock NOWAIT (MySQL)
+		held = errors.As(err, &myErr) && (myErr.Number == 1205 || myErr.Number == 3572)
+		if err != nil && !held {
 			t.Fatalf("probe the row lock of product %d: %v", id, err)
 		}
-		if ended(t, errc) {
-			return false
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no purchase of product %d took its row lock", id)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return held || ended(t, errc)
+	})
+	return held
 }
 
 // TestOverrideNeedsToken: under SECKILL_STRATEGY_OVERRIDE=true the

@@ -62,20 +62,18 @@ func TestDashboard(t *testing.T) {
 		return {stock: p ? p.textContent : "", red: !!p && p.classList.contains("neg"),
 			ok: cell("ok") ? cell("ok").textContent : "", soldOut: cell("sold_out") ? cell("sold_out").textContent : ""};
 	})()`, p.ID)
-	// until waits, a few seconds at most, for the page to show want.
+	// until waits, 10 s at most, for the page to show want, and returns
+	// what it shows last.
 	until := func(want func(shown) bool) shown {
 		t.Helper()
 		var got shown
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		testenv.Until(10*time.Second, func() bool {
 			got, err = chromedp.Run(tab, chromedp.Evaluate[shown](read))
 			if err != nil {
 				t.Fatalf("read the dashboard: %v", err)
 			}
-			if want(got) {
-				return got
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return want(got)
+		})
 		return got
 	}
 	a, err := c.Audit(ctx, p.ID)
@@ -91,7 +89,7 @@ func TestDashboard(t *testing.T) {
 	buy("token", 2)
 	got := until(func(s shown) bool { return s.Stock == "0" && s.OK == "3" && s.SoldOut == "1" })
 	if got.Stock != "0" || got.OK != "3" || got.SoldOut != "1" {
-		t.Errorf("dashboard shows %+v 5 s after two more purchases; want stock 0, 3 ok, 1 sold_out", got)
+		t.Errorf("dashboard shows %+v 10 s after two more purchases; want stock 0, 3 ok, 1 sold_out", got)
 	}
 
 	// An oversold stock shows red: reset to 1 and let two unguarded
@@ -160,12 +158,13 @@ func TestDashboardIPLimit(t *testing.T) {
 		t.Fatalf("open the dashboard: %v", err)
 	}
 	var shownLimited string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && shownLimited != "3"; time.Sleep(100 * time.Millisecond) {
+	testenv.Until(10*time.Second, func() bool {
 		if shownLimited, err = chromedp.Run(tab, chromedp.Evaluate[string](
 			`(document.getElementById("ip-limit").dataset.limited || "")`)); err != nil {
 			t.Fatalf("read the dashboard: %v", err)
 		}
-	}
+		return shownLimited == "3"
+	})
 	if shownLimited != "3" {
 		t.Errorf("the dashboard shows %q purchase requests rate_limited; want 3", shownLimited)
 	}

@@ -32,6 +32,8 @@ func TestWatchdogKeepsLease(t *testing.T) {
 			ctx := context.Background()
 			holder := mustLock(t, newLocker(), key)
 			wd := locker.StartWatchdog(ctx, holder, 100*time.Millisecond)
+			// Not a wait for a condition: the 1.2 s (four leases) is the
+			// scenario, and another client tries the lock all along it.
 			for deadline := time.Now().Add(1200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 				if other, err := newLocker().TryLock(ctx, key); err == nil {
 					other.Unlock(ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 )
 
@@ -236,8 +237,11 @@ func TestResetFencesOffHolder(t *testing.T) {
 				_, err := in.svc.Purchase(t.Context(), p)
 				done <- err
 			}()
-			waitForKey(t, f, in.lockKey(strategy, prod.ID))
-			time.Sleep(300 * time.Millisecond) // the holder has read the product and works
+			// The holder has claimed its fencing token (it does so once it
+			// holds the lock, before it reads the product and works 1 s).
+			testenv.Eventually(t, 10*time.Second, "the holder to claim the fence of product "+fmt.Sprint(prod.ID), func() bool {
+				return fenceOf(t, f, prod.ID) > prod.Fence
+			})
 			if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
 				t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)
 			}
@@ -247,6 +251,16 @@ func TestResetFencesOffHolder(t *testing.T) {
 			in.wantAudit(t, consistentAudit(prod.ID, 10, 0))
 		})
 	}
+}
+
+// fenceOf reads the product's fencing token from the database.
+func fenceOf(t *testing.T, f *fixture, id int64) int64 {
+	t.Helper()
+	var p model.Product
+	if err := f.db.Select("fence").Take(&p, id).Error; err != nil {
+		t.Fatalf("read the fence of product %d: %v", id, err)
+	}
+	return p.Fence
 }
 
 // waitForKey waits until the first node has key.
@@ -295,7 +309,7 @@ func TestResetsUnderLoad(t *testing.T) {
 		if _, err := ins[0].svc.SetStock(ctx, prod.ID, 50); err != nil {
 			t.Errorf("SetStock(%d, 50) under load = %v; want nil", prod.ID, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the scenario: a reset every 10 ms
 	}
 	stop.Store(true)
 	wg.Wait()

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -41,7 +42,7 @@ func TestPurchaseFencing(t *testing.T) {
 				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: pauseA, Fencing: ptr(fencing)}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Fencing: ptr(fencing)}
 
-				errA, errB := overlap(t, in, a, other, b, arriveB)
+				errA, errB := overlap(t, strategy, in, a, other, b, arriveB)
 
 				if errB != nil {
 					t.Errorf("Purchase(%s) at %v = %v; want nil", show(b), arriveB, errB)
@@ -93,7 +94,7 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 				prod := in.product(t, 1)
 				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
-				errA, errB := overlap(t, in, a, other, b, arriveB)
+				errA, errB := overlap(t, strategy, in, a, other, b, arriveB)
 				if watchdog {
 					if errA != nil || !errors.Is(errB, service.ErrSoldOut) {
 						t.Errorf("with the watchdog: A = %v, B = %v; want A nil (it kept its lock), B %v", errA, errB, service.ErrSoldOut)
@@ -107,21 +108,47 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 	}
 }
 
-// overlap buys a through in and, after arriveB, b through other, and
-// returns what each got.
-func overlap(t *testing.T, in *instance, a service.Purchase, other *instance, b service.Purchase, arriveB time.Duration) (errA, errB error) {
+// overlap buys a through in and, arriveB after a was granted strategy's
+// lock, b through other, and returns what each got.
+func overlap(t *testing.T, strategy string, in *instance, a service.Purchase, other *instance, b service.Purchase, arriveB time.Duration) (errA, errB error) {
 	var g errgroup.Group
 	g.Go(func() error {
 		_, errA = in.svc.Purchase(t.Context(), a)
 		return nil
 	})
-	g.Go(func() error {
-		time.Sleep(arriveB)
-		_, errB = other.svc.Purchase(t.Context(), b)
-		return nil
+	testenv.Eventually(t, 10*time.Second, "A to be granted the "+strategy+" lock", func() bool {
+		return in.lockWaits(t, strategy, "acquired") == 1
 	})
-	_ = g.Wait() // the goroutines report through errA and errB
+	// The sleep is the scenario: B comes this long into A's hold.
+	time.Sleep(arriveB)
+	_, errB = other.svc.Purchase(t.Context(), b)
+	_ = g.Wait() // the goroutine reports through errA
 	return errA, errB
+}
+
+// lockWaits returns how many waits for strategy's lock on in ended with
+// result (acquired, timeout, unavailable): seckill_lock_wait_seconds.
+func (in *instance) lockWaits(t *testing.T, strategy, result string) uint64 {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "seckill_lock_wait_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["strategy"] == strategy && labels["result"] == result {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
 }
 
 // TestOvertakenHolderLosesToLaterHolder: buyer A takes the lock on one
@@ -140,7 +167,7 @@ func TestOvertakenHolderLosesToLaterHolder(t *testing.T) {
 			prod := in.product(t, 1)
 			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: 1200 * time.Millisecond}
 			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Pause: 1200 * time.Millisecond}
-			errA, errB := overlap(t, in, a, other, b, 600*time.Millisecond)
+			errA, errB := overlap(t, strategy, in, a, other, b, 600*time.Millisecond)
 			if !errors.Is(errA, service.ErrLockLost) || errB != nil {
 				t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, service.ErrLockLost)
 			}

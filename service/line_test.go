@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
@@ -110,11 +111,12 @@ func blockLine(t *testing.T, in *instance, strategy string, product int64) (rele
 	}
 }
 
-// enqueue starts each purchase through its instance in turn, each once the
-// one before is in line, and returns a function that waits for every
-// answer, in the purchases' order. It checks the orders the answers carry:
-// a new order has an ID of its own, a replay the ID of an order made before.
-func enqueue(t *testing.T, attempts []attempt, strategy string) func() []string {
+// enqueue starts each purchase through its instance (all on db) in turn,
+// each once the one before is in line, and returns a function that waits
+// for every answer, in the purchases' order. It checks the orders the
+// answers carry: a new order has an ID of its own, a replay the ID of an
+// order made before.
+func enqueue(t *testing.T, db *gorm.DB, attempts []attempt, strategy string) func() []string {
 	t.Helper()
 	out := make([]string, len(attempts))
 	receipts := make([]service.Receipt, len(attempts))
@@ -129,19 +131,17 @@ func enqueue(t *testing.T, attempts []attempt, strategy string) func() []string 
 		want := inLine[a.svc]
 		if strategy == "pessimistic" {
 			// The first of each instance is taken into a hold at once and
-			// waits there for the row; there is nothing to see but time.
+			// waits there for the row: the database shows its locking read
+			// running. Until then it may still be in line, where the next
+			// purchase would count it as itself.
 			if want--; want == 0 {
-				time.Sleep(100 * time.Millisecond)
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("purchase %d (%s) waiting for the row in its hold", i, show(a.p)),
+					func() bool { return lockingReads(t, db) == 1 })
 				continue
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for a.svc.Waiting(a.p.ProductID) < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("purchase %d (%s) never joined the line", i, show(a.p))
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("purchase %d (%s) to join the line", i, show(a.p)),
+			func() bool { return a.svc.Waiting(a.p.ProductID) >= want })
 	}
 	return func() []string {
 		wg.Wait()
@@ -181,7 +181,7 @@ func TestBatchSellsAsOneByOne(t *testing.T) {
 				attempts[i] = attempt{svc: in.svc, p: p}
 			}
 			release := blockLine(t, in, strategy, prod.ID)
-			wait := enqueue(t, attempts, strategy)
+			wait := enqueue(t, in.db, attempts, strategy)
 			release()
 			got, want := wait(), expected(stock, limit, ps)
 			for i := range ps {
@@ -218,7 +218,7 @@ func TestBatchSellsAsOneByOne(t *testing.T) {
 				attempts[i] = attempt{svc: in.svc, p: p}
 			}
 			release := blockLine(t, a, strategy, prod.ID)
-			wait := enqueue(t, attempts, strategy)
+			wait := enqueue(t, a.db, attempts, strategy)
 			release()
 			got := wait()
 			gotA, gotB := make([]string, 0, len(onA)), make([]string, 0, len(onB))
@@ -240,6 +240,17 @@ func TestBatchSellsAsOneByOne(t *testing.T) {
 			wantSoldOut(t, a, prod.ID, stock, got)
 		})
 	}
+}
+
+// lockingReads returns how many connections on db are in a locking read
+// (testenv.LockingReads).
+func lockingReads(t *testing.T, db *gorm.DB) int {
+	t.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatalf("the database/sql pool of the fixture: %v", err)
+	}
+	return testenv.LockingReads(t, sqlDB)
 }
 
 // wantSoldOut fails t unless the product's audit says it sold all its
@@ -305,18 +316,17 @@ func TestResetReopensEveryInstance(t *testing.T) {
 	if _, err := a.svc.SetStock(t.Context(), prod.ID, 3); err != nil {
 		t.Fatalf("SetStock on A = %v; want nil", err)
 	}
-	for i := 0; ; i++ {
-		_, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("again-%d", i), Quantity: 1})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, service.ErrSoldOut) {
+	tries := 0
+	sold := testenv.Until(time.Second-time.Since(reset), func() bool {
+		tries++
+		_, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("again-%d", tries), Quantity: 1})
+		if err != nil && !errors.Is(err, service.ErrSoldOut) {
 			t.Fatalf("Purchase on B after the reset = %v; want nil or %v", err, service.ErrSoldOut)
 		}
-		if time.Since(reset) > time.Second {
-			t.Fatalf("B still answers %v %v after a reset on A; want it to sell again within 1 s", err, time.Since(reset))
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil
+	})
+	if !sold {
+		t.Fatalf("B still answers %v %v after a reset on A (%d tries); want it to sell again within 1 s", service.ErrSoldOut, time.Since(reset), tries)
 	}
 	a.wantAudit(t, consistentAudit(prod.ID, 3, 1))
 }

@@ -39,13 +39,23 @@ func TestPessimisticBatchKeepsEachDeadline(t *testing.T) {
 		return done
 	}
 	x := buy("x") // the hold that gives up
-	testenv.Eventually(t, 5*time.Second, "x's hold waiting on the row", func() bool { return in.svc.Waiting(prod.ID) == 0 })
+	testenv.Eventually(t, 10*time.Second, "x's hold waiting on the row", func() bool {
+		select {
+		case err := <-x:
+			t.Fatalf("x's Purchase = %v before the test saw it wait on the row (for %v at most)", err, wait)
+		default:
+		}
+		return lockingReads(t, f.db) == 1
+	})
+	// The sleeps below are the scenario, each from a point the test saw:
+	// A comes 300 ms after x began to wait, so that A is still in line
+	// when x gives up; B 1.2 s after A.
 	time.Sleep(300 * time.Millisecond)
 	aSent := time.Now()
 	a := buy("a")
 	time.Sleep(1200 * time.Millisecond)
 	b := buy("b")
-	testenv.Eventually(t, 5*time.Second, "a and b in line", func() bool { return in.svc.Waiting(prod.ID) == 2 || len(x) == 1 })
+	testenv.Eventually(t, 10*time.Second, "a and b in line", func() bool { return in.svc.Waiting(prod.ID) == 2 || len(x) == 1 })
 	// Past A's wait (it began no earlier than aSent), 0.9 s before B's ends.
 	time.Sleep(time.Until(aSent.Add(wait + 300*time.Millisecond)))
 	if err := tx.Rollback().Error; err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"gorm.io/gorm/clause"
 
-	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 )
@@ -357,21 +357,6 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 	}
 }
 
-// signalLocker is a Locker that says on acquired each time it granted a
-// lock.
-type signalLocker struct {
-	locker.Locker
-	acquired chan struct{}
-}
-
-func (l signalLocker) Lock(ctx context.Context, key string) (locker.Lease, error) {
-	lease, err := l.Locker.Lock(ctx, key)
-	if err == nil {
-		l.acquired <- struct{}{}
-	}
-	return lease, err
-}
-
 // TestPurchaseCancelledReleasesLock: buyers who hang up leave no lock
 // behind. A's purchase is in a hold (its held work lasts 2 s) and B waits in
 // line behind it when both hang up: B leaves the line with the context's
@@ -385,10 +370,6 @@ func TestPurchaseCancelledReleasesLock(t *testing.T) {
 			t.Parallel()
 			in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
 				TTL: 30 * time.Second, Wait: 10 * time.Second})
-			acquired := make(chan struct{}, 2)
-			if lk, ok := in.lockers[strategy]; ok {
-				in.lockers[strategy] = signalLocker{Locker: lk, acquired: acquired}
-			}
 			prod := in.product(t, 3)
 			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: 2 * time.Second}
 			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
@@ -399,15 +380,15 @@ func TestPurchaseCancelledReleasesLock(t *testing.T) {
 				_, err := in.svc.Purchase(ctx, a)
 				doneA <- err
 			}()
-			if strategy != "pessimistic" { // its row lock cannot be watched
-				<-acquired
-			}
-			time.Sleep(300 * time.Millisecond) // A is in its held work
+			// A is in its hold once granted its lock (pessimistic: its row).
+			testenv.Eventually(t, 10*time.Second, "A to be granted its lock", func() bool {
+				return in.lockWaits(t, strategy, "acquired") == 1
+			})
 			go func() {
 				_, err := in.svc.Purchase(ctx, b)
 				doneB <- err
 			}()
-			time.Sleep(100 * time.Millisecond) // B is in line
+			testenv.Eventually(t, 10*time.Second, "B in line", func() bool { return in.svc.Waiting(prod.ID) == 1 })
 			cancel()
 			if err := <-doneB; !errors.Is(err, context.Canceled) {
 				t.Errorf("Purchase(%s) cancelled in line = %v; want %v", show(b), err, context.Canceled)

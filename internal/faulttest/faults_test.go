@@ -37,7 +37,7 @@ func TestWatchdogKeepsLongWorkPauseLosesIt(t *testing.T) {
 		var wg sync.WaitGroup
 		wg.Go(func() { gotA = buy(a, id, client.Purchase{UserID: "a", Quantity: 1}, tc.o) })
 		d.waitForLockKey(t, id, 2)
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // the scenario: B comes 1.5 s into A's hold, past A's lease
 		gotB := buy(b, id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock"})
 		wg.Wait()
 		if gotA.code != tc.wantA || gotB.code != tc.wantB {
@@ -61,7 +61,15 @@ func TestKilledHolderFreesProductWithinTTL(t *testing.T) {
 	id := a.product(t, 5)
 	go buy(a, id, client.Purchase{UserID: "doomed", Quantity: 1}, client.Override{Hold: 10 * time.Second})
 	d.waitForLockKey(t, id, 2)
-	time.Sleep(300 * time.Millisecond) // the watchdog has renewed the lease at least once
+	// The watchdog has renewed the lease at least once: its time to live
+	// went up from the lowest seen (the first reading may be a renewal's
+	// own, the whole lease).
+	low := d.lockPTTL(t, id)
+	testenv.Eventually(t, 20*time.Second, "the watchdog to renew the lease", func() bool {
+		ttl := d.lockPTTL(t, id)
+		low = min(low, ttl)
+		return ttl > low
+	})
 	a.kill()
 	killed := time.Now()
 	got := buy(b, id, client.Purchase{UserID: "next", Quantity: 1}, client.Override{})
@@ -130,31 +138,39 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// sold counts the 201s that came after since.
+	sold := func(since time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range answers {
+			if a.code == "" && a.at.After(since) {
+				n++
+			}
+		}
+		return n
+	}
+	halt := func() {
+		stop.Store(true)
+		wg.Wait()
+	}
+	// The sale is under way (the instance's pool holds connections)
+	// when the database goes.
+	if !testenv.Until(30*time.Second, func() bool { return sold(time.Time{}) >= 16 }) {
+		halt()
+		t.Fatalf("%d purchases answered 201 in 30 s; want 16 before the outage\n%s", sold(time.Time{}), in.out)
+	}
 	down()
 	downAt := time.Now()
-	time.Sleep(outage)
+	time.Sleep(outage) // the scenario: the database is away this long
 	up()
 	upAt := time.Now()
-	// Sales resume: wait for a 201 that came after the database came back,
-	// then a second more.
-	deadline := upAt.Add(30 * time.Second)
-	for resumed := false; !resumed; {
-		if time.Now().After(deadline) {
-			stop.Store(true)
-			wg.Wait()
-			t.Fatalf("no 201 within 30 s of the database coming back\n%s", in.out)
-		}
-		time.Sleep(100 * time.Millisecond)
-		mu.Lock()
-		for _, a := range answers {
-			resumed = resumed || (a.code == "" && a.at.After(upAt))
-		}
-		mu.Unlock()
+	// Sales resume: 16 more 201s that came after the database came back.
+	if !testenv.Until(30*time.Second, func() bool { return sold(upAt) >= 16 }) {
+		halt()
+		t.Fatalf("%d purchases answered 201 within 30 s of the database coming back; want 16\n%s", sold(upAt), in.out)
 	}
-	time.Sleep(time.Second)
-	stop.Store(true)
-	wg.Wait()
+	halt()
 
 	seen := map[int64]bool{}
 	var before, during, after, unavailable, unknown int
@@ -291,7 +307,12 @@ func TestSIGTERMMidSale(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	// SIGTERM comes mid-sale: orders are being made.
+	testenv.Eventually(t, 30*time.Second, "32 orders made before SIGTERM", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(created) >= 32
+	})
 	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -299,12 +320,10 @@ func TestSIGTERMMidSale(t *testing.T) {
 	// within the drain delay (5 s), during which the instance still listens.
 	// (Not 1 s: a loaded machine can take that long to deliver the signal.)
 	ready := 0
-	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if ready = readyz(in.url); ready == http.StatusServiceUnavailable {
-			break
-		}
-	}
-	if ready != http.StatusServiceUnavailable {
+	if !testenv.Until(4*time.Second, func() bool {
+		ready = readyz(in.url)
+		return ready == http.StatusServiceUnavailable
+	}) {
 		t.Errorf("GET /readyz within 4 s of SIGTERM = %d; want 503 (draining, before the 5 s drain delay ends)", ready)
 	}
 	if err := in.terminate(40 * time.Second); err != nil {

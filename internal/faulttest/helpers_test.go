@@ -132,24 +132,24 @@ func (d *deployment) start() *instance {
 		close(in.exited)
 	}()
 	t.Cleanup(in.kill)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	answered := testenv.Until(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := in.c.Healthz(ctx)
 		cancel()
 		if err == nil {
-			return in
+			return true
 		}
 		select {
 		case <-in.exited:
 			t.Fatalf("the instance exited at start: %v\n%s", in.exitErr, in.out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the instance did not answer /healthz within 30s\n%s", in.out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	if !answered {
+		t.Fatalf("the instance did not answer /healthz within 30s\n%s", in.out)
 	}
+	return in
 }
 
 // kill kills the process at once (SIGKILL), as a crash would.
@@ -248,6 +248,25 @@ func (d *deployment) waitForLockKey(t *testing.T, id int64, need int) {
 		}
 		return held >= need
 	})
+}
+
+// lockPTTL returns the longest time to live the product's lock key has on
+// any node (negative when no node has it): it only goes up when the
+// holder's lease is renewed.
+func (d *deployment) lockPTTL(t *testing.T, id int64) time.Duration {
+	t.Helper()
+	key := fmt.Sprintf("seckill:lock:redlock:product:%d", id)
+	longest := time.Duration(-1)
+	for _, n := range d.nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1})
+		if ttl, err := c.PTTL(context.Background(), key).Result(); err == nil {
+			longest = max(longest, ttl)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("close the client of %s: %v", n.Addr, err)
+		}
+	}
+	return longest
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -100,13 +100,12 @@ func (m *MariaDB) Start(t testing.TB) {
 		t.Fatalf("testenv: %v", err)
 	}
 	defer db.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	answered := Until(60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := db.PingContext(ctx)
+		err = db.PingContext(ctx)
 		cancel()
 		if err == nil {
-			return
+			return true
 		}
 		select {
 		case <-m.done:
@@ -114,10 +113,10 @@ func (m *MariaDB) Start(t testing.TB) {
 			t.Fatalf("testenv: mariadbd exited at start: %s", log)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: mariadbd on port %s did not answer within 60s: %v", m.port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !answered {
+		t.Fatalf("testenv: mariadbd on port %s did not answer within 60s: %v", m.port, err)
 	}
 }
 

@@ -194,20 +194,17 @@ func (r *Redis) start(path string) error {
 	}
 	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
 	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var err error
+	if Until(5*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
+		err = c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			r.Stop()
-			return fmt.Errorf("redis-server on %s did not answer: %w", r.Addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		return nil
 	}
+	r.Stop()
+	return fmt.Errorf("redis-server on %s did not answer: %w", r.Addr, err)
 }
 
 // Stop kills the process; the node is down until Restart.
