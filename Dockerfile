@@ -10,7 +10,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
-# Static binaries: the runtime image has no C library to link against.
+# Static binaries: the runtime image's C library (Alpine's musl) is not the
+# builder's glibc.
 ENV CGO_ENABLED=0
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \

@@ -1,5 +1,7 @@
-# The commands the README gives. Each runs against a real MariaDB/MySQL and
-# three independent Redis nodes that scripts/testenv.sh makes available.
+# The commands the README gives. test, bench, soak and test-tidb run against
+# a real MariaDB/MySQL and three independent Redis nodes that
+# scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
+# its own (scripts/stack.sh).
 .PHONY: test bench vet fuzz soak test-tidb
 
 test:

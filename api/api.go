@@ -79,6 +79,23 @@ type SetStock struct {
 	Stock int64 `json:"stock"`
 }
 
+// Health is the answer to GET /healthz: {"status": "ok"} while the
+// process runs.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Ready is the answer to GET /readyz: {"status": "ready"} with 200, or with
+// 503 {"down", "error", "status": "unavailable"}, where Down names what is
+// down ("database", "redis", "instance" while it drains, or "unknown") and
+// Error is the error body's inside, code "unavailable". Its keys are in
+// alphabetical order, as the server has always sent them.
+type Ready struct {
+	Down   string `json:"down,omitempty"`
+	Error  *Error `json:"error,omitempty"`
+	Status string `json:"status"`
+}
+
 // ErrorBody is every error's body: {"error": {"code", "message"}}.
 type ErrorBody struct {
 	Error Error `json:"error"`

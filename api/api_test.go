@@ -35,6 +35,10 @@ func TestShapes(t *testing.T) {
 			`{"user_id": "u-42", "quantity": 1}`},
 		{"new product", api.NewProduct{Name: "phone", Stock: 100}, `{"name": "phone", "stock": 100}`},
 		{"set stock", api.SetStock{Stock: 100}, `{"stock": 100}`},
+		{"health", api.Health{Status: "ok"}, `{"status": "ok"}`},
+		{"ready", api.Ready{Status: "ready"}, `{"status": "ready"}`},
+		{"not ready", api.Ready{Down: "redis", Error: &api.Error{Code: "unavailable", Message: "redis is down"}, Status: "unavailable"},
+			`{"down": "redis", "error": {"code": "unavailable", "message": "redis is down"}, "status": "unavailable"}`},
 		{"error", api.ErrorBody{Error: api.Error{Code: "sold_out", Message: "product 1 is sold out"}},
 			`{"error": {"code": "sold_out", "message": "product 1 is sold out"}}`},
 	} {

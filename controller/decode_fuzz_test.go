@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/service"
 )
 
@@ -14,8 +15,9 @@ import (
 // panic, refuse only with the contract's 4xx codes, and never rewrite what
 // it accepts: the IDs it returns are valid UTF-8 and hold a U+FFFD only
 // when the body spelled one, override parameters appear only under the
-// override, and a purchase encoded again decodes to itself. The corpus it
-// has found is kept in testdata/fuzz.
+// override, and a purchase encoded again, as a client sends it
+// (api.Purchase), decodes to itself. The corpus it has found is kept in
+// testdata/fuzz.
 func FuzzDecodePurchase(f *testing.F) {
 	for _, seed := range []struct {
 		body, query string
@@ -60,7 +62,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		if p.Hold < 0 || p.Hold > service.MaxHold {
 			t.Fatalf("decodePurchase(%q) hold = %v; want 0 to %v", query, p.Hold, service.MaxHold)
 		}
-		again, err := json.Marshal(purchaseRequest{UserID: &p.UserID, Quantity: &p.Quantity, RequestID: p.RequestID})
+		again, err := json.Marshal(api.Purchase{UserID: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID})
 		if err != nil {
 			t.Fatalf("encode %+v: %v", p, err)
 		}

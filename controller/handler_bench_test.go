@@ -34,8 +34,8 @@ type routed struct {
 }
 
 // newRouted wires a router as the program does (internal/app), with log
-// and opts (AdminToken, Registerer and Gatherer are filled in), over env
-// on top of the defaults. Everything is closed when tb ends.
+// and opts (AdminToken, Registerer, Gatherer and Strategy are filled in),
+// over env on top of the defaults. Everything is closed when tb ends.
 func newRouted(tb testing.TB, log *slog.Logger, env map[string]string, opts controller.Options) *routed {
 	tb.Helper()
 	addrs := testenv.RedisAddrs(tb)

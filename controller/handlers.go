@@ -36,17 +36,15 @@ func toOrder(o model.Order) api.Order {
 
 // handleReady answers 200 while the database and a majority of the Redis
 // nodes answer and the instance is not draining; else 503 naming what is
-// down (database, redis or, while draining, the instance itself). The
+// down (database, redis or, while draining, the instance itself; unknown
+// for an error that names no dependency), as api.Ready. The
 // route is unauthenticated: the body names no address and no driver error,
 // which go to the log.
 func handleReady(svc *service.Seckill, log *slog.Logger, drain *Drain) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		notReady := func(down, msg string) {
-			c.JSON(http.StatusServiceUnavailable, gin.H{
-				"status": "unavailable",
-				"down":   down,
-				"error":  gin.H{"code": service.CodeUnavailable, "message": msg},
-			})
+			c.JSON(http.StatusServiceUnavailable, api.Ready{Status: "unavailable", Down: down,
+				Error: &api.Error{Code: string(service.CodeUnavailable), Message: msg}})
 		}
 		if drain.Started() {
 			notReady("instance", "the instance is shutting down")
@@ -54,7 +52,7 @@ func handleReady(svc *service.Seckill, log *slog.Logger, drain *Drain) gin.Handl
 		}
 		err := svc.Ready(c.Request.Context())
 		if err == nil {
-			c.JSON(http.StatusOK, gin.H{"status": "ready"})
+			c.JSON(http.StatusOK, api.Ready{Status: "ready"})
 			return
 		}
 		down := "unknown"
@@ -127,7 +125,11 @@ func handleAudit(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 }
 
 // purchaseRequest is api.Purchase as the server decodes it: pointers tell
-// a missing field from a zero.
+// a missing field (or null) from a zero, so that a body without user_id or
+// quantity is refused as such ("user_id is required"). api.Purchase cannot
+// tell them apart, and pointers there would have every client (the load
+// driver, the demo, the tests) write &v for a value; so the server keeps
+// this copy, field for field api.Purchase's (TestRequestsAreTheAPIShapes).
 type purchaseRequest struct {
 	UserID    *string `json:"user_id"`
 	Quantity  *int64  `json:"quantity"`
@@ -273,7 +275,8 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 }
 
 // createProductRequest is api.NewProduct as the server decodes it:
-// pointers tell a missing field from a zero.
+// pointers tell a missing field (or null) from a zero, as purchaseRequest
+// does for api.Purchase, and for the same reason.
 type createProductRequest struct {
 	Name  *string `json:"name"`
 	Stock *int64  `json:"stock"`
@@ -302,7 +305,8 @@ func handleCreateProduct(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc
 }
 
 // setStockRequest is api.SetStock as the server decodes it: a pointer
-// tells a missing field from a zero.
+// tells a missing field (or null) from a zero, as purchaseRequest does for
+// api.Purchase, and for the same reason.
 type setStockRequest struct {
 	Stock *int64 `json:"stock"`
 }

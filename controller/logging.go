@@ -14,9 +14,10 @@ import (
 
 // LogHandler wraps h so that a record logged with a context carries the
 // attributes put in that context by WithLogAttrs, after its own. The router
-// puts the request ID there for every request, and product, user and
-// strategy for a purchase: whatever is logged with the request's context,
-// by the router, a handler or the service, carries them.
+// puts the request ID there for every request, and product, user, strategy
+// and, when the body has one, purchase_request_id for a purchase: whatever
+// is logged with the request's context, by the router, a handler or the
+// service, carries them.
 func LogHandler(h slog.Handler) slog.Handler { return contextHandler{h} }
 
 type contextHandler struct{ slog.Handler }
@@ -142,10 +143,11 @@ func (s *logSampler) sample(now time.Time, route string, status int) (logged, sa
 
 // accessLog logs requests once they are answered, with their method,
 // route, path, status, size and latency, and whatever their context
-// carries (the request ID; product, user and strategy for a purchase),
-// sampled by logSampler: 5xx and requests slower than slowRequest always.
-// now is the clock of the latency and the sampler's seconds. Requests
-// other than the probes count as in flight in drain while they are served.
+// carries (the request ID; product, user, strategy and purchase_request_id
+// for a purchase), sampled by logSampler: 5xx and requests slower than
+// slowRequest always. now is the clock of the latency and the sampler's
+// seconds. Requests other than the probes count as in flight in drain
+// while they are served.
 func accessLog(log *slog.Logger, drain *Drain, now func() time.Time) gin.HandlerFunc {
 	sampler := &logSampler{}
 	return func(c *gin.Context) {

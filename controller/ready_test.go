@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/internal/apptest"
 )
 
@@ -16,8 +17,8 @@ func TestReadyzNamesTheDatabase(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, nil)
 	c := newClient(t, in)
-	if r := c.get("/readyz"); r.status != http.StatusOK {
-		t.Fatalf("GET /readyz = %v; want 200", r)
+	if r := c.get("/readyz"); r.status != http.StatusOK || string(r.body) != `{"status":"ready"}` {
+		t.Fatalf("GET /readyz = %v; want 200 {\"status\":\"ready\"}", r)
 	}
 	sqlDB, err := in.Stores.DB.DB()
 	if err != nil {
@@ -27,16 +28,9 @@ func TestReadyzNamesTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.get("/readyz")
-	var body struct {
-		Status string `json:"status"`
-		Down   string `json:"down"`
-		Error  struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusServiceUnavailable ||
-		body.Down != "database" || body.Error.Code != "unavailable" || !strings.Contains(body.Error.Message, "database") {
+	var body api.Ready
+	if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusServiceUnavailable || body.Status != "unavailable" ||
+		body.Down != "database" || body.Error == nil || body.Error.Code != "unavailable" || !strings.Contains(body.Error.Message, "database") {
 		t.Fatalf("GET /readyz with the database closed = %v; want 503 naming the database as down", r)
 	}
 	for _, leak := range []string{"sql:", "closed", "127.0.0.1", "tcp", in.Config.MySQLDSN} {

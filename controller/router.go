@@ -18,15 +18,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/service"
 )
 
 // Options are the router's settings.
 type Options struct {
-	// AdminToken is the bearer token of /api/v1/admin/*.
+	// AdminToken is the bearer token of /api/v1/admin/*, the audit,
+	// /debug/pprof/ and a purchase's override parameters.
 	AdminToken string
-	// StrategyOverride lets a purchase choose strategy, hold_ms and fencing
-	// with query parameters.
+	// StrategyOverride lets a purchase that carries the admin token choose
+	// strategy, hold_ms, pause_ms, fencing and batch with query parameters
+	// (overrideParams).
 	StrategyOverride bool
 	// Gatherer serves /metrics; Registerer takes the HTTP instruments.
 	Gatherer   prometheus.Gatherer
@@ -79,21 +82,21 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	})
 
 	r.GET("/", handleDashboard())
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, api.Health{Status: "ok"}) })
 	r.GET("/readyz", handleReady(svc, log, opts.Drain))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
-	api := r.Group("/api/v1")
-	api.GET("/strategies", handleStrategies(svc))
-	api.GET("/products", handleProducts(svc, log))
-	api.GET("/products/:id", handleProduct(svc, log))
-	api.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
+	v1 := r.Group("/api/v1")
+	v1.GET("/strategies", handleStrategies(svc))
+	v1.GET("/products", handleProducts(svc, log))
+	v1.GET("/products/:id", handleProduct(svc, log))
+	v1.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
 		strategy: opts.Strategy, admin: func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }}))
 	// The audit counts and sums all of a product's orders, on the pool the
 	// purchases need: an admin's.
-	api.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
+	v1.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
 
-	admin := api.Group("/admin", requireToken(log, opts.AdminToken))
+	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))
 	admin.PUT("/products/:id/stock", handleSetStock(svc, log))
 
@@ -166,7 +169,7 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
 		log.ErrorContext(c.Request.Context(), "panic", "path", c.Request.URL.Path, "panic", v)
 		c.AbortWithStatusJSON(http.StatusInternalServerError,
-			gin.H{"error": gin.H{"code": "internal", "message": "internal error"}})
+			api.ErrorBody{Error: api.Error{Code: string(service.CodeInternal), Message: "internal error"}})
 	})
 }
 

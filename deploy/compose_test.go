@@ -615,13 +615,15 @@ type nginxConfig struct {
 	upstreams map[string][]string
 	proxyPass []string
 	listen    []string
-	// directives are the values of every other simple directive, by name,
-	// in the order they come (proxy_read_timeout: ["60s"]).
+	// directives are the values of every simple directive (listen and
+	// proxy_pass among them), by name, in the order they come
+	// (proxy_read_timeout: ["60s"]).
 	directives map[string][]string
 }
 
-// nginx reads the upstream blocks, proxy_pass targets and listen ports of
-// nginx.conf as the nginx service runs it: filled in from its environment.
+// nginx reads the upstream blocks, proxy_pass targets, listen ports and
+// simple directives of nginx.conf as the nginx service runs it: filled in
+// from its environment.
 func nginx(t *testing.T, s stack) nginxConfig {
 	t.Helper()
 	svc, ok := s.Services["nginx"]
@@ -654,8 +656,8 @@ func fillTemplate(t *testing.T, file string, env map[string]string) string {
 	})
 }
 
-// parseNginx reads the upstream blocks, proxy_pass targets and listen ports
-// of an nginx configuration.
+// parseNginx reads the upstream blocks, proxy_pass targets, listen ports
+// and simple directives of an nginx configuration.
 func parseNginx(conf string) nginxConfig {
 	var text strings.Builder
 	for l := range strings.Lines(conf) {

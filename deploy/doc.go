@@ -7,8 +7,9 @@
 // queries are held against the /metrics of a running instance.
 //
 // TestStack runs the same files for real: scripts/stack.sh starts the
-// topology of docker-compose.yml from Debian's packages (nginx filling in
-// deploy/nginx.conf, Prometheus reading deploy/prometheus.yml), and the test
-// sells through nginx, asks Prometheus every query of the dashboard and
-// holds scripts/stack.sh down to leaving nothing running.
+// topology of docker-compose.yml from Debian's packages (nginx running
+// deploy/nginx.conf, filled in as the image would, Prometheus reading
+// deploy/prometheus.yml), and the test sells through nginx, asks
+// Prometheus every query of the dashboard and holds scripts/stack.sh down
+// to leaving nothing running.
 package deploy

@@ -147,7 +147,8 @@ stop() {
 	local part=$1 pid grace=20 i
 	pid=$(pid_of "$part")
 	if [ -n "$pid" ] && alive "$pid"; then
-		# An instance drains: the longest purchase and its unlock (app.DrainBudget).
+		# An instance drains: SECKILL_DRAIN_DELAY, then the longest purchase
+		# and its unlock (app.DrainBudget: 45 s with these settings).
 		case $part in seckill*) grace=60 ;; esac
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < grace * 10; i++)); do

@@ -3,13 +3,15 @@
 #
 # Makes a real MariaDB/MySQL and three independent redis-server processes
 # available, runs COMMAND with them, then stops what it started:
-#   - uses a MySQL server that already answers on 127.0.0.1:3306;
-#   - installs mariadb-server, redis-server, curl and chromium (for the tests
-#     that look at the pages in a headless browser) with apt-get when missing
-#     (the fault tests start MariaDB servers of their own, so mariadbd and
-#     mariadb-install-db must be here even when a server already answers),
-#     and nginx and prometheus for the test of scripts/stack.sh (no system
-#     service is started: see scripts/packages.sh);
+#   - uses a MySQL server that already answers on 127.0.0.1:3306
+#     (SECKILL_TEST_MYSQL_PORT);
+#   - installs mariadb-server and mariadb-client, redis-server, curl and
+#     chromium (for the tests that look at the pages in a headless browser)
+#     with apt-get when missing (the fault tests start MariaDB servers of
+#     their own, so mariadbd and mariadb-install-db must be here even when a
+#     server already answers), and nginx, prometheus and redis-tools for the
+#     test of scripts/stack.sh (no system service is started: see
+#     scripts/packages.sh);
 #   - starts MariaDB when it is not running (and stops it afterwards);
 #   - always starts its own three Redis nodes on free ports of its own.
 # COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database) and
