@@ -90,94 +90,142 @@ const MaxBatch = api.MaxBatch
 const DefaultMySQLMaxConns = 20
 
 // Load reads the configuration through getenv. demo changes the default of
-// SECKILL_STRATEGY_OVERRIDE to true.
+// SECKILL_STRATEGY_OVERRIDE to true. The variables are read group by group;
+// the error names the first that is wrong.
 func Load(getenv func(string) string, demo bool) (Config, error) {
 	c := Config{
 		Addr:     orDefault(getenv("SECKILL_ADDR"), "127.0.0.1:8080"),
 		MySQLDSN: strings.TrimSpace(getenv("SECKILL_MYSQL_DSN")),
 		Lock:     orDefault(getenv("SECKILL_LOCK"), "redlock"),
 	}
+	if err := c.loadStores(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadLocks(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadAdmin(getenv, demo); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadSale(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadOperation(getenv); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// loadStores checks SECKILL_ADDR and SECKILL_MYSQL_DSN and reads
+// SECKILL_REDIS_ADDRS.
+func (c *Config) loadStores(getenv func(string) string) error {
 	_, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return Config{}, fmt.Errorf("config: SECKILL_ADDR %q: %w", c.Addr, err)
+		return fmt.Errorf("config: SECKILL_ADDR %q: %w", c.Addr, err)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return Config{}, fmt.Errorf("config: SECKILL_ADDR %q: want host:port with a port from 0 to 65535", c.Addr)
+		return fmt.Errorf("config: SECKILL_ADDR %q: want host:port with a port from 0 to 65535", c.Addr)
 	}
 	if c.MySQLDSN != "" {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
-			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
+			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
 		if err := store.CheckCharset(c.MySQLDSN); err != nil {
-			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
+			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
 	}
 	if c.RedisAddrs, err = parseAddrs(getenv("SECKILL_REDIS_ADDRS")); err != nil {
-		return Config{}, fmt.Errorf("config: SECKILL_REDIS_ADDRS: %w", err)
+		return fmt.Errorf("config: SECKILL_REDIS_ADDRS: %w", err)
 	}
+	return nil
+}
+
+// loadLocks reads SECKILL_LOCK_TTL, SECKILL_WATCHDOG and SECKILL_LOCK_WAIT.
+func (c *Config) loadLocks(getenv func(string) string) error {
+	var err error
 	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", 2*time.Second); err != nil {
-		return Config{}, err
+		return err
 	}
 	if c.Watchdog, err = boolean(getenv, "SECKILL_WATCHDOG", true); err != nil {
-		return Config{}, err
+		return err
 	}
 	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", 5*time.Second); err != nil {
-		return Config{}, err
+		return err
 	}
+	return nil
+}
+
+// loadAdmin reads SECKILL_ADMIN_TOKEN, or makes one up, and
+// SECKILL_STRATEGY_OVERRIDE (true by default in the demo).
+func (c *Config) loadAdmin(getenv func(string) string, demo bool) error {
 	c.AdminToken = strings.TrimSpace(getenv("SECKILL_ADMIN_TOKEN"))
 	if c.AdminToken == "" {
 		b := make([]byte, 16)
 		if _, err := rand.Read(b); err != nil {
-			return Config{}, fmt.Errorf("config: generate SECKILL_ADMIN_TOKEN: %w", err)
+			return fmt.Errorf("config: generate SECKILL_ADMIN_TOKEN: %w", err)
 		}
 		c.AdminToken, c.AdminTokenGenerated = hex.EncodeToString(b), true
 	}
+	var err error
 	if c.StrategyOverride, err = boolean(getenv, "SECKILL_STRATEGY_OVERRIDE", demo); err != nil {
-		return Config{}, err
+		return err
 	}
+	return nil
+}
+
+// loadSale reads SECKILL_FENCING, SECKILL_BATCH and SECKILL_PER_USER_LIMIT.
+func (c *Config) loadSale(getenv func(string) string) error {
+	var err error
 	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
-		return Config{}, err
+		return err
 	}
 	c.Batch = 100
 	if v := strings.TrimSpace(getenv("SECKILL_BATCH")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxBatch {
-			return Config{}, fmt.Errorf("config: SECKILL_BATCH %q: want a whole number from 1 to %d", v, MaxBatch)
+			return fmt.Errorf("config: SECKILL_BATCH %q: want a whole number from 1 to %d", v, MaxBatch)
 		}
 		c.Batch = n
 	}
 	if v := strings.TrimSpace(getenv("SECKILL_PER_USER_LIMIT")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return Config{}, fmt.Errorf("config: SECKILL_PER_USER_LIMIT %q: want a whole number >= 0", v)
+			return fmt.Errorf("config: SECKILL_PER_USER_LIMIT %q: want a whole number >= 0", v)
 		}
 		c.PerUserLimit = n
 	} else {
 		c.PerUserLimit = 1
 	}
+	return nil
+}
+
+// loadOperation reads SECKILL_LOG_FORMAT, SECKILL_MYSQL_MAX_CONNS,
+// SECKILL_DRAIN_DELAY, SECKILL_IP_LIMIT and SECKILL_TRUSTED_PROXIES.
+func (c *Config) loadOperation(getenv func(string) string) error {
+	var err error
 	switch c.LogFormat = strings.ToLower(orDefault(getenv("SECKILL_LOG_FORMAT"), "text")); c.LogFormat {
 	case "text", "json":
 	default:
-		return Config{}, fmt.Errorf("config: SECKILL_LOG_FORMAT %q: want text or json", c.LogFormat)
+		return fmt.Errorf("config: SECKILL_LOG_FORMAT %q: want text or json", c.LogFormat)
 	}
 	c.MySQLMaxConns = DefaultMySQLMaxConns
 	if v := strings.TrimSpace(getenv("SECKILL_MYSQL_MAX_CONNS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10000 {
-			return Config{}, fmt.Errorf("config: SECKILL_MYSQL_MAX_CONNS %q: want a whole number from 1 to 10000", v)
+			return fmt.Errorf("config: SECKILL_MYSQL_MAX_CONNS %q: want a whole number from 1 to 10000", v)
 		}
 		c.MySQLMaxConns = n
 	}
 	if c.DrainDelay, err = duration(getenv, "SECKILL_DRAIN_DELAY", 5*time.Second); err != nil {
-		return Config{}, err
+		return err
 	}
 	if c.IPLimit, c.IPWindow, err = parseIPLimit(getenv("SECKILL_IP_LIMIT")); err != nil {
-		return Config{}, fmt.Errorf("config: SECKILL_IP_LIMIT: %w", err)
+		return fmt.Errorf("config: SECKILL_IP_LIMIT: %w", err)
 	}
 	if c.TrustedProxies, err = parseProxies(getenv("SECKILL_TRUSTED_PROXIES")); err != nil {
-		return Config{}, fmt.Errorf("config: SECKILL_TRUSTED_PROXIES: %w", err)
+		return fmt.Errorf("config: SECKILL_TRUSTED_PROXIES: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // LogValue prints the configuration with its secrets masked.

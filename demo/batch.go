@@ -63,34 +63,7 @@ func runBatch(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		var lat []time.Duration
-		var last time.Time
-		for _, a := range as {
-			if a.created() {
-				lat = append(lat, a.took)
-				if end := a.sent.Add(a.took); end.After(last) {
-					last = end
-				}
-			}
-		}
-		sold := len(lat)
-		rate := 0.0
-		if sold > 0 {
-			rate = float64(sold) / last.Sub(start).Seconds()
-		}
-		h := holdsAfter - holdsBefore
-		row := Row{Key: label, Series: s.id, Flaw: h >= sold,
-			Cells: []string{fmt.Sprint(batch), fmt.Sprint(h), fmt.Sprint(sold), fmt.Sprintf("%.0f", rate), ms(p99(lat))}}
-		switch {
-		case !audit.Held():
-			row.Flaw = true
-			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-		case row.Flaw:
-			row.Verdict = "a lock round trip per sale"
-		default:
-			row.Verdict = fmt.Sprintf("%.1f sales per lock hold", float64(sold)/float64(max(h, 1)))
-		}
-		res.add(row, audit.Held() && sold == batchStock && row.Flaw == (batch == 1))
+		res.add(batchRow(s, batch, holdsAfter-holdsBefore, start, as, audit))
 	}
 	res.Notes = []string{
 		"The articles' retry storm, every buyer polling Redis in a loop, cannot be shown any more: " +
@@ -98,6 +71,40 @@ func runBatch(w *world) (*Result, error) {
 			"release wakes the next at once. What is left to choose is how much one hold sells.",
 	}
 	return res, nil
+}
+
+// batchRow judges a run of batch from the lock holds h it took, its
+// answers as (sent from start on) and the audit: the row, and whether it
+// did what it should (sold the stock, batch=1 a hold per sale, a batch
+// fewer holds than sales).
+func batchRow(s *series, batch, h int, start time.Time, as []answer, audit client.Audit) (Row, bool) {
+	var lat []time.Duration
+	var last time.Time
+	for _, a := range as {
+		if a.created() {
+			lat = append(lat, a.took)
+			if end := a.sent.Add(a.took); end.After(last) {
+				last = end
+			}
+		}
+	}
+	sold := len(lat)
+	rate := 0.0
+	if sold > 0 {
+		rate = float64(sold) / last.Sub(start).Seconds()
+	}
+	row := Row{Key: s.id, Series: s.id, Flaw: h >= sold,
+		Cells: []string{fmt.Sprint(batch), fmt.Sprint(h), fmt.Sprint(sold), fmt.Sprintf("%.0f", rate), ms(p99(lat))}}
+	switch {
+	case !audit.Held():
+		row.Flaw = true
+		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case row.Flaw:
+		row.Verdict = "a lock round trip per sale"
+	default:
+		row.Verdict = fmt.Sprintf("%.1f sales per lock hold", float64(sold)/float64(max(h, 1)))
+	}
+	return row, audit.Held() && sold == batchStock && row.Flaw == (batch == 1)
 }
 
 // holds counts the holds of batchStrategy's lock the instances have made.

@@ -11,7 +11,8 @@
 // client would, and injects its faults for real: an embedded Redis node
 // closed and started again empty (store.MiniRedis), the clock that setnx's
 // lock reads moved ahead (app.Options.Clock), an instance's lease
-// shortened.
+// shortened, an instance killed while it holds a lock (its own connections
+// to the stores closed under it: app.Stores.Share).
 //
 // Run prints each scenario's story and table for a terminal, every line
 // within 100 columns, and says whether every safe strategy held and every

@@ -50,74 +50,106 @@ func killScenario() Scenario {
 
 func runKill(w *world) (*Result, error) {
 	res := &Result{Columns: []string{"LEASE", "WATCHDOG", "BLOCKED", "BUYERS AFTER THE KILL", "VERDICT"}}
-	for _, c := range []struct {
-		lease    time.Duration
-		watchdog bool
-	}{{killShortLease, true}, {killLongLease, false}} {
-		key := "watchdog=" + onOff(c.watchdog)
-		s := setup{ttl: c.lease, watchdog: &c.watchdog}
-		// The survivor first: the live stock is read from the first
-		// instance started.
-		ins, err := w.startInstances(1, s)
+	for _, c := range []killCase{{killShortLease, true}, {killLongLease, false}} {
+		k, err := playKill(w, c)
 		if err != nil {
 			return nil, err
 		}
-		survivor := ins[0]
-		doomed, kill, err := w.startKillable(s)
-		if err != nil {
-			return nil, err
-		}
-		series, err := w.newSeries(key, fmt.Sprintf("lease %s, %s", ms(c.lease), key), survivor, 10)
-		if err != nil {
-			return nil, err
-		}
-		w.note("%s: buyer A takes the lock on %s and works", key, doomed.name)
-		a, err := w.holder(series, doomed, client.Override{Strategy: "redlock", Hold: killWork})
-		if err != nil {
-			return nil, err
-		}
-		granted := time.Now()
-		if err := sleep(w.ctx, killAfter); err != nil {
-			return nil, err
-		}
-		w.note("%s: %s dies holding the lock", key, doomed.name)
-		if err := kill(); err != nil {
-			return nil, err
-		}
-		killed := time.Now()
-		got, err := buyUntilSold(w, series, survivor)
-		if err != nil {
-			return nil, fmt.Errorf("demo: %s: %w", key, err)
-		}
-		blocked := time.Since(killed)
-		<-a // A's purchase: cut off with its instance
-		audit, err := w.finish(series)
-		if err != nil {
-			return nil, err
-		}
-		row := Row{Key: key, Series: series.id,
-			Cells: []string{fmt.Sprintf("%g s", c.lease.Seconds()), onOff(c.watchdog),
-				fmt.Sprintf("%.1f s", blocked.Seconds()), got}}
-		// The one unit sold is the survivor's: A never wrote.
-		wrote := audit.Held() && audit.UnitsSold == 1
-		// A's lease began when it took the lock, a little before granted:
-		// unrenewed, it runs out about a lease after that.
-		expires := c.lease - killed.Sub(granted)
-		if c.watchdog {
-			row.Verdict = "freed within one lease"
-			// Still blocked at the kill, past its first lease: renewed.
-			res.add(row, wrote && blocked >= c.lease/4 && blocked <= c.lease+time.Second)
-			continue
-		}
-		row.Flaw = true
-		row.Verdict = "BLOCKED: a dead holder keeps its long lease"
-		// Freed when the lease ran out, not before, nor when A's work
-		// would have ended (if the kill had not cut it off).
-		res.add(row, wrote && blocked >= expires-time.Second && blocked <= expires+time.Second)
+		res.add(killRow(c, k))
 	}
 	res.Notes = []string{"A lease is how long a dead holder blocks its product. Without a watchdog it must " +
 		"outlast the slowest work; with one it can be short, because only a live holder renews it."}
 	return res, nil
+}
+
+// killCase is a row of kill: a lease, with a watchdog or not.
+type killCase struct {
+	lease    time.Duration
+	watchdog bool
+}
+
+// key names the row.
+func (c killCase) key() string { return "watchdog=" + onOff(c.watchdog) }
+
+// killRun is what playKill saw.
+type killRun struct {
+	series  *series
+	got     string        // what the buyers after the kill got, in order
+	blocked time.Duration // from the kill until a buyer after it got a unit
+	expires time.Duration // from the kill until A's lease ran out, unrenewed
+	audit   client.Audit
+}
+
+// playKill plays kill under c: buyer A takes the lock on an instance that
+// is killed while A works, and buyers on the survivor ask until one gets
+// the unit.
+func playKill(w *world, c killCase) (killRun, error) {
+	key := c.key()
+	s := setup{ttl: c.lease, watchdog: &c.watchdog}
+	// The survivor first: the live stock is read from the first
+	// instance started.
+	ins, err := w.startInstances(1, s)
+	if err != nil {
+		return killRun{}, err
+	}
+	survivor := ins[0]
+	doomed, kill, err := w.startKillable(s)
+	if err != nil {
+		return killRun{}, err
+	}
+	series, err := w.newSeries(key, fmt.Sprintf("lease %s, %s", ms(c.lease), key), survivor, 10)
+	if err != nil {
+		return killRun{}, err
+	}
+	w.note("%s: buyer A takes the lock on %s and works", key, doomed.name)
+	a, err := w.holder(series, doomed, client.Override{Strategy: "redlock", Hold: killWork})
+	if err != nil {
+		return killRun{}, err
+	}
+	granted := time.Now()
+	if err := sleep(w.ctx, killAfter); err != nil {
+		return killRun{}, err
+	}
+	w.note("%s: %s dies holding the lock", key, doomed.name)
+	if err := kill(); err != nil {
+		return killRun{}, err
+	}
+	killed := time.Now()
+	got, err := buyUntilSold(w, series, survivor)
+	if err != nil {
+		return killRun{}, fmt.Errorf("demo: %s: %w", key, err)
+	}
+	blocked := time.Since(killed)
+	<-a // A's purchase: cut off with its instance
+	audit, err := w.finish(series)
+	if err != nil {
+		return killRun{}, err
+	}
+	// A's lease began when it took the lock, a little before granted:
+	// unrenewed, it runs out about a lease after that.
+	expires := c.lease - killed.Sub(granted)
+	return killRun{series: series, got: got, blocked: blocked, expires: expires, audit: audit}, nil
+}
+
+// killRow judges kill under c: the row, and whether the lease did what it
+// should (with the watchdog, freed within about a lease though renewed
+// past the first; without, blocked until the long lease ran out).
+func killRow(c killCase, k killRun) (Row, bool) {
+	row := Row{Key: c.key(), Series: k.series.id,
+		Cells: []string{fmt.Sprintf("%g s", c.lease.Seconds()), onOff(c.watchdog),
+			fmt.Sprintf("%.1f s", k.blocked.Seconds()), k.got}}
+	// The one unit sold is the survivor's: A never wrote.
+	wrote := k.audit.Held() && k.audit.UnitsSold == 1
+	if c.watchdog {
+		row.Verdict = "freed within one lease"
+		// Still blocked at the kill, past its first lease: renewed.
+		return row, wrote && k.blocked >= c.lease/4 && k.blocked <= c.lease+time.Second
+	}
+	row.Flaw = true
+	row.Verdict = "BLOCKED: a dead holder keeps its long lease"
+	// Freed when the lease ran out, not before, nor when A's work
+	// would have ended (if the kill had not cut it off).
+	return row, wrote && k.blocked >= k.expires-time.Second && k.blocked <= k.expires+time.Second
 }
 
 // buyUntilSold has buyers on in ask for s's product one after another

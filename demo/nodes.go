@@ -55,6 +55,30 @@ func runNodeDown(w *world) (*Result, error) {
 			return nil, err
 		}
 	}
+	up, down, back, err := w.playNodeDown(ins, locks, all)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Columns: []string{"LOCK", "NEEDS", "UP", "NODE 1 DOWN", "BACK", "503 WHILE DOWN", "VERDICT"}}
+	for i, lock := range locks {
+		audit, err := w.finish(all[i])
+		if err != nil {
+			return nil, err
+		}
+		res.add(nodeDownRow(lock, all[i], audit, up[i], down[i], back[i]))
+	}
+	res.Notes = []string{
+		"UP, NODE 1 DOWN, BACK: units sold in each stretch. A node down costs the single-node locks " +
+			"their service (503 unavailable, nothing half-written); Redlock sells on while a majority answers.",
+	}
+	return res, nil
+}
+
+// playNodeDown runs the buyers of each series of all (under the lock of
+// the same index) on ins for a stretch with every node up, one with node 1
+// stopped, and one with node 1 started again, empty: the answers of each
+// stretch, series by series.
+func (w *world) playNodeDown(ins []*instance, locks []string, all []*series) (up, down, back [][]answer, err error) {
 	// stretch runs the buyers of every product for downStretch.
 	stretch := func() [][]answer {
 		out := make([][]answer, len(all))
@@ -68,58 +92,48 @@ func runNodeDown(w *world) (*Result, error) {
 		return out
 	}
 	w.note("every Redis node is up")
-	up := stretch()
+	up = stretch()
 	w.note("Redis node 1 stops")
 	if err := w.nodes.Stop(0); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	down := stretch()
+	down = stretch()
 	w.note("Redis node 1 starts again, empty")
 	if err := w.nodes.Start(0); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	back := stretch()
-	if err := w.ctx.Err(); err != nil {
-		return nil, err
-	}
+	back = stretch()
+	return up, down, back, w.ctx.Err()
+}
 
-	res := &Result{Columns: []string{"LOCK", "NEEDS", "UP", "NODE 1 DOWN", "BACK", "503 WHILE DOWN", "VERDICT"}}
-	for i, lock := range locks {
-		audit, err := w.finish(all[i])
-		if err != nil {
-			return nil, err
-		}
-		needs := "node 1 alone"
-		if lock == "redlock" {
-			needs = "2 of 3 nodes"
-		}
-		sold := func(as []answer) int { return count(as, "201") }
-		refused := count(down[i], "503 unavailable")
-		row := Row{Key: lock, Series: all[i].id, Flaw: sold(down[i]) == 0,
-			Cells: []string{lock, needs, fmt.Sprint(sold(up[i])), fmt.Sprint(sold(down[i])),
-				fmt.Sprint(sold(back[i])), fmt.Sprint(refused)}}
-		switch {
-		case !audit.Held():
-			row.Flaw = true
-			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-		case row.Flaw:
-			row.Verdict = "stopped: its one node was down"
-		default:
-			row.Verdict = "went on: 2 of 3 is a majority"
-		}
-		// Both sold with every node up and again once node 1 was back.
-		went := sold(up[i]) > 0 && sold(back[i]) > 0 && audit.Held()
-		if lock == "token" {
-			res.add(row, went && row.Flaw && refused > 0)
-		} else {
-			res.add(row, went && !row.Flaw)
-		}
+// nodeDownRow judges node-down under lock, from its series' audit and the
+// answers of each stretch: the row, and whether the lock did what it
+// should (token stops while its node is down, redlock goes on).
+func nodeDownRow(lock string, s *series, audit client.Audit, up, down, back []answer) (Row, bool) {
+	needs := "node 1 alone"
+	if lock == "redlock" {
+		needs = "2 of 3 nodes"
 	}
-	res.Notes = []string{
-		"UP, NODE 1 DOWN, BACK: units sold in each stretch. A node down costs the single-node locks " +
-			"their service (503 unavailable, nothing half-written); Redlock sells on while a majority answers.",
+	sold := func(as []answer) int { return count(as, "201") }
+	refused := count(down, "503 unavailable")
+	row := Row{Key: lock, Series: s.id, Flaw: sold(down) == 0,
+		Cells: []string{lock, needs, fmt.Sprint(sold(up)), fmt.Sprint(sold(down)),
+			fmt.Sprint(sold(back)), fmt.Sprint(refused)}}
+	switch {
+	case !audit.Held():
+		row.Flaw = true
+		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case row.Flaw:
+		row.Verdict = "stopped: its one node was down"
+	default:
+		row.Verdict = "went on: 2 of 3 is a majority"
 	}
-	return res, nil
+	// Both sold with every node up and again once node 1 was back.
+	went := sold(up) > 0 && sold(back) > 0 && audit.Held()
+	if lock == "token" {
+		return row, went && row.Flaw && refused > 0
+	}
+	return row, went && !row.Flaw
 }
 
 func nodeRestartScenario() Scenario {
@@ -169,25 +183,7 @@ func runNodeRestart(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		// B answered while A still worked: it held the lock beside A.
-		both := answeredBefore(b, aa) && (b.created() || b.code == "lock_lost")
-		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
-			Cells: []string{"redlock", onOff(on), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
-		switch {
-		case row.Flaw && both:
-			row.Verdict = "OVERSOLD: a second majority"
-		case row.Flaw:
-			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-		case both:
-			row.Verdict = "held: two holders, A fenced off"
-		default:
-			row.Verdict = "held: B waited, one majority"
-		}
-		if on {
-			res.add(row, !row.Flaw)
-		} else {
-			res.add(row, row.Flaw && both)
-		}
+		res.add(restartRow(key, s, on, aa, b, audit))
 		if err := w.settle(); err != nil {
 			return nil, err
 		}
@@ -196,6 +192,31 @@ func runNodeRestart(w *world) (*Result, error) {
 		"empty (no fsync'd AOF, no delayed restart) can hand the lock out again. Fencing keeps the " +
 		"stock exact even then."}
 	return res, nil
+}
+
+// restartRow judges node-restart with fencing on or off, from A's and B's
+// answers and the audit: the row, and whether redlock did what it should
+// (without fencing a second majority oversells, with fencing the stock
+// holds).
+func restartRow(key string, s *series, on bool, aa, b answer, audit client.Audit) (Row, bool) {
+	// B answered while A still worked: it held the lock beside A.
+	both := answeredBefore(b, aa) && (b.created() || b.code == "lock_lost")
+	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+		Cells: []string{"redlock", onOff(on), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
+	switch {
+	case row.Flaw && both:
+		row.Verdict = "OVERSOLD: a second majority"
+	case row.Flaw:
+		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case both:
+		row.Verdict = "held: two holders, A fenced off"
+	default:
+		row.Verdict = "held: B waited, one majority"
+	}
+	if on {
+		return row, !row.Flaw
+	}
+	return row, row.Flaw && both
 }
 
 // settle waits until every Redis node answers a PING again after a

@@ -46,54 +46,9 @@ func runOverrun(w *world) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Columns: []string{"LOCK", "A", "FENCING", "BUYER A", "B", "LEFT", "VERDICT"}}
-	for _, round := range []struct {
-		pause, fenced bool
-	}{{false, false}, {true, false}, {true, true}} {
-		locks := []string{"setnx", "token", "redlock"}
-		rows := make([]Row, len(locks))
-		expected := make([]bool, len(locks))
-		// The three locks of a round play at once, each on its product.
-		var g errgroup.Group
-		for i, lock := range locks {
-			key := fmt.Sprintf("%s fencing=%s", lock, onOff(round.fenced))
-			does := "works"
-			if !round.pause {
-				key = lock + " works"
-			} else {
-				does = "paused"
-			}
-			s, err := w.newSeries(key, key, ins[0], 1)
-			if err != nil {
-				return nil, err
-			}
-			g.Go(func() error {
-				o := client.Override{Strategy: lock, Fencing: fencing(round.fenced)}
-				w.note("%s: buyer A takes the lock and %s", key, does)
-				slow := o
-				if round.pause {
-					slow.Pause = overrunWork
-				} else {
-					slow.Hold = overrunWork
-				}
-				a, err := w.holder(s, ins[0], slow)
-				if err != nil {
-					return err
-				}
-				if err := sleep(w.ctx, overrunAfter); err != nil {
-					return err
-				}
-				w.note("%s: A's lease was %s; buyer B asks", key, durWords(overrunLease))
-				b := w.buy(w.ctx, s, ins[1], o)
-				aa := <-a
-				audit, err := w.finish(s)
-				if err != nil {
-					return err
-				}
-				rows[i], expected[i] = overrunRow(lock, does, key, s, round.pause, round.fenced, aa, b, audit)
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
+	for _, round := range []overrunCase{{false, false}, {true, false}, {true, true}} {
+		rows, expected, err := w.overrunRound(ins, round)
+		if err != nil {
 			return nil, err
 		}
 		for i, row := range rows {
@@ -104,6 +59,69 @@ func runOverrun(w *world) (*Result, error) {
 		"is paused: no lock alone survives a holder that outlives its lease; only the database can refuse " +
 		"the late write (fencing)."}
 	return res, nil
+}
+
+// overrunCase is a round of overrun: buyer A works slowly or is paused,
+// with fencing or not.
+type overrunCase struct {
+	pause, fenced bool
+}
+
+// overrunRound plays a round under each lock, the three at once, each on
+// its product: their rows, and whether each did what it should.
+func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool, error) {
+	locks := []string{"setnx", "token", "redlock"}
+	rows := make([]Row, len(locks))
+	expected := make([]bool, len(locks))
+	var g errgroup.Group
+	for i, lock := range locks {
+		key := fmt.Sprintf("%s fencing=%s", lock, onOff(round.fenced))
+		does := "works"
+		if !round.pause {
+			key = lock + " works"
+		} else {
+			does = "paused"
+		}
+		s, err := w.newSeries(key, key, ins[0], 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.Go(func() error {
+			a, b, audit, err := w.playOverrun(s, ins, lock, key, does, round)
+			if err != nil {
+				return err
+			}
+			rows[i], expected[i] = overrunRow(lock, does, key, s, round.pause, round.fenced, a, b, audit)
+			return nil
+		})
+	}
+	return rows, expected, g.Wait()
+}
+
+// playOverrun plays overrun's story of s under lock: buyer A takes the
+// lock on instance 1 and works slowly or is paused past its lease, and
+// buyer B asks on instance 2. It returns A's and B's answers and the audit.
+func (w *world) playOverrun(s *series, ins []*instance, lock, key, does string, round overrunCase) (answer, answer, client.Audit, error) {
+	o := client.Override{Strategy: lock, Fencing: fencing(round.fenced)}
+	w.note("%s: buyer A takes the lock and %s", key, does)
+	slow := o
+	if round.pause {
+		slow.Pause = overrunWork
+	} else {
+		slow.Hold = overrunWork
+	}
+	a, err := w.holder(s, ins[0], slow)
+	if err != nil {
+		return answer{}, answer{}, client.Audit{}, err
+	}
+	if err := sleep(w.ctx, overrunAfter); err != nil {
+		return answer{}, answer{}, client.Audit{}, err
+	}
+	w.note("%s: A's lease was %s; buyer B asks", key, durWords(overrunLease))
+	b := w.buy(w.ctx, s, ins[1], o)
+	aa := <-a
+	audit, err := w.finish(s)
+	return aa, b, audit, err
 }
 
 // overrunRow says what happened to one lock. Slow work: the watchdog keeps

@@ -15,8 +15,9 @@ type Scenario struct {
 	Shows string
 	// Story says, before it runs, what it does.
 	Story string
-	// faults says it stops or restarts Redis nodes: it runs on embedded
-	// nodes of its own whatever SECKILL_REDIS_ADDRS says.
+	// faults says it injects faults (stops or restarts Redis nodes, kills
+	// an instance): it runs on embedded nodes of its own whatever
+	// SECKILL_REDIS_ADDRS says.
 	faults bool
 	run    func(w *world) (*Result, error)
 }

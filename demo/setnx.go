@@ -76,11 +76,8 @@ func runClock(w *world) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Columns: []string{"LOCK", "FENCING", "BUYER A", "BUYER B (CLOCK AHEAD)", "LEFT", "VERDICT"}}
-	for _, r := range []struct {
-		lock    string
-		fencing bool
-	}{{"setnx", false}, {"setnx", true}, {"token", false}} {
-		key := fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing))
+	for _, r := range []lockCase{{"setnx", false}, {"setnx", true}, {"token", false}} {
+		key := r.key()
 		s, err := w.newSeries(key, key, one, 1)
 		if err != nil {
 			return nil, err
@@ -152,79 +149,109 @@ func runUnlock(w *world) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Columns: []string{"LOCK", "FENCING", "A", "B", "C", "LEFT", "VERDICT"}}
-	for _, r := range []struct {
-		lock    string
-		fencing bool
-	}{{"setnx", false}, {"setnx", true}, {"token", false}} {
-		key := fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing))
+	for _, r := range []lockCase{{"setnx", false}, {"setnx", true}, {"token", false}} {
 		one, two := setnxOne, setnxTwo
 		if r.lock == "token" {
 			one, two = tokenOne, tokenTwo
 		}
-		s, err := w.newSeries(key, key, one, 2)
+		row, expected, err := unlockRow(w, r, one, two)
 		if err != nil {
 			return nil, err
 		}
-		o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
-		// Under token, A is paused: a slow holder's watchdog would renew
-		// its lease, a paused one's cannot.
-		aOver, bOver := working(o, unlockWorkA), working(o, unlockWorkB)
-		if r.lock == "token" {
-			aOver, bOver = o, working(o, unlockTokenWorkB)
-			aOver.Pause = unlockTokenPauseA
-		}
-		w.note("%s: buyer A takes the lock on instance 1", key)
-		a, err := w.holder(s, one, aOver)
-		if err != nil {
-			return nil, err
-		}
-		if r.lock == "token" {
-			w.note("%s: A's lease runs out while A is paused", key)
-			if err := sleep(w.ctx, unlockTokenAfter); err != nil {
-				return nil, err
-			}
-		}
-		w.note("%s: buyer B takes the lock over on instance 2", key)
-		b, err := w.holder(s, two, bOver)
-		if err != nil {
-			return nil, err
-		}
-		aa := <-a
-		w.note("%s: A has finished and unlocked; buyer C arrives", key)
-		c := w.buy(w.ctx, s, one, o)
-		bb := <-b
-		audit, err := w.finish(s)
-		if err != nil {
-			return nil, err
-		}
-		// C answered while B still held the lock: C got in beside B.
-		cIn := answeredBefore(c, bb) && (c.created() || c.code == "lock_lost")
-		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
-			Cells: []string{r.lock, onOff(r.fencing), aa.short(), bb.short(), c.short(), fmt.Sprint(audit.Stock)}}
-		switch {
-		case row.Flaw && cIn:
-			row.Verdict = "OVERSOLD: A deleted B's lock, C got in"
-		case row.Flaw:
-			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-		case cIn:
-			row.Verdict = "held: C got in, fencing refused " + refused(aa, bb, c)
-		default:
-			row.Verdict = "held: A's unlock spared B's lock"
-		}
-		switch {
-		case r.lock == "token":
-			res.add(row, !row.Flaw && !cIn)
-		case r.fencing:
-			res.add(row, !row.Flaw && cIn)
-		default:
-			res.add(row, row.Flaw && cIn)
-		}
+		res.add(row, expected)
 	}
 	res.Notes = []string{
 		"setnx: A's unlock checks its own expiry by its own clock, then DELs the key whoever holds it.",
 		"token: the Lua compare-and-delete removes the key only while it holds A's token.",
 	}
 	return res, nil
+}
+
+// lockCase is a row of setnx's scenarios: a lock, with fencing or not.
+type lockCase struct {
+	lock    string
+	fencing bool
+}
+
+// key names the row.
+func (r lockCase) key() string { return fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing)) }
+
+// unlockRow plays setnx-unlock under r on instances one and two (two's
+// clock ahead) and judges it: the row, and whether the lock did what it
+// should (setnx without fencing oversells, with fencing refuses a write,
+// token keeps C out).
+func unlockRow(w *world, r lockCase, one, two *instance) (Row, bool, error) {
+	key := r.key()
+	s, err := w.newSeries(key, key, one, 2)
+	if err != nil {
+		return Row{}, false, err
+	}
+	aa, bb, c, err := playUnlock(w, s, r, one, two)
+	if err != nil {
+		return Row{}, false, err
+	}
+	audit, err := w.finish(s)
+	if err != nil {
+		return Row{}, false, err
+	}
+	// C answered while B still held the lock: C got in beside B.
+	cIn := answeredBefore(c, bb) && (c.created() || c.code == "lock_lost")
+	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+		Cells: []string{r.lock, onOff(r.fencing), aa.short(), bb.short(), c.short(), fmt.Sprint(audit.Stock)}}
+	switch {
+	case row.Flaw && cIn:
+		row.Verdict = "OVERSOLD: A deleted B's lock, C got in"
+	case row.Flaw:
+		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case cIn:
+		row.Verdict = "held: C got in, fencing refused " + refused(aa, bb, c)
+	default:
+		row.Verdict = "held: A's unlock spared B's lock"
+	}
+	switch {
+	case r.lock == "token":
+		return row, !row.Flaw && !cIn, nil
+	case r.fencing:
+		return row, !row.Flaw && cIn, nil
+	default:
+		return row, row.Flaw && cIn, nil
+	}
+}
+
+// playUnlock plays setnx-unlock's story of s under r: buyer A takes the
+// lock on one, B takes it over on two, A finishes and unlocks, and C
+// arrives on one while B still works. It returns A's, B's and C's answers.
+func playUnlock(w *world, s *series, r lockCase, one, two *instance) (aa, bb, c answer, err error) {
+	key := r.key()
+	o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
+	// Under token, A is paused: a slow holder's watchdog would renew
+	// its lease, a paused one's cannot.
+	aOver, bOver := working(o, unlockWorkA), working(o, unlockWorkB)
+	if r.lock == "token" {
+		aOver, bOver = o, working(o, unlockTokenWorkB)
+		aOver.Pause = unlockTokenPauseA
+	}
+	w.note("%s: buyer A takes the lock on instance 1", key)
+	a, err := w.holder(s, one, aOver)
+	if err != nil {
+		return aa, bb, c, err
+	}
+	if r.lock == "token" {
+		w.note("%s: A's lease runs out while A is paused", key)
+		if err := sleep(w.ctx, unlockTokenAfter); err != nil {
+			return aa, bb, c, err
+		}
+	}
+	w.note("%s: buyer B takes the lock over on instance 2", key)
+	b, err := w.holder(s, two, bOver)
+	if err != nil {
+		return aa, bb, c, err
+	}
+	aa = <-a
+	w.note("%s: A has finished and unlocked; buyer C arrives", key)
+	c = w.buy(w.ctx, s, one, o)
+	bb = <-b
+	return aa, bb, c, nil
 }
 
 // holder sends a purchase of s on in, with o's work (hold_ms) or pause

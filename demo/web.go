@@ -139,28 +139,12 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "name one scenario: ?scenario=NAME", http.StatusBadRequest)
 		return
 	}
-	ws.mu.Lock()
-	if ws.running {
-		ws.mu.Unlock()
+	if !ws.begin() {
 		http.Error(w, "a scenario is playing; wait for its verdict", http.StatusConflict)
 		return
 	}
-	ws.running = true
-	last := ws.last
-	ws.last = nil
-	ws.mu.Unlock()
-	defer func() {
-		ws.mu.Lock()
-		ws.running = false
-		ws.mu.Unlock()
-	}()
-	if last != nil {
-		if err := last.close(); err != nil {
-			ws.lab.log.Error("close the last run", "err", err)
-		}
-	}
+	defer ws.end()
 
-	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
@@ -180,6 +164,41 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 		ws.last = kept
 		ws.mu.Unlock()
 	}()
+	streamEvents(w, events, done, cancel)
+}
+
+// begin marks a run as playing and closes the last run's instances and
+// stores; false when a run is playing already.
+func (ws *Workshop) begin() bool {
+	ws.mu.Lock()
+	if ws.running {
+		ws.mu.Unlock()
+		return false
+	}
+	ws.running = true
+	last := ws.last
+	ws.last = nil
+	ws.mu.Unlock()
+	if last != nil {
+		if err := last.close(); err != nil {
+			ws.lab.log.Error("close the last run", "err", err)
+		}
+	}
+	return true
+}
+
+// end marks the run as over.
+func (ws *Workshop) end() {
+	ws.mu.Lock()
+	ws.running = false
+	ws.mu.Unlock()
+}
+
+// streamEvents writes each event to w as a JSON line as it comes, until
+// done, then the events still queued; when the page has gone it cancels
+// the run.
+func streamEvents(w http.ResponseWriter, events <-chan Event, done <-chan struct{}, cancel func()) {
+	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
 	for {
 		select {

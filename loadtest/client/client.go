@@ -36,7 +36,7 @@ type Client struct {
 	// without a trailing slash.
 	BaseURL string
 	// AdminToken, when not empty, is sent as a bearer token (the admin
-	// calls need it).
+	// calls, the audit and a purchase's Override need it).
 	AdminToken string
 	// HTTP sends the calls; nil means NewHTTPClient(0).
 	HTTP *http.Client

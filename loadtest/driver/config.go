@@ -71,7 +71,8 @@ type Config struct {
 	// Stock > 0 resets the product's stock to Stock before each run, which
 	// also deletes its orders (needs AdminToken).
 	Stock int64
-	// AdminToken is the bearer token of /api/v1/admin/*.
+	// AdminToken is the bearer token of /api/v1/admin/*, the audit and
+	// the purchases' override parameters.
 	AdminToken string
 	// Strategies are the strategies to run, one run each: nil or ["all"]
 	// is every strategy the server lists, [""] the server's default (no
@@ -143,19 +144,9 @@ func (c Config) Open() bool { return len(c.Rates) > 0 }
 
 // withDefaults checks c and fills in its defaults.
 func (c Config) withDefaults() (Config, error) {
-	bad := func(format string, args ...any) (Config, error) {
-		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
-	}
-	if len(c.URLs) == 0 {
-		return bad("no URL")
-	}
-	urls := make([]string, len(c.URLs))
-	for i, raw := range c.URLs {
-		u, err := url.Parse(strings.TrimSpace(raw))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("URL %q must be http(s)://host:port", raw)
-		}
-		urls[i] = strings.TrimSuffix(u.String(), "/")
+	urls, err := checkURLs(c.URLs)
+	if err != nil {
+		return c, err
 	}
 	c.URLs = urls
 	if c.Concurrency == 0 {
@@ -167,68 +158,104 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
-	for _, r := range c.Rates {
-		if !(r > 0) || math.IsInf(r, 0) {
-			return bad("rate %g must be a positive number", r)
-		}
-	}
-	switch {
-	case c.Concurrency < 0:
-		return bad("concurrency %d must be positive", c.Concurrency)
-	case c.Requests < 0:
-		return bad("requests %d must be positive", c.Requests)
-	case c.Duration < 0 || c.Warmup < 0:
-		return bad("duration %s and warmup %s must not be negative", c.Duration, c.Warmup)
-	case c.Open() && c.Duration <= 0:
-		return bad("the open loop (rates %v) needs a positive duration", c.Rates)
-	case c.Open() && c.Requests > 0:
-		return bad("requests %d belongs to the closed loop; the open loop runs its rates for a duration", c.Requests)
-	case c.Open() && c.scheduled() < 1:
-		return bad("rates %v for %s send no request", c.Rates, c.Duration)
-	case !c.Open() && c.Requests > 0 && c.Duration > 0:
-		return bad("the closed loop runs a request count (%d) or a duration (%s), not both", c.Requests, c.Duration)
-	case c.Timeout < 0:
-		return bad("timeout %s must be positive", c.Timeout)
+	if err := c.checkLoad(); err != nil {
+		return c, err
 	}
 	if !c.Open() && c.Requests == 0 && c.Duration == 0 {
 		c.Requests = DefaultRequests
 	}
 	if c.Endpoint != "" {
 		if c.Products > 0 {
-			return bad("the raw mode (GET %s) buys no product: a catalogue of %d does not apply", c.Endpoint, c.Products)
+			return c, invalid("the raw mode (GET %s) buys no product: a catalogue of %d does not apply", c.Endpoint, c.Products)
 		}
 		if !strings.HasPrefix(c.Endpoint, "/") {
 			c.Endpoint = "/" + c.Endpoint
 		}
 		return c, nil
 	}
+	return c, c.checkPurchases()
+}
+
+// invalid is an error about a Config that cannot run.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+}
+
+// checkURLs checks that there is a URL and each is http(s)://host:port,
+// and returns them without a trailing slash.
+func checkURLs(raws []string) ([]string, error) {
+	if len(raws) == 0 {
+		return nil, invalid("no URL")
+	}
+	urls := make([]string, len(raws))
+	for i, raw := range raws {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, invalid("URL %q must be http(s)://host:port", raw)
+		}
+		urls[i] = strings.TrimSuffix(u.String(), "/")
+	}
+	return urls, nil
+}
+
+// checkLoad checks the shape of the load: its rates, workers, length and
+// timeout.
+func (c Config) checkLoad() error {
+	for _, r := range c.Rates {
+		if !(r > 0) || math.IsInf(r, 0) {
+			return invalid("rate %g must be a positive number", r)
+		}
+	}
+	switch {
+	case c.Concurrency < 0:
+		return invalid("concurrency %d must be positive", c.Concurrency)
+	case c.Requests < 0:
+		return invalid("requests %d must be positive", c.Requests)
+	case c.Duration < 0 || c.Warmup < 0:
+		return invalid("duration %s and warmup %s must not be negative", c.Duration, c.Warmup)
+	case c.Open() && c.Duration <= 0:
+		return invalid("the open loop (rates %v) needs a positive duration", c.Rates)
+	case c.Open() && c.Requests > 0:
+		return invalid("requests %d belongs to the closed loop; the open loop runs its rates for a duration", c.Requests)
+	case c.Open() && c.scheduled() < 1:
+		return invalid("rates %v for %s send no request", c.Rates, c.Duration)
+	case !c.Open() && c.Requests > 0 && c.Duration > 0:
+		return invalid("the closed loop runs a request count (%d) or a duration (%s), not both", c.Requests, c.Duration)
+	case c.Timeout < 0:
+		return invalid("timeout %s must be positive", c.Timeout)
+	}
+	return nil
+}
+
+// checkPurchases checks what the purchases ask for and of which products.
+func (c Config) checkPurchases() error {
 	switch {
 	case c.Quantity < 1 || c.Quantity > 100:
-		return bad("quantity %d must be from 1 to 100", c.Quantity)
+		return invalid("quantity %d must be from 1 to 100", c.Quantity)
 	case c.Clients < 0 || c.Clients > MaxClients:
-		return bad("clients %d must be from 0 to %d", c.Clients, MaxClients)
+		return invalid("clients %d must be from 0 to %d", c.Clients, MaxClients)
 	case c.Hold < 0 || c.Hold > MaxHold || c.Pause < 0 || c.Pause > MaxHold:
-		return bad("hold %s and pause %s must be from 0 to %s", c.Hold, c.Pause, MaxHold)
+		return invalid("hold %s and pause %s must be from 0 to %s", c.Hold, c.Pause, MaxHold)
 	case c.Hold%time.Millisecond != 0 || c.Pause%time.Millisecond != 0:
-		return bad("hold %s and pause %s must be whole milliseconds", c.Hold, c.Pause)
+		return invalid("hold %s and pause %s must be whole milliseconds", c.Hold, c.Pause)
 	case c.Batch < 0 || c.Batch > MaxBatch:
-		return bad("batch %d must be from 1 to %d (0: the server's)", c.Batch, MaxBatch)
+		return invalid("batch %d must be from 1 to %d (0: the server's)", c.Batch, MaxBatch)
 	case c.Stock < 0:
-		return bad("stock %d must not be negative", c.Stock)
+		return invalid("stock %d must not be negative", c.Stock)
 	case c.ProductID < 0:
-		return bad("product %d must not be negative", c.ProductID)
+		return invalid("product %d must not be negative", c.ProductID)
 	case c.ProductID == 0 && c.AdminToken == "":
-		return bad("no product: name one, or give an admin token to use or create one")
+		return invalid("no product: name one, or give an admin token to use or create one")
 	case c.Products < 0 || c.Products > MaxProducts:
-		return bad("products %d must be from 0 to %d", c.Products, MaxProducts)
+		return invalid("products %d must be from 0 to %d", c.Products, MaxProducts)
 	case c.Products > 0 && c.ProductID != 0:
-		return bad("a catalogue of %d products is named by its prefix, not by a product id (%d)", c.Products, c.ProductID)
+		return invalid("a catalogue of %d products is named by its prefix, not by a product id (%d)", c.Products, c.ProductID)
 	case !(c.Zipf >= 0) || math.IsInf(c.Zipf, 0):
-		return bad("zipf %g must be a number from 0 up", c.Zipf)
+		return invalid("zipf %g must be a number from 0 up", c.Zipf)
 	case c.Stock > 0 && c.AdminToken == "":
-		return bad("resetting the stock needs an admin token")
+		return invalid("resetting the stock needs an admin token")
 	}
-	return c, nil
+	return nil
 }
 
 // phase is a stretch of the load: the warmup, or one step of the open loop

@@ -56,12 +56,9 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	// opens a fasthttp client of its own (see plan.run).
 	hc := client.NewHTTPClient(cfg.Timeout)
 	defer hc.CloseIdleConnections()
-	clients := make([]*client.Client, len(cfg.URLs))
-	for i, u := range cfg.URLs {
-		clients[i] = &client.Client{BaseURL: u, AdminToken: cfg.AdminToken, HTTP: hc}
-		if err := healthz(ctx, clients[i]); err != nil {
-			return nil, err
-		}
+	clients, err := connect(ctx, cfg, hc)
+	if err != nil {
+		return nil, err
 	}
 	rep = &Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
@@ -87,25 +84,60 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	rep.Config = settings(cfg, products)
 
-	var hw *history.Writer
-	if cfg.History != "" {
-		f, err := os.Create(cfg.History)
-		if err != nil {
-			return nil, fmt.Errorf("driver: the history: %w", err)
-		}
-		defer f.Close() // closed below; a second Close's error says nothing new
-		hw = history.NewWriter(f)
-		defer func() {
-			if ferr := errors.Join(hw.Flush(), f.Close()); ferr != nil && err == nil {
-				err = fmt.Errorf("driver: write the history %s: %w", cfg.History, ferr)
-			}
-		}()
+	hw, closeHistory, err := createHistory(cfg.History)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if herr := closeHistory(); herr != nil && err == nil {
+			err = herr
+		}
+	}()
 	s := &sale{products: products, draw: newDraw(len(products), cfg.Zipf), catalogue: cfg.Products > 0}
+	return rep, s.runAll(ctx, cfg, clients, strategies, hw, rep)
+}
+
+// connect makes a client of each instance, over hc, and checks its
+// /healthz.
+func connect(ctx context.Context, cfg Config, hc *http.Client) ([]*client.Client, error) {
+	clients := make([]*client.Client, len(cfg.URLs))
+	for i, u := range cfg.URLs {
+		clients[i] = &client.Client{BaseURL: u, AdminToken: cfg.AdminToken, HTTP: hc}
+		if err := healthz(ctx, clients[i]); err != nil {
+			return nil, err
+		}
+	}
+	return clients, nil
+}
+
+// createHistory creates the history file at path (none when path is
+// empty) and returns its writer and what flushes and closes it.
+func createHistory(path string) (*history.Writer, func() error, error) {
+	if path == "" {
+		return nil, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("driver: the history: %w", err)
+	}
+	hw := history.NewWriter(f)
+	return hw, func() error {
+		if err := errors.Join(hw.Flush(), f.Close()); err != nil {
+			return fmt.Errorf("driver: write the history %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
+
+// runAll runs the load under each strategy in turn, each Result added to
+// rep, the purchases of each with ids of their own (and its lines in the
+// history, when hw is not nil). It stops at an error, and after a run
+// that saw an instance go down.
+func (s *sale) runAll(ctx context.Context, cfg Config, clients []*client.Client, strategies []Strategy, hw *history.Writer, rep *Report) error {
 	prefix := "lt" + randomHex(4) + "-"
 	for i, st := range strategies {
 		if err := ctx.Err(); err != nil {
-			return rep, err
+			return err
 		}
 		var rec *recorder
 		if hw != nil {
@@ -116,13 +148,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			rep.Results = append(rep.Results, *res)
 		}
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if res.instanceDown() {
-			return rep, nil // the next strategies would only measure the outage
+			return nil // the next strategies would only measure the outage
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // onSale finds or creates the products of cfg, and fills in cfg's stock
@@ -273,16 +305,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	res := result(p, t, false)
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
 	if st.Name == "" {
-		res.Default = true
-		res.Strategy = t.orderStrategy
-		res.Safe = true // judged strictly: the driver cannot tell which strategy served
-		if listed, err := admin.Strategies(ctx); err == nil && t.orderStrategy != "" {
-			for _, s := range listed {
-				if s.Name == t.orderStrategy {
-					res.Description, res.Safe = s.Description, s.Safe
-				}
-			}
-		}
+		describeDefault(ctx, admin, &res, t.orderStrategy)
 	}
 	res.setStock(before.Stock, cfg.Quantity)
 	if err := ctx.Err(); err != nil {
@@ -295,25 +318,63 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	checkInstances(ctx, clients, &res)
 
 	res.AuditBefore = before
-	afters, err := auditAll(ctx, admin, s.products)
-	var after Audit
-	if err != nil {
-		res.AuditError = err.Error()
-	} else {
-		after = sumAudits(afters)
-		res.Audited = true
-		res.Audit = after
-		res.RunOrders = after.Orders - before.Orders
-		res.RunUnits = after.UnitsSold - before.UnitsSold
-		made := int64(res.Successes + res.warmSuccesses())
-		res.CountsAgree = res.RunOrders == made && res.RunUnits == made*cfg.Quantity
-		for k := range afters {
-			made := t.products[k].created + t.products[k].warmCreated
-			if afters[k].Orders-befores[k].Orders != made {
-				res.CountsAgree = false
+	afters, after := s.auditRun(ctx, admin, cfg.Quantity, &res, befores, t)
+	s.timeSoldOut(&res, t, p.warmup(), afters, after)
+	s.unsoldUnits(&res, cfg.Quantity, befores, afters, t)
+	if rec != nil {
+		res.History = rec.verdict()
+	}
+	if s.catalogue {
+		res.Catalogue = catalogueRun(s.products, t.products, afters)
+	}
+	res.Verdict = res.verdict()
+	return &res, nil
+}
+
+// describeDefault names the strategy that served a run under the server's
+// default from its orders (served), with the server's description.
+func describeDefault(ctx context.Context, admin *client.Client, res *Result, served string) {
+	res.Default = true
+	res.Strategy = served
+	res.Safe = true // judged strictly: the driver cannot tell which strategy served
+	if listed, err := admin.Strategies(ctx); err == nil && served != "" {
+		for _, s := range listed {
+			if s.Name == served {
+				res.Description, res.Safe = s.Description, s.Safe
 			}
 		}
 	}
+}
+
+// auditRun reads the audits after the run into res: the orders and units
+// the run made, and whether they agree with the 201s counted, in all and
+// product by product. It returns the audits after, product by product
+// (nil when they could not be read), and their sum.
+func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *Result, befores []Audit, t *tally) ([]Audit, Audit) {
+	afters, err := auditAll(ctx, admin, s.products)
+	if err != nil {
+		res.AuditError = err.Error()
+		return nil, Audit{}
+	}
+	before, after := sumAudits(befores), sumAudits(afters)
+	res.Audited = true
+	res.Audit = after
+	res.RunOrders = after.Orders - before.Orders
+	res.RunUnits = after.UnitsSold - before.UnitsSold
+	made := int64(res.Successes + res.warmSuccesses())
+	res.CountsAgree = res.RunOrders == made && res.RunUnits == made*quantity
+	for k := range afters {
+		made := t.products[k].created + t.products[k].warmCreated
+		if afters[k].Orders-befores[k].Orders != made {
+			res.CountsAgree = false
+		}
+	}
+	return afters, after
+}
+
+// timeSoldOut sets whether the run sold out, how long after the warmup
+// its last sale came, and the rate it sold at.
+func (s *sale) timeSoldOut(res *Result, t *tally, warmup time.Duration, afters []Audit, after Audit) {
 	if s.draw == nil {
 		res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
 	} else {
@@ -321,7 +382,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 		res.SoldOut = res.Audited && !slices.ContainsFunc(afters, func(a Audit) bool { return a.Stock > 0 })
 	}
 	if res.SoldOut && t.lastCreated >= 0 {
-		res.TimeToSoldOut = t.lastCreated - p.warmup()
+		res.TimeToSoldOut = t.lastCreated - warmup
 		if res.TimeToSoldOut == 0 {
 			res.TimeToSoldOut = -1 // sold out exactly as the warmup ended: count it in the warmup
 		}
@@ -332,25 +393,19 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	case res.TimeToSoldOut == 0 && res.Elapsed > 0:
 		res.SellRate = res.SuccessThroughput
 	}
+}
+
+// unsoldUnits sets the units left unsold by a run that asked for more than
+// the stock (over a catalogue, see unsold), when the audit was read.
+func (s *sale) unsoldUnits(res *Result, quantity int64, befores, afters []Audit, t *tally) {
 	switch {
 	case !res.Audited:
 	case s.draw != nil:
-		res.UnsoldUnits = unsold(befores, afters, t.products, cfg.Quantity)
-	case int64(res.Requests+res.warmRequests())*cfg.Quantity > before.Stock:
-		left := max(0, after.Stock)
+		res.UnsoldUnits = unsold(befores, afters, t.products, quantity)
+	case int64(res.Requests+res.warmRequests())*quantity > res.AuditBefore.Stock:
+		left := max(0, res.Audit.Stock)
 		res.UnsoldUnits = &left
 	}
-	if rec != nil {
-		res.History = rec.verdict()
-	}
-	if s.catalogue {
-		if !res.Audited {
-			afters = nil
-		}
-		res.Catalogue = catalogueRun(s.products, t.products, afters)
-	}
-	res.Verdict = res.verdict()
-	return &res, nil
 }
 
 // prepare readies the products for a run under st: it resets their stock
@@ -528,58 +583,79 @@ func result(p *plan, t *tally, raw bool) Result {
 			res.LatencyByOutcome[outcomeNames[i]] = latency(h)
 		}
 	}
-	if p.warmup() > 0 {
-		w := &Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
-		for _, n := range t.warm {
-			w.Requests += int(n)
-		}
-		res.Warmup = w
-	}
-	if p.open {
-		for i, ph := range p.phases {
-			if ph.warm {
-				continue
-			}
-			st := t.steps[i]
-			step := Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
-				Successes: int(st.counts[success]), Latency: latency(st.hist)}
-			for _, n := range st.counts {
-				step.Requests += int(n)
-			}
-			step.Throughput = float64(step.Requests) / ph.length.Seconds()
-			res.Steps = append(res.Steps, step)
-		}
-	}
+	res.Warmup = warmupOf(p, t, raw, success)
+	res.Steps = stepsOf(p, t, raw, success)
 	for _, s := range t.series {
-		sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
-		for i, n := range s.counts {
-			if n > 0 {
-				sec.Outcomes[outcomeNames[i]] = int(n)
-			}
-			sec.Answers += int(n)
-			switch outcome(i) {
-			case outCreated, outOK:
-				sec.Created += int(n)
-			case outSoldOut:
-				sec.SoldOut += int(n)
-			case outLockTimeout, outLockLost:
-				sec.LockFailures += int(n)
-			default:
-				sec.OtherFailures += int(n)
-			}
-		}
-		if raw {
-			sec.Created = 0 // the 201 column counts purchases only
-		}
-		if l := latency(s.hist); l.Count > 0 {
-			sec.P50, sec.P99, sec.Max = l.P50, l.P99, l.Max
-		}
-		res.Series = append(res.Series, sec)
+		res.Series = append(res.Series, s.summarize(raw))
 	}
 	for i, tt := range t.targets {
 		res.Instances = append(res.Instances, Instance{URL: p.bases[i], Requests: int(tt.answers), Transport: int(tt.transport)})
 	}
 	return res
+}
+
+// warmupOf counts the warmup's answers apart: nil for a plan without one.
+func warmupOf(p *plan, t *tally, raw bool, success outcome) *Warmup {
+	if p.warmup() <= 0 {
+		return nil
+	}
+	w := &Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
+	for _, n := range t.warm {
+		w.Requests += int(n)
+	}
+	return w
+}
+
+// stepsOf sums up each step of an open plan's rates after the warmup: nil
+// for a closed plan.
+func stepsOf(p *plan, t *tally, raw bool, success outcome) []Step {
+	if !p.open {
+		return nil
+	}
+	var steps []Step
+	for i, ph := range p.phases {
+		if ph.warm {
+			continue
+		}
+		st := t.steps[i]
+		step := Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
+			Successes: int(st.counts[success]), Latency: latency(st.hist)}
+		for _, n := range st.counts {
+			step.Requests += int(n)
+		}
+		step.Throughput = float64(step.Requests) / ph.length.Seconds()
+		steps = append(steps, step)
+	}
+	return steps
+}
+
+// summarize sums up one second of the run: its answers by outcome and by
+// column, and its latency.
+func (s *secAgg) summarize(raw bool) Second {
+	sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
+	for i, n := range s.counts {
+		if n > 0 {
+			sec.Outcomes[outcomeNames[i]] = int(n)
+		}
+		sec.Answers += int(n)
+		switch outcome(i) {
+		case outCreated, outOK:
+			sec.Created += int(n)
+		case outSoldOut:
+			sec.SoldOut += int(n)
+		case outLockTimeout, outLockLost:
+			sec.LockFailures += int(n)
+		default:
+			sec.OtherFailures += int(n)
+		}
+	}
+	if raw {
+		sec.Created = 0 // the 201 column counts purchases only
+	}
+	if l := latency(s.hist); l.Count > 0 {
+		sec.P50, sec.P99, sec.Max = l.P50, l.P99, l.Max
+	}
+	return sec
 }
 
 // setStock fills in each second's stock left, from the stock before the

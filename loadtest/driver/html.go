@@ -18,57 +18,7 @@ import (
 // wide. It loads nothing from anywhere, so it works offline.
 func (r *Report) WriteHTML(w io.Writer) error {
 	raw := len(r.Results) > 0 && r.Results[0].Raw
-	labels := make([]string, len(r.Results))
-	for i, res := range r.Results {
-		labels[i] = strategyCell(res)
-	}
-	pick := func(f func(Result) float64) []float64 {
-		out := make([]float64, len(r.Results))
-		for i, res := range r.Results {
-			out[i] = f(res)
-		}
-		return out
-	}
-	ms := func(f func(Latency) time.Duration) []float64 {
-		return pick(func(res Result) float64 { return float64(f(res.Latency)) / float64(time.Millisecond) })
-	}
-	perSecond := func(v float64) string { return rate(v) + "/s" }
-	msLabel := func(v float64) string { return dur(time.Duration(v * float64(time.Millisecond))) }
-
-	var charts []template.HTML
-	throughput := []series{{"all answers", "#5b7fb5", pick(func(res Result) float64 { return res.Throughput })}}
-	if !raw {
-		throughput = append(throughput, series{"201s while stock lasted", "#3a9a5b", pick(func(res Result) float64 { return res.SellRate })})
-	}
-	latencies := []series{
-		{"p50", "#8fb8de", ms(func(l Latency) time.Duration { return l.P50 })},
-		{"p99", "#2f4f86", ms(func(l Latency) time.Duration { return l.P99 })},
-		{"max", "#1b2b4a", ms(func(l Latency) time.Duration { return l.Max })},
-	}
-	if !raw {
-		of := func(outcome string, f func(Latency) time.Duration) []float64 {
-			return pick(func(res Result) float64 { return float64(f(res.LatencyByOutcome[outcome])) / float64(time.Millisecond) })
-		}
-		latencies = []series{
-			{"201 p50", "#9fd4ae", of(OutcomeCreated, func(l Latency) time.Duration { return l.P50 })},
-			{"201 p99", "#3a9a5b", of(OutcomeCreated, func(l Latency) time.Duration { return l.P99 })},
-			{"sold_out p50", "#8fb8de", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P50 })},
-			{"sold_out p99", "#2f4f86", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P99 })},
-		}
-	}
-	charts = append(charts,
-		barChart("Throughput (per second)", labels, throughput, perSecond),
-		barChart("Latency by outcome", labels, latencies, msLabel),
-		outcomeChart(r.Results, labels),
-	)
-	if !raw {
-		charts = append(charts, barChart("Stock after the run (the server's audit)", labels, []series{
-			{"units sold", "#3a9a5b", pick(func(res Result) float64 { return float64(res.Audit.UnitsSold) })},
-			{"initial stock", "#b0b0b0", pick(func(res Result) float64 { return float64(res.Audit.InitialStock) })},
-			{"oversold", "#c0392b", pick(func(res Result) float64 { return float64(res.Audit.OversoldUnits) })},
-		}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }))
-	}
-	charts = append(charts, r.timeCharts(raw)...)
+	charts := append(r.summaryCharts(raw), r.timeCharts(raw)...)
 
 	var table strings.Builder
 	if err := r.WriteTable(&table); err != nil {
@@ -95,6 +45,68 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		return fmt.Errorf("driver: write html: %w", err)
 	}
 	return nil
+}
+
+// summaryCharts are the charts of each strategy's run as a whole:
+// throughput, latency, outcomes and (but in the raw mode) the stock.
+func (r *Report) summaryCharts(raw bool) []template.HTML {
+	labels := make([]string, len(r.Results))
+	for i, res := range r.Results {
+		labels[i] = strategyCell(res)
+	}
+	perSecond := func(v float64) string { return rate(v) + "/s" }
+	msLabel := func(v float64) string { return dur(time.Duration(v * float64(time.Millisecond))) }
+	throughput := []series{{"all answers", "#5b7fb5", r.pick(func(res Result) float64 { return res.Throughput })}}
+	if !raw {
+		throughput = append(throughput, series{"201s while stock lasted", "#3a9a5b", r.pick(func(res Result) float64 { return res.SellRate })})
+	}
+	charts := []template.HTML{
+		barChart("Throughput (per second)", labels, throughput, perSecond),
+		barChart("Latency by outcome", labels, r.latencySeries(raw), msLabel),
+		outcomeChart(r.Results, labels),
+	}
+	if !raw {
+		charts = append(charts, barChart("Stock after the run (the server's audit)", labels, []series{
+			{"units sold", "#3a9a5b", r.pick(func(res Result) float64 { return float64(res.Audit.UnitsSold) })},
+			{"initial stock", "#b0b0b0", r.pick(func(res Result) float64 { return float64(res.Audit.InitialStock) })},
+			{"oversold", "#c0392b", r.pick(func(res Result) float64 { return float64(res.Audit.OversoldUnits) })},
+		}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }))
+	}
+	return charts
+}
+
+// latencySeries are the latency chart's bars, in milliseconds: p50, p99
+// and max of every answer in the raw mode, else p50 and p99 of the 201s
+// and of the sold_outs.
+func (r *Report) latencySeries(raw bool) []series {
+	ms := func(f func(Latency) time.Duration) []float64 {
+		return r.pick(func(res Result) float64 { return float64(f(res.Latency)) / float64(time.Millisecond) })
+	}
+	if raw {
+		return []series{
+			{"p50", "#8fb8de", ms(func(l Latency) time.Duration { return l.P50 })},
+			{"p99", "#2f4f86", ms(func(l Latency) time.Duration { return l.P99 })},
+			{"max", "#1b2b4a", ms(func(l Latency) time.Duration { return l.Max })},
+		}
+	}
+	of := func(outcome string, f func(Latency) time.Duration) []float64 {
+		return r.pick(func(res Result) float64 { return float64(f(res.LatencyByOutcome[outcome])) / float64(time.Millisecond) })
+	}
+	return []series{
+		{"201 p50", "#9fd4ae", of(OutcomeCreated, func(l Latency) time.Duration { return l.P50 })},
+		{"201 p99", "#3a9a5b", of(OutcomeCreated, func(l Latency) time.Duration { return l.P99 })},
+		{"sold_out p50", "#8fb8de", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P50 })},
+		{"sold_out p99", "#2f4f86", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P99 })},
+	}
+}
+
+// pick is f of each result, in order.
+func (r *Report) pick(f func(Result) float64) []float64 {
+	out := make([]float64, len(r.Results))
+	for i, res := range r.Results {
+		out[i] = f(res)
+	}
+	return out
 }
 
 // htmlHottest is the small table of a run's hottest products.

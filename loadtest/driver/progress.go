@@ -89,6 +89,33 @@ func (pc *pace) rates(now time.Duration, answers, created int64) (all, made floa
 	return float64(answers-pc.answers[0]) / d, float64(created-pc.created[0]) / d, true
 }
 
+// writeCounts writes the answers so far by outcome, the requests dropped
+// (of the open loop) and the stock left, which it returns (-1: not
+// known).
+func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dropped int64) int64 {
+	if p.purchase {
+		lock := c[outLockTimeout] + c[outLockLost]
+		other := answers - c[outCreated] - c[outSoldOut] - lock
+		fmt.Fprintf(b, " 201 %d, sold_out %d, lock %d, other %d", c[outCreated], c[outSoldOut], lock, other)
+	} else {
+		fmt.Fprintf(b, " 2xx %d, other %d", c[outOK], answers-c[outOK])
+	}
+	if p.open {
+		fmt.Fprintf(b, ", dropped %d", dropped)
+	}
+	stockLeft := int64(-1)
+	if p.purchase && p.stock >= 0 {
+		// An unsafe strategy sells more than there is: the stock goes
+		// below 0, as the audit will say.
+		stockLeft = p.stock - c[outCreated]*p.quantity
+		fmt.Fprintf(b, "; stock %d", stockLeft)
+		if stockLeft < 0 {
+			fmt.Fprintf(b, " (oversold %d)", -stockLeft)
+		}
+	}
+	return stockLeft
+}
+
 // status returns how far the run is (0 to 1) and its progress line: the
 // answers so far by outcome, the stock left, the time elapsed and the end
 // estimate. A run of fixed length ends when its schedule does; a run of a
@@ -104,26 +131,7 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	dropped := counts.dropped.Load()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s:", p.label, dur(since.Round(100*time.Millisecond)))
-	if p.purchase {
-		lock := c[outLockTimeout] + c[outLockLost]
-		other := answers - c[outCreated] - c[outSoldOut] - lock
-		fmt.Fprintf(&b, " 201 %d, sold_out %d, lock %d, other %d", c[outCreated], c[outSoldOut], lock, other)
-	} else {
-		fmt.Fprintf(&b, " 2xx %d, other %d", c[outOK], answers-c[outOK])
-	}
-	if p.open {
-		fmt.Fprintf(&b, ", dropped %d", dropped)
-	}
-	stockLeft := int64(-1)
-	if p.purchase && p.stock >= 0 {
-		// An unsafe strategy sells more than there is: the stock goes
-		// below 0, as the audit will say.
-		stockLeft = p.stock - c[outCreated]*p.quantity
-		fmt.Fprintf(&b, "; stock %d", stockLeft)
-		if stockLeft < 0 {
-			fmt.Fprintf(&b, " (oversold %d)", -stockLeft)
-		}
-	}
+	stockLeft := p.writeCounts(&b, c, answers, dropped)
 	all, _, paced := pc.rates(since, answers+dropped, c[outCreated])
 	var frac float64
 	switch length := p.length(); {

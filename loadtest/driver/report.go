@@ -105,7 +105,8 @@ type Result struct {
 	// one) to the last answer.
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// SoldOut says the stock ran out: a sold_out answer came, or the
-	// audit found none left.
+	// audit found none left; over a catalogue, the audit found none left
+	// of any of its products.
 	SoldOut bool `json:"sold_out"`
 	// TimeToSoldOut runs from the end of the warmup to the 201 that took
 	// the last unit (the last 201 of a run that sold out); 0: not sold
@@ -279,9 +280,10 @@ type Latency struct {
 
 // Failures says why the run should exit non-zero: a strategy marked safe
 // broke the stock invariant (over a catalogue, each product that broke it
-// is named), the audit disagrees with the driver's count of 201s or could
-// not be read, an instance went down, or no request got through. It is
-// empty when all went well.
+// is named) or left a history that is not linearizable, a history could
+// not be checked, the audit disagrees with the driver's count of 201s or
+// could not be read, an instance went down, or no request got through. It
+// is empty when all went well.
 func (r *Report) Failures() []string {
 	var out []string
 	for _, res := range r.Results {

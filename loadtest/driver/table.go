@@ -174,7 +174,19 @@ func (r *Report) rawRows(open, wide bool) [][]string {
 	return rows
 }
 
+// writeHeader writes what the runs sold, how the load was sent, and the
+// driver's machine.
 func (r *Report) writeHeader(w io.Writer) {
+	writeWrapped(w, r.soldLine())
+	writeWrapped(w, r.Config.loadLine())
+	e := r.Environment
+	writeWrapped(w, fmt.Sprintf("driver: %s %s/%s, %d CPUs, GOMAXPROCS %d", e.GoVersion, e.OS, e.Arch, e.NumCPU, e.GOMAXPROCS))
+	fmt.Fprintln(w)
+}
+
+// soldLine says when the report was made, against which instances, and
+// which products were sold.
+func (r *Report) soldLine() string {
 	c := r.Config
 	var b strings.Builder
 	fmt.Fprintf(&b, "seckill load test, %s: %s (%s)", r.Start.Format("2006-01-02 15:04:05"),
@@ -192,8 +204,13 @@ func (r *Report) writeHeader(w io.Writer) {
 			fmt.Fprintf(&b, ", stock reset to %d before each run", c.Stock)
 		}
 	}
-	writeWrapped(w, b.String())
-	b.Reset()
+	return b.String()
+}
+
+// loadLine says how the load was sent: its loop, length and workers, its
+// warmup, and what each purchase asked for.
+func (c Settings) loadLine() string {
+	var b strings.Builder
 	switch {
 	case c.Mode == "open":
 		rates := make([]string, len(c.Rates))
@@ -231,10 +248,7 @@ func (r *Report) writeHeader(w io.Writer) {
 			fmt.Fprintf(&b, ", fencing %t", *c.Fencing)
 		}
 	}
-	writeWrapped(w, b.String())
-	e := r.Environment
-	writeWrapped(w, fmt.Sprintf("driver: %s %s/%s, %d CPUs, GOMAXPROCS %d", e.GoVersion, e.OS, e.Arch, e.NumCPU, e.GOMAXPROCS))
-	fmt.Fprintln(w)
+	return b.String()
 }
 
 func (r *Report) writeFooter(w io.Writer, raw bool) {

@@ -281,27 +281,7 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 			pt.warmCreated++
 		}
 	} else {
-		pt.requests++
-		if a.out == outCreated {
-			pt.created++
-		}
-		t.counts[a.out]++
-		if t.hists[a.out] == nil {
-			t.hists[a.out] = newHist(histSigFigs)
-		}
-		_ = t.hists[a.out].RecordValue(us) // us is within the histogram's range
-		t.maxSendDelay = max(t.maxSendDelay, r.delay)
-		if a.code != "" {
-			t.codes[a.code]++
-		}
-		if p.open {
-			st := &t.steps[r.phase]
-			st.counts[a.out]++
-			if st.hist == nil {
-				st.hist = newHist(histSigFigs)
-			}
-			_ = st.hist.RecordValue(us)
-		}
+		t.measure(p, r, a, us)
 	}
 	k := r.i % len(p.targets)
 	t.targets[k].answers++
@@ -327,4 +307,31 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	s := sh.second(sec)
 	s.counts[a.out]++
 	_ = s.hist.RecordValue(us)
+}
+
+// measure counts answer a to request r, of the measured load (after the
+// warmup), with its latency us in microseconds.
+func (t *tally) measure(p *plan, r request, a answer, us int64) {
+	pt := &t.products[r.product]
+	pt.requests++
+	if a.out == outCreated {
+		pt.created++
+	}
+	t.counts[a.out]++
+	if t.hists[a.out] == nil {
+		t.hists[a.out] = newHist(histSigFigs)
+	}
+	_ = t.hists[a.out].RecordValue(us) // us is within the histogram's range
+	t.maxSendDelay = max(t.maxSendDelay, r.delay)
+	if a.code != "" {
+		t.codes[a.code]++
+	}
+	if p.open {
+		st := &t.steps[r.phase]
+		st.counts[a.out]++
+		if st.hist == nil {
+			st.hist = newHist(histSigFigs)
+		}
+		_ = st.hist.RecordValue(us)
+	}
 }

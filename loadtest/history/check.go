@@ -20,8 +20,10 @@ import (
 // without a code may or may not have taken them, at any moment from its
 // start to the end of its segment (a COMMIT whose reply was lost may take
 // after the client gave up); every other answer took nothing and asserts
-// nothing about the stock, so it is left out. The search is porcupine's
-// (github.com/anishathalye/porcupine): it partitions by segment and finds
+// nothing about the stock, so it is left out. Each segment is first
+// checked directly (see counter.go), which decides it but for some with
+// purchases of unknown outcome; those go to porcupine's search
+// (github.com/anishathalye/porcupine), one segment at a time, which finds
 // an order of the operations, within their real-time bounds, that the
 // counter accepts, or proves there is none.
 

@@ -41,108 +41,152 @@ type placed struct {
 	q  int64
 }
 
-// checkCounter checks one segment directly.
+// checkCounter checks one segment directly: it places the 201s and, in
+// their gaps and after them, the purchases of unknown outcome, then checks
+// each sold_out against what was placed.
 func checkCounter(s *segment) counterVerdict {
-	var takers, sold, unknown []*Line
+	c := newCounterCheck(s)
+	if v, ok := c.placeTakers(); !ok {
+		return v
+	}
+	c.placeRest()
+	return c.checkSoldOuts()
+}
+
+// counterCheck is checkCounter's work on one segment.
+type counterCheck struct {
+	s                     *segment
+	takers, sold, unknown []*Line
+	used                  []bool // of unknown: taken to fill a gap
+	// exact says a failure is proven: without purchases of unknown
+	// outcome, or when they all asked for the same quantity, the placement
+	// is the earliest possible (see oneQuantity).
+	exact  bool
+	events []placed
+	p      int64 // the last 201's point
+	top    int64 // the stock the next 201 must find, but for gaps
+}
+
+// newCounterCheck sorts the purchases of s by outcome: the 201s by the
+// stock they found, highest first, and those of unknown outcome by their
+// start.
+func newCounterCheck(s *segment) *counterCheck {
+	c := &counterCheck{s: s, p: s.start, top: s.stock}
 	for _, l := range s.purchase {
 		switch o, ok := outputOf(l); {
 		case !ok:
 		case o.outcome == took:
-			takers = append(takers, l)
+			c.takers = append(c.takers, l)
 		case o.outcome == soldOut:
-			sold = append(sold, l)
+			c.sold = append(c.sold, l)
 		default:
-			unknown = append(unknown, l)
+			c.unknown = append(c.unknown, l)
 		}
 	}
-	// Without purchases of unknown outcome, or when they all asked for the
-	// same quantity, the placement below is the earliest possible (see
-	// oneQuantity): a failure is then proven.
-	exact := oneQuantity(unknown)
-	fail := func(format string, args ...any) counterVerdict {
-		return counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: ", s.product, s.stock, stamp(s.start)) +
-			fmt.Sprintf(format, args...), sure: exact}
-	}
-	sure := func(v counterVerdict) counterVerdict {
-		v.sure = true
-		return v
-	}
+	c.exact = oneQuantity(c.unknown)
+	sort.SliceStable(c.takers, func(i, j int) bool { return foundStock(c.takers[i]) > foundStock(c.takers[j]) })
+	slices.SortStableFunc(c.unknown, func(a, b *Line) int { return cmpInt(a.StartNS, b.StartNS) })
+	c.used = make([]bool, len(c.unknown))
+	return c
+}
+
+// foundStock is the stock a 201 found: what it left and what it took.
+func foundStock(l *Line) int64 { return *l.RemainingStock + l.Quantity }
+
+// fail is a violation of the segment, proven when the check is exact.
+func (c *counterCheck) fail(format string, args ...any) counterVerdict {
+	return counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: ", c.s.product, c.s.stock, stamp(c.s.start)) +
+		fmt.Sprintf(format, args...), sure: c.exact}
+}
+
+// sure is v, proven.
+func sure(v counterVerdict) counterVerdict {
+	v.sure = true
+	return v
+}
+
+// placeTakers places each 201, highest stock first, at the earliest point
+// its start and the order allow, after the purchases of unknown outcome
+// that fill the gap above it. It returns the violation, and false, when a
+// 201 cannot be placed.
+func (c *counterCheck) placeTakers() (counterVerdict, bool) {
+	s := c.s
 	var unknownUnits, gaps int64
-	for _, l := range unknown {
+	for _, l := range c.unknown {
 		unknownUnits += l.Quantity
 	}
-	before := func(l *Line) int64 { return *l.RemainingStock + l.Quantity }
-	// The 201s by the stock they found, highest first.
-	sort.SliceStable(takers, func(i, j int) bool { return before(takers[i]) > before(takers[j]) })
-	slices.SortStableFunc(unknown, func(a, b *Line) int { return cmpInt(a.StartNS, b.StartNS) })
-	used := make([]bool, len(unknown))
-
-	var events []placed
-	var p int64 = s.start // the last 201's point
-	top := s.stock        // the stock the next 201 must find, but for gaps
-	for i, l := range takers {
-		b, r := before(l), *l.RemainingStock
+	for i, l := range c.takers {
+		b, r := foundStock(l), *l.RemainingStock
 		switch {
 		case r < 0:
-			return sure(fail("%s left a negative stock", lineWords(s, l)))
-		case b > top && i == 0:
-			return sure(fail("%s found %d units, more than the %d there were: oversold", lineWords(s, l), b, s.stock))
-		case b > top:
-			return sure(fail("%s and %s took the same units (%d to %d and %d to %d)",
-				lineWords(s, takers[i-1]), lineWords(s, l), before(takers[i-1]), *takers[i-1].RemainingStock, b, r))
+			return sure(c.fail("%s left a negative stock", lineWords(s, l))), false
+		case b > c.top && i == 0:
+			return sure(c.fail("%s found %d units, more than the %d there were: oversold", lineWords(s, l), b, s.stock)), false
+		case b > c.top:
+			return sure(c.fail("%s and %s took the same units (%d to %d and %d to %d)",
+				lineWords(s, c.takers[i-1]), lineWords(s, l), foundStock(c.takers[i-1]), *c.takers[i-1].RemainingStock, b, r)), false
 		}
 		// The gap top-b: purchases of unknown outcome took it.
-		gap := top - b
+		gap := c.top - b
 		gaps += gap
-		at := max(p, l.StartNS)
+		at := max(c.p, l.StartNS)
 		if at > l.EndNS {
 			// Purchases of unknown outcome can only make it later.
-			return sure(fail("%s ended before a purchase that found more stock began (+%v)",
-				lineWords(s, l), time.Duration(at-s.start)))
+			return sure(c.fail("%s ended before a purchase that found more stock began (+%v)",
+				lineWords(s, l), time.Duration(at-s.start))), false
 		}
 		if gap > 0 {
-			filled, latest, ok := fillGap(unknown, used, gap, l.EndNS)
+			filled, latest, ok := fillGap(c.unknown, c.used, gap, l.EndNS)
 			if !ok {
 				if gaps > unknownUnits {
-					return sure(fail("%d units went between %d and %s, more than all purchases of unknown outcome asked for",
-						gap, top, lineWords(s, l)))
+					return sure(c.fail("%d units went between %d and %s, more than all purchases of unknown outcome asked for",
+						gap, c.top, lineWords(s, l))), false
 				}
-				return fail("%d units went between %d and %s with no purchase of unknown outcome to have taken them",
-					gap, top, lineWords(s, l))
+				return c.fail("%d units went between %d and %s with no purchase of unknown outcome to have taken them",
+					gap, c.top, lineWords(s, l)), false
 			}
 			at = max(at, latest)
 			for _, k := range filled {
-				events = append(events, placed{at: max(unknown[k].StartNS, p), q: unknown[k].Quantity})
+				c.events = append(c.events, placed{at: max(c.unknown[k].StartNS, c.p), q: c.unknown[k].Quantity})
 			}
 		}
 		if at > l.EndNS {
-			return fail("%s must come after a purchase that found more stock, which began only at +%v",
-				lineWords(s, l), time.Duration(at-s.start))
+			return c.fail("%s must come after a purchase that found more stock, which began only at +%v",
+				lineWords(s, l), time.Duration(at-s.start)), false
 		}
-		events = append(events, placed{at: at, q: l.Quantity})
-		p, top = at, r
+		c.events = append(c.events, placed{at: at, q: l.Quantity})
+		c.p, c.top = at, r
 	}
-	// After the last 201, the rest of unknown outcome take what they can,
-	// as early as they can.
-	for k, l := range unknown {
-		if !used[k] && l.Quantity <= top {
-			events = append(events, placed{at: max(l.StartNS, p), q: l.Quantity})
-			top -= l.Quantity
+	return counterVerdict{}, true
+}
+
+// placeRest lets the purchases of unknown outcome that filled no gap take,
+// after the last 201, what they can, as early as they can.
+func (c *counterCheck) placeRest() {
+	for k, l := range c.unknown {
+		if !c.used[k] && l.Quantity <= c.top {
+			c.events = append(c.events, placed{at: max(l.StartNS, c.p), q: l.Quantity})
+			c.top -= l.Quantity
 		}
 	}
-	// Each sold_out needs the stock below its quantity by its answer.
-	slices.SortFunc(events, func(a, b placed) int { return cmpInt(a.at, b.at) })
-	at := make([]int64, len(events))
-	sum := make([]int64, len(events)+1)
-	for i, e := range events {
+}
+
+// checkSoldOuts checks that each sold_out found the stock below its
+// quantity by its answer.
+func (c *counterCheck) checkSoldOuts() counterVerdict {
+	s := c.s
+	slices.SortFunc(c.events, func(a, b placed) int { return cmpInt(a.at, b.at) })
+	at := make([]int64, len(c.events))
+	sum := make([]int64, len(c.events)+1)
+	for i, e := range c.events {
 		at[i], sum[i+1] = e.at, sum[i]+e.q
 	}
-	for _, l := range sold {
+	for _, l := range c.sold {
 		k := sort.Search(len(at), func(k int) bool { return at[k] > l.EndNS })
 		if left := s.stock - sum[k]; left >= l.Quantity {
-			v := fail("%s while at least %d units were left", lineWords(s, l), left)
-			v.sure = v.sure || foundLater(takers, l) ||
-				undersold(&segment{stock: s.stock, purchase: append(slices.Clone(takers), append(unknown, l)...)}) > 0
+			v := c.fail("%s while at least %d units were left", lineWords(s, l), left)
+			v.sure = v.sure || foundLater(c.takers, l) ||
+				undersold(&segment{stock: s.stock, purchase: append(slices.Clone(c.takers), append(c.unknown, l)...)}) > 0
 			return v
 		}
 	}

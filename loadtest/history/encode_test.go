@@ -5,6 +5,27 @@ import (
 	"testing"
 )
 
+// stockJSON and purchaseJSON are the contract's two shapes of a line, as
+// encoding/json writes them.
+type stockJSON struct {
+	Product int64 `json:"product"`
+	Stock   int64 `json:"stock"`
+	TimeNS  int64 `json:"time_ns"`
+}
+
+type purchaseJSON struct {
+	Product        int64  `json:"product"`
+	UserID         string `json:"user_id"`
+	RequestID      string `json:"request_id"`
+	Quantity       int64  `json:"quantity"`
+	StartNS        int64  `json:"start_ns"`
+	EndNS          int64  `json:"end_ns"`
+	Status         int    `json:"status"`
+	Code           string `json:"code"`
+	RemainingStock *int64 `json:"remaining_stock,omitempty"`
+	OrderID        *int64 `json:"order_id,omitempty"`
+}
+
 // TestAppendJSON: the hand-written encoding is encoding/json's, byte for
 // byte, for both shapes and for strings that need escapes.
 func TestAppendJSON(t *testing.T) {
@@ -22,14 +43,14 @@ func TestAppendJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := l.appendJSON(nil); string(got) != string(want) {
-				t.Errorf("appendJSON(%q) = %s; want %s", s, got, want)
+			if got := l.AppendJSON(nil); string(got) != string(want) {
+				t.Errorf("AppendJSON(%q) = %s; want %s", s, got, want)
 			}
 		}
 	}
 	want, _ := json.Marshal(stockJSON{Product: 1, Stock: 500, TimeNS: 9})
-	if got := (Line{Product: 1, Stock: &stock, TimeNS: 9}).appendJSON(nil); string(got) != string(want) {
-		t.Errorf("appendJSON(a stock line) = %s; want %s", got, want)
+	if got := (Line{Product: 1, Stock: &stock, TimeNS: 9}).AppendJSON(nil); string(got) != string(want) {
+		t.Errorf("AppendJSON(a stock line) = %s; want %s", got, want)
 	}
 }
 

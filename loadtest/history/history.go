@@ -18,87 +18,16 @@ import (
 	"github.com/seckill/seckill/api"
 )
 
-// Line is one line of a history: a stock line (Stock set: the product's
-// stock at TimeNS, with no purchase of it in flight) or a purchase.
-type Line struct {
-	Product int64
-	// Stock and TimeNS make a stock line.
-	Stock  *int64
-	TimeNS int64
-	// A purchase: who asked for how many, when it was sent and when its
-	// answer was read (nanoseconds since the Unix epoch), the status (0:
-	// no answer came) and the error code; RemainingStock and OrderID on
-	// 200 and 201 only.
-	UserID         string
-	RequestID      string
-	Quantity       int64
-	StartNS, EndNS int64
-	Status         int
-	Code           string
-	RemainingStock *int64
-	OrderID        *int64
-}
-
-// stockJSON and purchaseJSON are the two shapes of a line.
-type stockJSON struct {
-	Product int64 `json:"product"`
-	Stock   int64 `json:"stock"`
-	TimeNS  int64 `json:"time_ns"`
-}
-
-type purchaseJSON struct {
-	Product        int64  `json:"product"`
-	UserID         string `json:"user_id"`
-	RequestID      string `json:"request_id"`
-	Quantity       int64  `json:"quantity"`
-	StartNS        int64  `json:"start_ns"`
-	EndNS          int64  `json:"end_ns"`
-	Status         int    `json:"status"`
-	Code           string `json:"code"`
-	RemainingStock *int64 `json:"remaining_stock,omitempty"`
-	OrderID        *int64 `json:"order_id,omitempty"`
-}
-
-// MarshalJSON writes the line in the contract's shape.
-func (l Line) MarshalJSON() ([]byte, error) { return l.appendJSON(nil), nil }
-
-// UnmarshalJSON reads either shape: a line with a "stock" key is a stock
-// line.
-func (l *Line) UnmarshalJSON(data []byte) error {
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return err
-	}
-	if _, ok := keys["stock"]; ok {
-		var s stockJSON
-		if err := strictUnmarshal(data, &s); err != nil {
-			return err
-		}
-		*l = Line{Product: s.Product, Stock: &s.Stock, TimeNS: s.TimeNS}
-		return nil
-	}
-	var p purchaseJSON
-	if err := strictUnmarshal(data, &p); err != nil {
-		return err
-	}
-	*l = Line{Product: p.Product, UserID: p.UserID, RequestID: p.RequestID, Quantity: p.Quantity,
-		StartNS: p.StartNS, EndNS: p.EndNS, Status: p.Status, Code: p.Code,
-		RemainingStock: p.RemainingStock, OrderID: p.OrderID}
-	return nil
-}
-
-func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
+// Line is one line of a history: a stock line or a purchase, in the
+// contract's shape (see api.HistoryLine).
+type Line = api.HistoryLine
 
 // MaxQuantity is the most units one purchase may ask for (the service's
 // bound); it also bounds the work of a check.
 const MaxQuantity = api.MaxQuantity
 
 // validate says what is wrong with a line that parsed.
-func (l Line) validate() error {
+func validate(l Line) error {
 	switch {
 	case l.Product <= 0:
 		return errors.New("product must be a positive integer")
@@ -117,18 +46,6 @@ func (l Line) validate() error {
 	}
 	return nil
 }
-
-// Succeeded says the purchase took its units: 200 or 201.
-func (l Line) Succeeded() bool { return l.Status == 200 || l.Status == 201 }
-
-// Indeterminate says the purchase may or may not have taken its units: no
-// answer, outcome_unknown, or a 5xx without a code.
-func (l Line) Indeterminate() bool {
-	return l.Status == 0 || l.Code == "outcome_unknown" || (l.Status >= 500 && l.Code == "")
-}
-
-// SoldOut says the purchase was answered sold_out.
-func (l Line) SoldOut() bool { return l.Status == 409 && l.Code == "sold_out" }
 
 // ParseError is a line of a history that cannot be read.
 type ParseError struct {
@@ -157,7 +74,7 @@ func Read(r io.Reader) ([]Line, error) {
 		if err := json.Unmarshal(text, &l); err != nil {
 			return nil, &ParseError{Line: n, Err: err}
 		}
-		if err := l.validate(); err != nil {
+		if err := validate(l); err != nil {
 			return nil, &ParseError{Line: n, Err: err}
 		}
 		out = append(out, l)
@@ -197,7 +114,7 @@ func (w *Writer) Write(l Line) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil {
-		w.buf = append(l.appendJSON(w.buf[:0]), '\n')
+		w.buf = append(l.AppendJSON(w.buf[:0]), '\n')
 		if _, err := w.w.Write(w.buf); err != nil {
 			w.err = fmt.Errorf("history: write: %w", err)
 		}

@@ -12,6 +12,8 @@
 //   - a flash sale: two instances, 256 buyers, 500 units, 5,000 requests,
 //     the default strategy;
 //   - sold-out answers against GET /healthz, at the same concurrency;
+//   - redlock with a per-IP limit no buyer reaches (SECKILL_IP_LIMIT), on
+//     an instance of its own, the load from as many addresses as buyers;
 //   - a catalogue of 10,000 products whose demand follows Zipf(1.1), on an
 //     instance of its own, then that instance's resident memory and the
 //     size of its /metrics.
@@ -100,21 +102,30 @@ type bench struct {
 	rows []row
 }
 
+// figures is what all measures, for the table's notes and the ratios.
+type figures struct {
+	serial, parallel anchorResult
+	batch1, batched  row           // redlock on one instance: batch=1, the default batch
+	two              row           // redlock, the default batch, on two instances
+	sale             driver.Result // the flash sale
+	soldOut, health  float64       // answers per second
+	limited          row           // redlock, the default batch, SECKILL_IP_LIMIT on
+	cat              catalogueResult
+}
+
+// sale503 counts the flash sale's purchases answered 503 or not at all.
+func (f *figures) sale503() int {
+	return f.sale.Outcomes[driver.OutcomeLockTimeout] + f.sale.Outcomes[driver.Outcome5xx] + f.sale.Outcomes[driver.OutcomeTransport]
+}
+
+// all runs every measure in turn, each service started for it kept
+// running to the end, and prints the table and the ratios.
 func (b *bench) all(ctx context.Context) error {
 	fmt.Fprintf(b.out, "bench-sale: %d CPUs, %s; %d buyers, %v per run\n\n", runtime.NumCPU(), runtime.Version(), b.opts.concurrency, b.opts.duration)
-
-	serial, err := b.anchor(ctx, 1)
-	if err != nil {
+	var f figures
+	if err := b.anchors(ctx, &f); err != nil {
 		return err
 	}
-	parallel, err := b.anchor(ctx, b.opts.concurrency)
-	if err != nil {
-		return err
-	}
-	b.rows = append(b.rows,
-		row{what: "anchor: serial purchase transaction, 1 connection, no lock", perSecond: serial.perSecond, p99: serial.p99},
-		row{what: fmt.Sprintf("anchor: conditional UPDATE + INSERT, %d connections", b.opts.concurrency), perSecond: parallel.perSecond, p99: parallel.p99})
-
 	dsn, dropDB, err := b.database(ctx)
 	if err != nil {
 		return err
@@ -126,66 +137,18 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 	defer stopFirst()
-
-	type svcRun struct {
-		label, strategy string
-		batch           int
+	if err := b.strategies(ctx, first, token, &f); err != nil {
+		return err
 	}
-	var batch1, batched row
-	for _, r := range []svcRun{
-		{"service optimistic over HTTP", "optimistic", 0},
-		{"service pessimistic (default batch)", "pessimistic", 0},
-		{"service token (default batch)", "token", 0},
-		{"service redlock, batch=1: a lock per purchase", "redlock", 1},
-		{"service redlock, default batch", "redlock", 0},
-	} {
-		rep, err := driver.Run(ctx, driver.Config{
-			URLs: []string{first}, AdminToken: token, Stock: 100_000_000, Strategies: []string{r.strategy},
-			Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency, Batch: r.batch,
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.label, err)
-		}
-		res := rep.Results[0]
-		rw := row{what: r.label, perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99,
-			unanswered: res.Requests - res.Successes}
-		b.rows = append(b.rows, rw)
-		switch {
-		case r.strategy == "redlock" && r.batch == 1:
-			batch1 = rw
-		case r.strategy == "redlock":
-			batched = rw
-		}
-	}
-
 	second, stopSecond, err := b.startService(ctx, dsn, token)
 	if err != nil {
 		return err
 	}
 	defer stopSecond()
-	both, err := driver.Run(ctx, driver.Config{
-		URLs: []string{first, second}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
-		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency,
-	})
-	if err != nil {
-		return fmt.Errorf("two instances: %w", err)
+	if err := b.twoInstances(ctx, []string{first, second}, token, &f); err != nil {
+		return err
 	}
-	res := both.Results[0]
-	b.rows = append(b.rows, row{what: "service redlock, default batch, 2 instances", perSecond: res.SellRate,
-		p99: res.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: res.Requests - res.Successes})
-
-	flash, err := driver.Run(ctx, driver.Config{
-		URLs: []string{first, second}, AdminToken: token, Stock: 500, Strategies: []string{""},
-		Requests: 5000, Concurrency: 256,
-	})
-	if err != nil {
-		return fmt.Errorf("flash sale: %w", err)
-	}
-	sale := flash.Results[0]
-	sale503 := sale.Outcomes[driver.OutcomeLockTimeout] + sale.Outcomes[driver.Outcome5xx] + sale.Outcomes[driver.OutcomeTransport]
-
-	soldOut, health, err := b.soldOutAgainstHealth(ctx, first, token)
-	if err != nil {
+	if f.soldOut, f.health, err = b.soldOutAgainstHealth(ctx, first, token); err != nil {
 		return err
 	}
 
@@ -196,24 +159,109 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 	defer stopLimited()
-	withLimit, err := driver.Run(ctx, driver.Config{
-		URLs: []string{limited}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
-		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency, Clients: b.opts.concurrency,
-	})
+	withLimit, err := driver.Run(ctx, b.steady([]string{limited}, token, "redlock", 0, b.opts.concurrency))
 	if err != nil {
 		return fmt.Errorf("with the IP limit: %w", err)
 	}
-	lim := withLimit.Results[0]
-	limitRow := row{what: "service redlock, default batch, SECKILL_IP_LIMIT on", perSecond: lim.SellRate,
-		p99: lim.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: lim.Requests - lim.Successes}
-	b.rows = append(b.rows, limitRow)
+	f.limited = resultRow("service redlock, default batch, SECKILL_IP_LIMIT on", withLimit.Results[0])
+	b.rows = append(b.rows, f.limited)
 
-	cat, err := b.catalogue(ctx, dsn, token)
-	if err != nil {
+	if f.cat, err = b.catalogue(ctx, dsn, token); err != nil {
 		return err
 	}
-	b.rows = append(b.rows, cat.row)
+	b.rows = append(b.rows, f.cat.row)
+	if err := b.writeTable(&f); err != nil {
+		return err
+	}
+	b.writeRatios(&f)
+	return nil
+}
 
+// anchors measures what MariaDB alone does: serially, and on as many
+// connections as buyers.
+func (b *bench) anchors(ctx context.Context, f *figures) error {
+	var err error
+	if f.serial, err = b.anchor(ctx, 1); err != nil {
+		return err
+	}
+	if f.parallel, err = b.anchor(ctx, b.opts.concurrency); err != nil {
+		return err
+	}
+	b.rows = append(b.rows,
+		row{what: "anchor: serial purchase transaction, 1 connection, no lock", perSecond: f.serial.perSecond, p99: f.serial.p99},
+		row{what: fmt.Sprintf("anchor: conditional UPDATE + INSERT, %d connections", b.opts.concurrency), perSecond: f.parallel.perSecond, p99: f.parallel.p99})
+	return nil
+}
+
+// strategies measures each safe strategy on the instance at url, with
+// stock enough for every request, redlock with a lock per purchase and
+// with the default batch.
+func (b *bench) strategies(ctx context.Context, url, token string, f *figures) error {
+	for _, r := range []struct {
+		label, strategy string
+		batch           int
+	}{
+		{"service optimistic over HTTP", "optimistic", 0},
+		{"service pessimistic (default batch)", "pessimistic", 0},
+		{"service token (default batch)", "token", 0},
+		{"service redlock, batch=1: a lock per purchase", "redlock", 1},
+		{"service redlock, default batch", "redlock", 0},
+	} {
+		rep, err := driver.Run(ctx, b.steady([]string{url}, token, r.strategy, r.batch, 0))
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.label, err)
+		}
+		rw := resultRow(r.label, rep.Results[0])
+		b.rows = append(b.rows, rw)
+		switch {
+		case r.strategy == "redlock" && r.batch == 1:
+			f.batch1 = rw
+		case r.strategy == "redlock":
+			f.batched = rw
+		}
+	}
+	return nil
+}
+
+// twoInstances measures redlock on both instances of urls, then the flash
+// sale on them.
+func (b *bench) twoInstances(ctx context.Context, urls []string, token string, f *figures) error {
+	both, err := driver.Run(ctx, b.steady(urls, token, "redlock", 0, 0))
+	if err != nil {
+		return fmt.Errorf("two instances: %w", err)
+	}
+	f.two = resultRow("service redlock, default batch, 2 instances", both.Results[0])
+	b.rows = append(b.rows, f.two)
+	flash, err := driver.Run(ctx, driver.Config{
+		URLs: urls, AdminToken: token, Stock: 500, Strategies: []string{""},
+		Requests: 5000, Concurrency: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("flash sale: %w", err)
+	}
+	f.sale = flash.Results[0]
+	return nil
+}
+
+// steady is a measured run of strategy at the instances of urls, with
+// stock enough for every request, after a warmup of a second; batch 0 is
+// the server's, clients 0 leaves the source address to the system.
+func (b *bench) steady(urls []string, token, strategy string, batch, clients int) driver.Config {
+	return driver.Config{
+		URLs: urls, AdminToken: token, Stock: 100_000_000, Strategies: []string{strategy},
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency, Batch: batch, Clients: clients,
+	}
+}
+
+// resultRow is the table's row of a run's result: its rate of sales, the
+// p99 of its 201s and the requests not answered 201.
+func resultRow(what string, res driver.Result) row {
+	return row{what: what, perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99,
+		unanswered: res.Requests - res.Successes}
+}
+
+// writeTable prints the table of rows and the figures beside it.
+func (b *bench) writeTable(f *figures) error {
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201")
 	for _, r := range b.rows {
@@ -223,11 +271,15 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(b.out, "\nflash sale, 2 instances, 256 buyers, 500 units, 5000 requests, %s: sold out in %s, %d answered 503, final stock %d, %s\n",
-		sale.Strategy, round(sale.TimeToSoldOut), sale503, sale.Audit.Stock, sale.Verdict)
+		f.sale.Strategy, round(f.sale.TimeToSoldOut), f.sale503(), f.sale.Audit.Stock, f.sale.Verdict)
 	fmt.Fprintf(b.out, "sold-out answers: %.0f/s; GET /healthz: %.0f/s (both %d at once, %v)\n",
-		soldOut, health, b.opts.concurrency, b.opts.duration)
-	fmt.Fprintf(b.out, "after the catalogue run: RSS %.0f MB, GET /metrics %.0f KB\n\n", float64(cat.rss)/(1<<20), float64(cat.metrics)/1024)
+		f.soldOut, f.health, b.opts.concurrency, b.opts.duration)
+	fmt.Fprintf(b.out, "after the catalogue run: RSS %.0f MB, GET /metrics %.0f KB\n\n", float64(f.cat.rss)/(1<<20), float64(f.cat.metrics)/1024)
+	return nil
+}
 
+// writeRatios prints the ratios the project aims for, met or not.
+func (b *bench) writeRatios(f *figures) {
 	fmt.Fprintln(b.out, "ratios (one run, one machine):")
 	aim := func(ok bool) string {
 		if ok {
@@ -235,29 +287,29 @@ func (b *bench) all(ctx context.Context) error {
 		}
 		return "NOT MET"
 	}
-	r1 := batch1.perSecond / serial.perSecond
+	sale503 := f.sale503()
+	r1 := f.batch1.perSecond / f.serial.perSecond
 	fmt.Fprintf(b.out, "  redlock batch=1 / serial anchor        %5.2fx  (aim >= 0.5: %s); p99 %s (aim < 250ms: %s); %d not 201 (aim 0: %s)\n",
-		r1, aim(r1 >= 0.5), round(batch1.p99), aim(batch1.p99 < 250*time.Millisecond), batch1.unanswered, aim(batch1.unanswered == 0))
-	r2 := batched.perSecond / parallel.perSecond
+		r1, aim(r1 >= 0.5), round(f.batch1.p99), aim(f.batch1.p99 < 250*time.Millisecond), f.batch1.unanswered, aim(f.batch1.unanswered == 0))
+	r2 := f.batched.perSecond / f.parallel.perSecond
 	fmt.Fprintf(b.out, "  redlock default batch / 64-conn anchor %5.2fx  (aim >= 3: %s); p99 %s (aim < 50ms: %s)\n",
-		r2, aim(r2 >= 3), round(batched.p99), aim(batched.p99 < 50*time.Millisecond))
+		r2, aim(r2 >= 3), round(f.batched.p99), aim(f.batched.p99 < 50*time.Millisecond))
 	fmt.Fprintf(b.out, "  flash sale sold out in %s (aim <= 250ms: %s), %d answered 503 (aim 0: %s)\n",
-		round(sale.TimeToSoldOut), aim(sale.TimeToSoldOut > 0 && sale.TimeToSoldOut <= 250*time.Millisecond), sale503, aim(sale503 == 0))
-	r4 := soldOut / health
+		round(f.sale.TimeToSoldOut), aim(f.sale.TimeToSoldOut > 0 && f.sale.TimeToSoldOut <= 250*time.Millisecond), sale503, aim(sale503 == 0))
+	r4 := f.soldOut / f.health
 	fmt.Fprintf(b.out, "  sold-out answers / GET /healthz        %5.2fx  (aim >= 0.8: %s)\n", r4, aim(r4 >= 0.8))
-	r5 := batched.perSecond / health
+	r5 := f.batched.perSecond / f.health
 	fmt.Fprintf(b.out, "  hot product / GET /healthz             %5.2fx  (aim >= 0.4: %s); p99 %s (aim < 25ms: %s)\n",
-		r5, aim(r5 >= 0.4), round(batched.p99), aim(batched.p99 < 25*time.Millisecond))
-	r6 := res.SellRate / batched.perSecond
+		r5, aim(r5 >= 0.4), round(f.batched.p99), aim(f.batched.p99 < 25*time.Millisecond))
+	r6 := f.two.perSecond / f.batched.perSecond
 	fmt.Fprintf(b.out, "  two instances / one (hot product)      %5.2fx  (aim >= 0.9: %s)\n", r6, aim(r6 >= 0.9))
-	r7 := cat.row.perSecond / batched.perSecond
+	r7 := f.cat.row.perSecond / f.batched.perSecond
 	fmt.Fprintf(b.out, "  catalogue / hot product                %5.2fx  (aim >= 0.5: %s); p99 %s (aim < 50ms: %s); %d products, Zipf(%.1f)\n",
-		r7, aim(r7 >= 0.5), round(cat.row.p99), aim(cat.row.p99 < 50*time.Millisecond), catalogueProducts, catalogueZipf)
+		r7, aim(r7 >= 0.5), round(f.cat.row.p99), aim(f.cat.row.p99 < 50*time.Millisecond), catalogueProducts, catalogueZipf)
 	fmt.Fprintf(b.out, "  RSS after the catalogue                %5.0f MB  (aim < 200 MB: %s); GET /metrics %.0f KB (aim < 256 KB: %s)\n",
-		float64(cat.rss)/(1<<20), aim(cat.rss < 200<<20), float64(cat.metrics)/1024, aim(cat.metrics < 256<<10))
+		float64(f.cat.rss)/(1<<20), aim(f.cat.rss < 200<<20), float64(f.cat.metrics)/1024, aim(f.cat.metrics < 256<<10))
 	fmt.Fprintf(b.out, "  IP limit on / off (redlock default)    %5.2fx  (one Redis round trip per purchase; p99 %s)\n",
-		limitRow.perSecond/batched.perSecond, round(limitRow.p99))
-	return nil
+		f.limited.perSecond/f.batched.perSecond, round(f.limited.p99))
 }
 
 // anchorResult is what an anchor measured.
