@@ -37,14 +37,24 @@ type Hooks struct {
 	ResetHeard func(product, gen int64)
 	// Committed runs after a write committed, before the memory hears of it.
 	Committed func(product int64)
+	// TripGroup runs when a sender has gathered a group of one-trip
+	// purchases (its size), before it sends them.
+	TripGroup func(size int)
 }
 
 // WithHooks returns c with h installed.
 func (c Config) WithHooks(h Hooks) Config {
-	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed}
+	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed, tripGroup: h.TripGroup}
 	return c
 }
 
 // ResetMessage is the announcement of a reset of product to stock in
 // generation gen.
 func ResetMessage(product, stock, gen int64) string { return resetMessage(product, stock, gen) }
+
+// TripsWaiting is how many one-trip purchases wait for a sender to take
+// them.
+func (s *Seckill) TripsWaiting() int { return int(s.tripsWaiting.Load()) }
+
+// TripSenders is how many groups of one-trip purchases are sent at once.
+const TripSenders = tripSenders

@@ -1,11 +1,15 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -23,10 +27,29 @@ import (
 // the fence moved, a request ID already used, a deadlock). A purchase that
 // goes through pays two round trips instead of five; one that does not
 // pays two more.
+//
+// Purchases of different products share their transaction: a COMMIT costs
+// the database a flush of its log, and it flushes only so many times a
+// second however many connections ask. tripSenders senders each take the
+// one-trip purchases waiting at that moment (never waiting for more to
+// come), up to maxTripGroup, and send them as one multi-statement, their
+// products in ascending order so that two groups never wait on each
+// other's rows in a cycle, with one COMMIT for all when every purchase in
+// it did what it needs. Otherwise the group rolls back: those that failed
+// go their own step-by-step way, and the others are sent once more as a
+// group of their own. A purchase alone in its group is sent as before.
 
 // erParse is MySQL's ER_PARSE_ERROR: a pool opened without multiStatements
 // reads the multi-statement as one bad statement.
 const erParse = 1064
+
+const (
+	// tripSenders is how many groups of one-trip purchases an instance
+	// sends at once.
+	tripSenders = 4
+	// maxTripGroup is the most purchases in one group.
+	maxTripGroup = 64
+)
 
 // buyOneTrip tries p's transaction in two round trips (see above). ok says
 // it committed o; !ok with a nil error says it rolled back, nothing
@@ -38,33 +61,10 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 	if !s.oneTrip.Load() || (limit > 0 && p.Quantity > limit) {
 		return o, false, nil
 	}
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return o, false, fmt.Errorf("the mysql pool: %w", err)
-	}
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return o, false, storeErr("take a connection", err)
-	}
-	defer func() {
-		// A connection that went (driver.ErrBadConn) is closed already.
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
-		}
-	}()
-
-	o, trip, err := s.oneTripStatements(p, fw, limit)
-	if err != nil {
-		return o, false, err
-	}
-	var out tripOutcome
-	err = conn.Raw(func(dc any) error {
-		var err error
-		out, err = s.sendOneTrip(ctx, dc, trip, limit)
-		return err
-	})
+	o, trip := s.oneTripStatements(p, fw, limit)
+	out, err := s.sendTrip(ctx, trip)
 	if out.committed {
 		o.RemainingStock, o.ID, ok = out.left, out.id, true
 	}
@@ -87,25 +87,165 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 // tripOutcome is what sending a one-trip purchase came to: committed, with
 // the stock left and the order's ID; or a COMMIT that failed (commitErr:
 // whether it took is not known, so the step-by-step path must not try
-// again); or neither, nothing written.
+// again); or neither, nothing written. fine says it did all a purchase
+// needs in a group that rolled back for another purchase's sake.
 type tripOutcome struct {
 	committed bool
 	left, id  int64
 	commitErr error
+	fine      bool
 }
 
-// sendOneTrip sends trip on the driver connection dc, then COMMIT when
-// every statement did what a purchase needs (limit says the units' upsert
-// is among them), else ROLLBACK. A connection that cannot take the
-// multi-statement turns the one trip off. Its error says the connection
-// is to go (driver.ErrBadConn).
-func (s *Seckill) sendOneTrip(ctx context.Context, dc any, trip oneTrip, limit int64) (out tripOutcome, err error) {
+// tripPart is one purchase handed to a sender: its statements, the
+// deadline of its database call, and, once done is closed, its outcome.
+type tripPart struct {
+	trip     oneTrip
+	deadline time.Time
+	out      tripOutcome
+	err      error
+	done     chan struct{}
+}
+
+// sendTrip hands trip to a sender and waits for its outcome. A purchase
+// whose context ends before a sender takes it, or that finds the senders
+// stopped, is not sent.
+func (s *Seckill) sendTrip(ctx context.Context, trip oneTrip) (tripOutcome, error) {
+	deadline, _ := ctx.Deadline()
+	part := &tripPart{trip: trip, deadline: deadline, done: make(chan struct{})}
+	s.tripsWaiting.Add(1)
+	handed := false
+	select {
+	case s.trips <- part:
+		handed = true
+	case <-ctx.Done():
+	case <-s.tripsStopped:
+	}
+	s.tripsWaiting.Add(-1)
+	if !handed {
+		return tripOutcome{}, nil
+	}
+	<-part.done
+	return part.out, part.err
+}
+
+// sendTrips is one sender: it takes the purchases handed over, each with
+// those waiting at that moment, and sends them as one group, until ctx
+// ends.
+func (s *Seckill) sendTrips(ctx context.Context) {
+	for {
+		var first *tripPart
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-s.trips:
+		}
+		group := []*tripPart{first}
+	gather:
+		for len(group) < maxTripGroup {
+			select {
+			case p := <-s.trips:
+				group = append(group, p)
+			default:
+				break gather
+			}
+		}
+		if h := s.cfg.hooks.tripGroup; h != nil {
+			h(len(group))
+		}
+		s.sendGroup(group)
+	}
+}
+
+// sendGroup sends group as one transaction and answers every purchase in
+// it; those that did all they need in a group that rolled back are sent
+// once more, as a group of their own, and are otherwise not sent.
+func (s *Seckill) sendGroup(group []*tripPart) {
+	slices.SortStableFunc(group, func(a, b *tripPart) int { return cmp.Compare(a.trip.product, b.trip.product) })
+	deadline := group[0].deadline
+	for _, p := range group[1:] {
+		if p.deadline.Before(deadline) {
+			deadline = p.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	for attempt := 1; len(group) > 0; attempt++ {
+		outs, err := s.sendTripsOnce(ctx, group)
+		var again []*tripPart
+		for i, p := range group {
+			if outs[i].fine && attempt == 1 {
+				again = append(again, p)
+				continue
+			}
+			p.out, p.err = outs[i], err
+			p.out.fine = false
+			close(p.done)
+		}
+		group = again
+	}
+}
+
+// sendTripsOnce sends the group's purchases as one multi-statement on a
+// connection of the pool: outs[i] is group[i]'s outcome. Its error says
+// the connection went (driver.ErrBadConn) before COMMIT.
+func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripPart) (outs []tripOutcome, err error) {
+	outs = make([]tripOutcome, len(group))
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return outs, fmt.Errorf("the mysql pool: %w", err)
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return outs, storeErr("take a connection", err)
+	}
+	defer func() {
+		// A connection that went (driver.ErrBadConn) is closed already.
+		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
+		}
+	}()
+	query, args, err := groupStatements(group)
+	if err != nil {
+		return outs, err
+	}
+	err = conn.Raw(func(dc any) error {
+		var err error
+		outs, err = s.sendStatements(ctx, dc, group, query, args)
+		return err
+	})
+	return outs, err
+}
+
+// groupStatements is the group's multi-statement: START TRANSACTION, then
+// each purchase's statements, in the group's order.
+func groupStatements(group []*tripPart) (string, []driver.NamedValue, error) {
+	var b strings.Builder
+	b.WriteString(stmtBegin)
+	var args []any
+	for _, p := range group {
+		b.WriteString("; ")
+		b.WriteString(p.trip.query)
+		args = append(args, p.trip.args...)
+	}
+	named, err := namedValues(args)
+	if err != nil {
+		return "", nil, fmt.Errorf("buy %d products: %w", len(group), err)
+	}
+	return b.String(), named, nil
+}
+
+// sendStatements sends the group's query on the driver connection dc,
+// then COMMIT when every purchase did what it needs, else ROLLBACK. A
+// connection that cannot take the multi-statement turns the one trip off.
+// Its error says the connection is to go (driver.ErrBadConn).
+func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripPart, query string, args []driver.NamedValue) ([]tripOutcome, error) {
+	outs := make([]tripOutcome, len(group))
 	ex, isExecer := dc.(driver.ExecerContext)
 	if !isExecer {
 		s.oneTrip.Store(false)
-		return out, nil
+		return outs, nil
 	}
-	res, err := ex.ExecContext(ctx, trip.query, trip.args)
+	res, err := ex.ExecContext(ctx, query, args)
 	if err != nil {
 		var my *mysql.MySQLError
 		if errors.As(err, &my) && my.Number == erParse {
@@ -114,60 +254,84 @@ func (s *Seckill) sendOneTrip(ctx context.Context, dc any, trip oneTrip, limit i
 		}
 		// A statement failed (a request ID used, a deadlock): the
 		// transaction is open still, unless the connection is gone.
-		return out, rollback(ctx, ex)
+		return outs, rollback(ctx, ex)
 	}
 	r, isResult := res.(mysql.Result)
 	if !isResult {
 		s.oneTrip.Store(false)
-		return out, rollback(ctx, ex)
+		return outs, rollback(ctx, ex)
 	}
-	want := trip.n
 	rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
-	if len(rows) != want || len(ids) != want || rows[1] != 1 || (limit > 0 && rows[2] < 1) || rows[want-1] != 1 {
-		return out, rollback(ctx, ex)
+	all := true
+	at := 1 // past START TRANSACTION
+	for i, p := range group {
+		outs[i].fine = p.trip.did(rows, at) && len(ids) == len(rows)
+		if outs[i].fine {
+			outs[i].left, outs[i].id = ids[at], ids[at+p.trip.n-1]
+		}
+		all = all && outs[i].fine
+		at += p.trip.n
+	}
+	if !all || at != len(rows) {
+		if at != len(rows) {
+			clear(outs) // not the statements sent: nothing is known
+		}
+		return outs, rollback(ctx, ex)
 	}
 	if _, err := ex.ExecContext(ctx, stmtCommit, nil); err != nil {
-		out.commitErr = err
-		return out, driver.ErrBadConn // the connection goes
+		for i := range outs {
+			outs[i] = tripOutcome{commitErr: err}
+		}
+		return outs, driver.ErrBadConn // the connection goes
 	}
-	return tripOutcome{committed: true, left: ids[1], id: ids[want-1]}, nil
+	for i := range outs {
+		outs[i].committed, outs[i].fine = true, false
+	}
+	return outs, nil
 }
 
-// oneTrip is a one-trip purchase's multi-statement: its text, its
-// arguments and how many statements it holds.
+// oneTrip is a one-trip purchase's statements, joined by "; ", with their
+// arguments: its product's conditional decrement, the units' upsert when
+// there is a limit, its order.
 type oneTrip struct {
-	query string
-	args  []driver.NamedValue
+	product int64
+	query   string
+	args    []any
+	// n is how many statements it holds.
 	n     int
+	units bool
 }
 
-// oneTripStatements is buyOneTrip's multi-statement for p (the units'
-// upsert only under a limit), with the order it writes, whose ID and
-// remaining stock the results will tell.
-func (s *Seckill) oneTripStatements(p Purchase, fw fenceWrite, limit int64) (model.Order, oneTrip, error) {
+// did says the purchase's statements, whose results start at rows[at], did
+// what a purchase needs: the decrement took the stock, the units stayed
+// within the limit, the order was written.
+func (t oneTrip) did(rows []int64, at int) bool {
+	if at+t.n > len(rows) {
+		return false
+	}
+	return rows[at] == 1 && (!t.units || rows[at+1] >= 1) && rows[at+t.n-1] == 1
+}
+
+// oneTripStatements is buyOneTrip's statements for p (the units' upsert
+// only under a limit), with the order it writes, whose ID and remaining
+// stock the results will tell.
+func (s *Seckill) oneTripStatements(p Purchase, fw fenceWrite, limit int64) (model.Order, oneTrip) {
 	o := newOrder(p, p.Strategy, 0)
 	o.CreatedAt = s.db.NowFunc()
 	decrement, args := s.decrementSQL(p.ProductID, p.Quantity, fw)
-	query := stmtBegin + "; " + decrement
+	trip := oneTrip{product: p.ProductID, query: decrement, n: 2}
 	if limit > 0 {
-		query += "; " + stmtRaiseUnits.mysql
+		trip.query += "; " + stmtRaiseUnits.mysql
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
+		trip.n, trip.units = 3, true
 	}
-	query += "; " + stmtOrderOneTrip
+	trip.query += "; " + stmtOrderOneTrip
 	var rid any // NULL when the purchase has no request ID
 	if o.RequestID != nil {
 		rid = string(*o.RequestID)
 	}
-	args = append(args, p.ProductID, p.UserID, p.Quantity, rid, o.Strategy, o.CreatedAt)
-	named, err := namedValues(args)
-	if err != nil {
-		return o, oneTrip{}, fmt.Errorf("buy product %d: %w", p.ProductID, err)
-	}
-	want := 3 // START TRANSACTION, the decrement, the order
-	if limit > 0 {
-		want++ // the units between them
-	}
-	return o, oneTrip{query: query, args: named, n: want}, nil
+	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, rid, o.Strategy, o.CreatedAt)
+	return o, trip
 }
 
 // rollback ends the open transaction of a one-trip purchase that is not to

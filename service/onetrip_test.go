@@ -2,7 +2,11 @@ package service_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
@@ -157,4 +161,148 @@ func TestOneTripNeedsMultiStatements(t *testing.T) {
 		t.Fatalf("after the one-trip path stepped aside: %+v; want %+v", got, before)
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
+}
+
+// TestTripsShareACommit: one-trip purchases of different products that
+// wait at the same moment are sent as one group, one COMMIT for all, each
+// answered with its own order as the database wrote it. One among them
+// that cannot go through (a sold-out product) rolls the group back and
+// writes nothing; the others are sent again and commit. A request ID
+// already used fails a statement in the middle of the group: then nobody's
+// purchase is written, and each goes its own way.
+func TestTripsShareACommit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	var (
+		mu      sync.Mutex
+		sizes   []int
+		gate    chan struct{} // while not nil, senders wait on it
+		blocked int
+	)
+	hook := func(n int) {
+		mu.Lock()
+		sizes = append(sizes, n)
+		g := gate
+		if g != nil {
+			blocked++
+		}
+		mu.Unlock()
+		if g != nil {
+			<-g
+		}
+	}
+	in := f.instance(settings{Fencing: true, Hooks: service.Hooks{TripGroup: hook}})
+	ctx := context.Background()
+	type bought struct {
+		o   model.Order
+		ok  bool
+		err error
+	}
+	buyAll := func(ps []service.Purchase) []bought {
+		out := make([]bought, len(ps))
+		var wg sync.WaitGroup
+		for i, p := range ps {
+			wg.Go(func() { out[i].o, out[i].ok, out[i].err = in.svc.BuyOneTrip(ctx, p) })
+		}
+		wg.Wait()
+		return out
+	}
+	// plugged runs ps while every sender is busy, so that they all wait at
+	// once and the senders gather them in as few groups as they can.
+	plugged := func(ps []service.Purchase) ([]bought, []int) {
+		t.Helper()
+		mu.Lock()
+		gate, blocked, sizes = make(chan struct{}), 0, nil
+		mu.Unlock()
+		plugs := make([]service.Purchase, service.TripSenders)
+		for i := range plugs {
+			plugs[i] = service.Purchase{ProductID: in.product(t, 1).ID, UserID: "plug", Quantity: 1, Strategy: "redlock"}
+		}
+		plugDone := make(chan []bought)
+		go func() { plugDone <- buyAll(plugs) }()
+		testenv.Eventually(t, 10*time.Second, "every sender busy", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return blocked == service.TripSenders
+		})
+		mu.Lock()
+		g := gate
+		gate = nil
+		mu.Unlock()
+		done := make(chan []bought)
+		go func() { done <- buyAll(ps) }()
+		testenv.Eventually(t, 10*time.Second, "every purchase waiting for a sender", func() bool {
+			return in.svc.TripsWaiting() == len(ps)
+		})
+		close(g)
+		for _, b := range <-plugDone {
+			if !b.ok || b.err != nil {
+				t.Fatalf("a purchase that kept a sender busy = %v, %v; want committed", b.ok, b.err)
+			}
+		}
+		got := <-done
+		mu.Lock()
+		defer mu.Unlock()
+		return got, append([]int(nil), sizes[service.TripSenders:]...)
+	}
+
+	const n = 12
+	var ps []service.Purchase
+	for i := range n {
+		ps = append(ps, service.Purchase{ProductID: in.product(t, 2).ID, UserID: fmt.Sprint("u", i), Quantity: 1,
+			RequestID: fmt.Sprint("r-", i), Strategy: "redlock"})
+	}
+	empty := in.product(t, 0)
+	ps = append(ps, service.Purchase{ProductID: empty.ID, UserID: "late", Quantity: 1, Strategy: "redlock"})
+	got, groups := plugged(ps)
+	if slices.Max(groups) < 2 {
+		t.Fatalf("groups of %v purchases; want purchases waiting together sent together", groups)
+	}
+	for i, b := range got[:n] {
+		p := ps[i]
+		if !b.ok || b.err != nil {
+			t.Fatalf("BuyOneTrip(%s) = %v, %v; want committed", show(p), b.ok, b.err)
+		}
+		var stored model.Order
+		if err := f.db.Take(&stored, b.o.ID).Error; err != nil {
+			t.Fatalf("read order %d of %s: %v", b.o.ID, show(p), err)
+		}
+		if b.o.RemainingStock != 1 || stored.RemainingStock != 1 || stored.ProductID != p.ProductID || string(stored.UserID) != p.UserID {
+			t.Fatalf("order of %s = %+v, stored as %+v; want its product and user, 1 left", show(p), b.o, stored)
+		}
+		in.wantAudit(t, consistentAudit(p.ProductID, 2, 1))
+	}
+	if last := got[n]; last.ok || last.err != nil {
+		t.Fatalf("BuyOneTrip of a sold-out product = %v, %v; want a rollback", last.ok, last.err)
+	}
+	if w := readWritten(t, f.db, empty.ID); w.Stock != 0 || w.Orders != 0 || w.Fence != 0 {
+		t.Fatalf("the sold-out product after its group: %+v; want nothing written", w)
+	}
+
+	// The same products again, one of them with a request ID used above.
+	for i := range ps[:n] {
+		ps[i].RequestID = fmt.Sprint("again-", i)
+	}
+	ps[n] = service.Purchase{ProductID: ps[0].ProductID, UserID: "reuser", Quantity: 1, RequestID: "r-3", Strategy: "redlock"}
+	before := make([]written, n)
+	for i := range before {
+		before[i] = readWritten(t, f.db, ps[i].ProductID)
+	}
+	got, groups = plugged(ps)
+	if slices.Max(groups) < 2 {
+		t.Fatalf("groups of %v purchases; want purchases waiting together sent together", groups)
+	}
+	// A purchase that committed sold its unit, with its order; one that
+	// did not (its group held the reused ID) wrote nothing.
+	for i := range n {
+		w := readWritten(t, f.db, ps[i].ProductID)
+		sold, orders := before[i].Stock-w.Stock, w.Orders-before[i].Orders
+		if got[i].err != nil || (got[i].ok && (sold != 1 || orders != 1)) || (!got[i].ok && (sold != 0 || orders != 0)) {
+			t.Fatalf("BuyOneTrip(%s) = %v, %v, then %d sold and %d orders; want its unit and order if committed, nothing if not",
+				show(ps[i]), got[i].ok, got[i].err, sold, orders)
+		}
+	}
+	if got[n].ok {
+		t.Fatalf("a purchase with a used request ID committed; want a rollback")
+	}
 }

@@ -64,6 +64,9 @@ type hooks struct {
 	// committed runs after a write committed and before it tells the
 	// memory the stock it left.
 	committed func(product int64)
+	// tripGroup runs when a sender has gathered a group of one-trip
+	// purchases, before it sends them.
+	tripGroup func(size int)
 }
 
 // DefaultDBTimeout is Config.DBTimeout's default.
@@ -78,11 +81,17 @@ type Seckill struct {
 	// oneTrip says purchases may go in one multi-statement (MySQL, a pool
 	// that takes them): see buyOneTrip.
 	oneTrip atomic.Bool
-	lockers map[string]locker.Locker
-	redis   []redis.UniversalClient
-	cfg     Config
-	metrics *Metrics
-	log     *slog.Logger
+	// trips hands one-trip purchases to their senders (sendTrips), which
+	// have stopped once tripsStopped is closed.
+	trips        chan *tripPart
+	tripsStopped <-chan struct{}
+	// tripsWaiting counts the purchases waiting for a sender to take them.
+	tripsWaiting atomic.Int64
+	lockers      map[string]locker.Locker
+	redis        []redis.UniversalClient
+	cfg          Config
+	metrics      *Metrics
+	log          *slog.Logger
 
 	lines      lines
 	memory     *stockMemory
@@ -118,6 +127,12 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.refresh(ctx) })
+	s.trips, s.tripsStopped = make(chan *tripPart), ctx.Done()
+	if s.mysql {
+		for range tripSenders {
+			s.background.Go(func() { s.sendTrips(ctx) })
+		}
+	}
 	for _, c := range redis {
 		s.background.Go(func() { s.listenResets(ctx, c) })
 	}
