@@ -31,9 +31,9 @@ type Config struct {
 	// RedisAddrs are independent Redis nodes (SECKILL_REDIS_ADDRS); empty
 	// means three embedded nodes.
 	RedisAddrs []string
-	// Lock is the strategy used when a request names none (SECKILL_LOCK),
+	// Strategy is the strategy used when a request names none (SECKILL_LOCK),
 	// as text: the wiring checks it against the service's strategies.
-	Lock string
+	Strategy string
 	// LockTTL is the lock lease (SECKILL_LOCK_TTL).
 	LockTTL time.Duration
 	// Watchdog renews the leases of token and redlock every LockTTL/3 while
@@ -96,7 +96,7 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 	c := Config{
 		Addr:     orDefault(getenv("SECKILL_ADDR"), "127.0.0.1:8080"),
 		MySQLDSN: strings.TrimSpace(getenv("SECKILL_MYSQL_DSN")),
-		Lock:     orDefault(getenv("SECKILL_LOCK"), "redlock"),
+		Strategy: orDefault(getenv("SECKILL_LOCK"), "redlock"),
 	}
 	if err := c.loadStores(getenv); err != nil {
 		return Config{}, err
@@ -242,7 +242,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.String("mysql_dsn", dsn),
 		slog.String("redis_addrs", redis),
-		slog.String("lock", c.Lock),
+		slog.String("lock", c.Strategy),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Bool("watchdog", c.Watchdog),
 		slog.Duration("lock_wait", c.LockWait),

@@ -71,7 +71,7 @@ func newRouted(tb testing.TB, log *slog.Logger, env map[string]string, opts cont
 	reg := prometheus.NewRegistry()
 	svc := service.New(st.DB, app.NewLockers(config.Config{LockTTL: cfg.LockTTL, LockWait: cfg.LockWait}, st.Redis, releases),
 		st.Redis, service.Config{
-			Strategy:     cfg.Lock,
+			Strategy:     cfg.Strategy,
 			PerUserLimit: int64(cfg.PerUserLimit),
 			Fencing:      cfg.Fencing,
 			LockWait:     cfg.LockWait,
@@ -88,7 +88,7 @@ func newRouted(tb testing.TB, log *slog.Logger, env map[string]string, opts cont
 	})
 	opts.AdminToken = cfg.AdminToken
 	opts.Registerer, opts.Gatherer = reg, reg
-	opts.Strategy = cfg.Lock
+	opts.Strategy = cfg.Strategy
 	return &routed{Handler: controller.NewRouter(svc, log, opts), svc: svc, token: cfg.AdminToken}
 }
 

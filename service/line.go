@@ -152,14 +152,14 @@ func (s *Seckill) lead(key lineKey, l *line) {
 				continue // answered or timed out: prune again
 			}
 		}
-		batch := s.take(key, l, st, lease != nil)
+		batch := s.nextBatch(key, l, st, lease != nil)
 		if len(batch) == 0 {
 			if lease != nil {
 				_ = s.unlock(ctx, st, key.product, lease, nil) // nothing sold: reported inside, nothing to join
 			}
 			continue
 		}
-		s.sellHold(ctx, st, key, l, batch, lease)
+		s.runHold(ctx, st, key, l, batch, lease)
 	}
 }
 
@@ -255,9 +255,9 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 	return nil, err
 }
 
-// take takes the batch the next hold sells: up to the head's batch size of
+// nextBatch takes the batch the next hold sells: up to the head's batch size of
 // the purchases at the head of the line.
-func (s *Seckill) take(key lineKey, l *line, st Strategy, locked bool) []*ticket {
+func (s *Seckill) nextBatch(key lineKey, l *line, st Strategy, locked bool) []*ticket {
 	s.lines.mu.Lock()
 	defer s.lines.mu.Unlock()
 	if len(l.waiting) == 0 {
@@ -281,9 +281,9 @@ func (s *Seckill) take(key lineKey, l *line, st Strategy, locked bool) []*ticket
 	return batch
 }
 
-// sellHold sells batch under the lease (nil for pessimistic, whose lock is
+// runHold sells batch under the lease (nil for pessimistic, whose lock is
 // the row's), gives the lease back and answers every purchase.
-func (s *Seckill) sellHold(ctx context.Context, st Strategy, key lineKey, l *line, batch []*ticket, lease locker.Lease) {
+func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line, batch []*ticket, lease locker.Lease) {
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 	start := time.Now()

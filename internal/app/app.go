@@ -35,9 +35,9 @@ func LoadConfig(getenv func(string) string, demo bool) (config.Config, error) {
 	if err != nil {
 		return config.Config{}, err
 	}
-	if _, ok := service.LookupStrategy(cfg.Lock); !ok {
+	if _, ok := service.LookupStrategy(cfg.Strategy); !ok {
 		return config.Config{}, fmt.Errorf("config: SECKILL_LOCK %q: unknown strategy (one of %s)",
-			cfg.Lock, strings.Join(service.StrategyNames(), ", "))
+			cfg.Strategy, strings.Join(service.StrategyNames(), ", "))
 	}
 	return cfg, nil
 }
@@ -164,7 +164,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
 	svc := service.New(st.DB, newLockers(cfg, st.Redis, releases, opts.Clock), st.Redis, service.Config{
-		Strategy:     cfg.Lock,
+		Strategy:     cfg.Strategy,
 		PerUserLimit: int64(cfg.PerUserLimit),
 		Fencing:      cfg.Fencing,
 		LockWait:     cfg.LockWait,
@@ -186,7 +186,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		StrategyOverride: cfg.StrategyOverride,
 		Gatherer:         reg,
 		Registerer:       reg,
-		Strategy:         cfg.Lock,
+		Strategy:         cfg.Strategy,
 		Drain:            drain,
 		IPLimiter:        limiter,
 		TrustedProxies:   cfg.TrustedProxies,

@@ -187,8 +187,8 @@ func TestRunCreatesProduct(t *testing.T) {
 	res := rep.Results[0]
 	// The server's default strategy is redlock; the driver learns it from
 	// the orders.
-	if !res.Default || res.Strategy != in.Config.Lock || res.Successes != 7 {
-		t.Errorf("result %q (default %t) with %d orders; want %q with 7", res.Strategy, res.Default, res.Successes, in.Config.Lock)
+	if !res.Default || res.Strategy != in.Config.Strategy || res.Successes != 7 {
+		t.Errorf("result %q (default %t) with %d orders; want %q with 7", res.Strategy, res.Default, res.Successes, in.Config.Strategy)
 	}
 	checkAgainstDB(t, in, id, res)
 }
