@@ -77,9 +77,10 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 	case ctx.Err() != nil:
 		return model.Order{}, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
 	case err != nil:
-		// The connection dropped before COMMIT, or its ROLLBACK failed: it
-		// is closed, and the server rolls back what it began.
-		s.log.WarnContext(ctx, "a purchase's one-trip transaction lost its connection", "product", p.ProductID, "err", err)
+		// Its group found no connection, or the connection dropped before
+		// COMMIT or its ROLLBACK failed (it is closed, and the server rolls
+		// back what it began): nothing was written.
+		s.log.WarnContext(ctx, "a purchase's one-trip transaction did not go through: it is decided step by step", "product", p.ProductID, "err", err)
 	}
 	return model.Order{}, false, nil
 }
