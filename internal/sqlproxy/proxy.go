@@ -256,11 +256,6 @@ func (p *Proxy) pump(c *conn, src, dst net.Conn, fromClient bool) {
 		if _, err := dst.Write(pkt); err != nil {
 			return
 		}
-		if !fromClient {
-			p.mu.Lock()
-			c.commitSent = false
-			p.mu.Unlock()
-		}
 	}
 }
 
@@ -295,6 +290,11 @@ func (p *Proxy) admit(c *conn, pkt []byte, fromClient bool) bool {
 		p.changed.Wait()
 	}
 	c.holding = false
+	// The COMMIT's reply is one packet: it passes now. Noted here, under
+	// the lock and before it is forwarded, not after: once forwarded, the
+	// client may send its next COMMIT before this goroutine takes the lock
+	// again.
+	c.commitSent = false
 	return !c.closed
 }
 

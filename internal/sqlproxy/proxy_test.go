@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,30 @@ func TestLostCommitReply(t *testing.T) {
 	p.Pass()
 	if _, err := via.Exec("INSERT INTO t (id, v) VALUES (2, 'y')"); err != nil {
 		t.Errorf("a statement after the cut: %v", err)
+	}
+}
+
+// TestEveryCommitReplyHeld: a COMMIT sent the moment the reply before it
+// arrives is still recognised, and its reply held (the proxy once noted
+// "that reply passed" after forwarding it, which could come after the
+// client had already sent its COMMIT, and let that COMMIT's reply through).
+func TestEveryCommitReplyHeld(t *testing.T) {
+	p, via, _ := setup(t)
+	p.HoldCommitReplies()
+	for i := 1; i <= 200; i++ {
+		done := commitInBackground(t, via, i)
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("COMMIT reply %d held or answered", i), func() bool {
+			return p.CommitRepliesHeld() == i || len(done) > 0
+		})
+		if len(done) > 0 {
+			t.Fatalf("COMMIT %d answered %v; want its reply held (%d held)", i, <-done, p.CommitRepliesHeld())
+		}
+		if n := p.DropHeldAndCut(); n != 1 {
+			t.Fatalf("DropHeldAndCut = %d; want 1", n)
+		}
+		if err := <-done; err == nil {
+			t.Fatalf("COMMIT %d = nil; want an error: its reply was lost", i)
+		}
 	}
 }
 
