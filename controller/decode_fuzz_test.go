@@ -56,11 +56,11 @@ func FuzzDecodePurchase(f *testing.F) {
 				t.Fatalf("decodePurchase(%q) made a U+FFFD the body did not spell: %q", body, id)
 			}
 		}
-		if !(override && admin) && (p.Strategy != "" || p.Hold != 0 || p.Pause != 0 || p.Batch != 0 || p.Fencing != nil) {
+		if !(override && admin) && (p.Strategy != "" || p.Work != 0 || p.Pause != 0 || p.Batch != 0 || p.Fencing != nil) {
 			t.Fatalf("decodePurchase(%q, %q) without the override and the token = %+v; want no override fields", body, query, p)
 		}
-		if p.Hold < 0 || p.Hold > service.MaxHold {
-			t.Fatalf("decodePurchase(%q) hold = %v; want 0 to %v", query, p.Hold, service.MaxHold)
+		if p.Work < 0 || p.Work > service.MaxHold {
+			t.Fatalf("decodePurchase(%q) work (hold_ms) = %v; want 0 to %v", query, p.Work, service.MaxHold)
 		}
 		again, err := json.Marshal(api.Purchase{UserID: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID})
 		if err != nil {

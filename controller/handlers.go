@@ -253,7 +253,7 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 				return service.Purchase{}, invalidf("%s must be an integer from 0 to %d", name, api.MaxHold.Milliseconds())
 			}
 			if name == "hold_ms" {
-				p.Hold = time.Duration(ms) * time.Millisecond
+				p.Work = time.Duration(ms) * time.Millisecond
 			} else {
 				p.Pause = time.Duration(ms) * time.Millisecond
 			}

@@ -325,7 +325,7 @@ func (w *world) emitTick() {
 }
 
 // lockAcquired returns how many purchases in has seen take strategy's lock:
-// the service counts each when its hold begins, before the held work.
+// the service counts each when its hold begins, before its work.
 func lockAcquired(ctx context.Context, in *instance, strategy string) (int, error) {
 	m, err := in.c.Metrics(ctx)
 	if err != nil {

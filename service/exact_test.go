@@ -44,7 +44,7 @@ func TestMixedStrategiesSellExactlyStock(t *testing.T) {
 			st := safeStrategies[i%len(safeStrategies)]
 			p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d-%d", round, i), Quantity: 1, Strategy: st}
 			if st == "token" || st == "redlock" {
-				p.Hold = 30 * time.Millisecond
+				p.Work = 30 * time.Millisecond
 			}
 			attempts[i] = attempt{svc: ins[(i/len(safeStrategies))%2].svc, p: p}
 		}
@@ -94,9 +94,9 @@ func TestPerUserLimitRace(t *testing.T) {
 					Strategy: safeStrategies[(u+i)%len(safeStrategies)]}
 				switch p.Strategy {
 				case "token", "redlock":
-					p.Hold = 20 * time.Millisecond
+					p.Work = 20 * time.Millisecond
 				case "optimistic":
-					p.Hold = time.Duration(rand.N(100)) * time.Millisecond
+					p.Work = time.Duration(rand.N(100)) * time.Millisecond
 				}
 				attempts = append(attempts, attempt{svc: ins[i%2].svc, p: p})
 			}
@@ -198,7 +198,7 @@ func TestHungUpBuyersLeaveNoLock(t *testing.T) {
 					defer func() { <-sem }()
 					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rand.N(30))*time.Millisecond)
 					defer cancel()
-					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Hold: time.Duration(rand.N(5)) * time.Millisecond}
+					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Work: time.Duration(rand.N(5)) * time.Millisecond}
 					_, _ = in.svc.Purchase(ctx, p) // most give up; what they got is not the point
 				})
 			}
@@ -231,7 +231,7 @@ func TestResetFencesOffHolder(t *testing.T) {
 			f := newFixture(t, nil)
 			in := f.instance(settings{Strategy: strategy, Fencing: true})
 			prod := in.product(t, 5)
-			p := service.Purchase{ProductID: prod.ID, UserID: "before", Quantity: 1, Hold: time.Second}
+			p := service.Purchase{ProductID: prod.ID, UserID: "before", Quantity: 1, Work: time.Second}
 			done := make(chan error, 1)
 			go func() {
 				_, err := in.svc.Purchase(t.Context(), p)
@@ -261,15 +261,6 @@ func fenceOf(t *testing.T, f *fixture, id int64) int64 {
 		t.Fatalf("read the fence of product %d: %v", id, err)
 	}
 	return p.Fence
-}
-
-// waitForKey waits until the first node has key.
-func waitForKey(t *testing.T, f *fixture, key string) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, "somebody to take "+key, func() bool {
-		n, err := f.clients[0].Exists(context.Background(), key).Result()
-		return err == nil && n == 1
-	})
 }
 
 // TestResetsUnderLoad: stock resets every 10 ms while 16 buyers of every safe

@@ -77,7 +77,7 @@ func TestPurchaseFencing(t *testing.T) {
 func TestWatchdogKeepsLongHold(t *testing.T) {
 	const (
 		ttl     = 300 * time.Millisecond
-		holdA   = 1200 * time.Millisecond
+		workA   = 1200 * time.Millisecond
 		arriveB = 600 * time.Millisecond
 	)
 	for _, strategy := range []string{"token", "redlock"} {
@@ -92,7 +92,7 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 				s := settings{Strategy: strategy, Fencing: true, TTL: ttl, Wait: 5 * time.Second, NoWatchdog: !watchdog}
 				in, other := f.instance(s), f.instance(s)
 				prod := in.product(t, 1)
-				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: holdA}
+				a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Work: workA}
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
 				errA, errB := overlap(t, strategy, in, a, other, b, arriveB)
 				if watchdog {
@@ -124,31 +124,6 @@ func overlap(t *testing.T, strategy string, in *instance, a service.Purchase, ot
 	_, errB = other.svc.Purchase(t.Context(), b)
 	_ = g.Wait() // the goroutine reports through errA
 	return errA, errB
-}
-
-// lockWaits returns how many waits for strategy's lock on in ended with
-// result (acquired, timeout, unavailable): seckill_lock_wait_seconds.
-func (in *instance) lockWaits(t *testing.T, strategy, result string) uint64 {
-	t.Helper()
-	mfs, err := in.reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "seckill_lock_wait_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["strategy"] == strategy && labels["result"] == result {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
 }
 
 // TestOvertakenHolderLosesToLaterHolder: buyer A takes the lock on one

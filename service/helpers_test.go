@@ -224,6 +224,31 @@ func (in *instance) histogramCount(t testing.TB, name, strategy string) uint64 {
 	return 0
 }
 
+// lockWaits returns how many waits for strategy's lock on in ended with
+// result (acquired, timeout, unavailable): seckill_lock_wait_seconds.
+func (in *instance) lockWaits(t *testing.T, strategy, result string) uint64 {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "seckill_lock_wait_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["strategy"] == strategy && labels["result"] == result {
+				return m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
 // product creates a product with stock units.
 func (in *instance) product(t testing.TB, stock int64) model.Product {
 	t.Helper()
@@ -292,12 +317,12 @@ func purchaseAll(ctx context.Context, attempts []attempt) []result {
 }
 
 // buyers is n purchases of one unit of product through svc, each by a user
-// of its own.
-func buyers(svc *service.Seckill, product int64, strategy string, n int, hold time.Duration) []attempt {
+// of its own, each doing work inside the lock.
+func buyers(svc *service.Seckill, product int64, strategy string, n int, work time.Duration) []attempt {
 	as := make([]attempt, n)
 	for i := range as {
 		as[i] = attempt{svc: svc, p: service.Purchase{ProductID: product, UserID: fmt.Sprintf("u-%d", i),
-			Quantity: 1, Strategy: strategy, Hold: hold}}
+			Quantity: 1, Strategy: strategy, Work: work}}
 	}
 	return as
 }
@@ -311,8 +336,8 @@ func show(p service.Purchase) string {
 	if p.Strategy != "" {
 		s += ", " + p.Strategy
 	}
-	if p.Hold != 0 {
-		s += ", hold " + p.Hold.String()
+	if p.Work != 0 {
+		s += ", work " + p.Work.String()
 	}
 	if p.Fencing != nil {
 		s += fmt.Sprintf(", fencing %v", *p.Fencing)

@@ -124,7 +124,7 @@ func (s *Seckill) leaderBudget() time.Duration {
 
 // PurchaseBudget is the longest a purchase can take, with a lock wait of
 // lockWait and database calls bounded by dbTimeout (0: the default): the
-// wait, the longest held work and pause, and the hold's database calls
+// wait, the longest work and pause, and the hold's database calls
 // (the claim, a read, the transaction, and the look-up that settles a
 // COMMIT whose outcome is unknown). Servers size their write timeout and
 // their drain on it.
@@ -287,14 +287,14 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 	start := time.Now()
-	var work time.Duration
+	var busy time.Duration
 	for _, t := range batch {
-		work = max(work, t.p.Hold+t.p.Pause)
+		busy = max(busy, t.p.Work+t.p.Pause)
 	}
-	// Beyond its work (and, for pessimistic, its wait for the row), a hold
-	// takes milliseconds; one that takes longer than a database call's
-	// bound is waiting on the database.
-	due := work + s.cfg.DBTimeout
+	// Beyond its work and pause (and, for pessimistic, its wait for the
+	// row), a hold takes milliseconds; one that takes longer than a
+	// database call's bound is waiting on the database.
+	due := busy + s.cfg.DBTimeout
 	if !st.Locked {
 		due += s.cfg.LockWait
 	}

@@ -280,12 +280,17 @@ func TestReleaseWakesOtherInstance(t *testing.T) {
 			prod := a.product(t, 2)
 			doneA := make(chan time.Time, 1)
 			go func() {
-				if _, err := a.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "a", Quantity: 1, Hold: 300 * time.Millisecond}); err != nil {
+				if _, err := a.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "a", Quantity: 1, Work: 300 * time.Millisecond}); err != nil {
 					t.Errorf("A's Purchase = %v; want nil", err)
 				}
 				doneA <- time.Now()
 			}()
-			waitForKey(t, f, a.lockKey(strategy, prod.ID))
+			// Once granted, A holds the lock for its 300 ms of work. The
+			// grant is counted, and a count stays: no poll can miss it, as
+			// one can miss A's lock key, which lives only as long as A's hold.
+			testenv.Eventually(t, 10*time.Second, "A to be granted the "+strategy+" lock", func() bool {
+				return a.lockWaits(t, strategy, "acquired") == 1
+			})
 			if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "b", Quantity: 1}); err != nil {
 				t.Fatalf("B's Purchase = %v; want nil", err)
 			}

@@ -56,7 +56,7 @@ func TestLostCommitReply(t *testing.T) {
 	// 1. Step by step: a hold with work claims its fence at the grant and
 	// writes in a transaction of several statements.
 	first := make(chan answer, 1)
-	go buy(service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, RequestID: "r-a", Hold: 50 * time.Millisecond}, first)
+	go buy(service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, RequestID: "r-a", Work: 50 * time.Millisecond}, first)
 	waitHeld(t, proxy, 1)
 	// 2. The batch: buyers who queue behind that hold are sold together.
 	batch := make(chan answer, 7)

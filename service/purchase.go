@@ -18,7 +18,7 @@ import (
 // Limits of a purchase request.
 const (
 	MaxQuantity = api.MaxQuantity
-	MaxHold     = api.MaxHold
+	MaxHold     = api.MaxHold  // the most Work (hold_ms) and Pause (pause_ms)
 	MaxBatch    = api.MaxBatch // the contract's
 	maxIDLength = api.MaxIDLength
 )
@@ -33,12 +33,15 @@ type Purchase struct {
 	RequestID string
 	// Strategy overrides Config.Strategy when not empty.
 	Strategy string
-	// Hold is simulated business work inside the critical section, after
-	// the stock is read and before it is written.
-	Hold time.Duration
-	// Pause is a simulated pause of the whole holder inside the critical
-	// section, after Hold: a stop-the-world GC pause, a frozen VM. Unlike
-	// Hold it stops the lease's watchdog too, so the lease runs out.
+	// Work is the contract's hold_ms: simulated business work done inside
+	// the lock (the critical section), after the stock is read and before
+	// it is written. It is not a hold: a hold is one tenure of a product's
+	// lock, in which a batch of purchases is sold.
+	Work time.Duration
+	// Pause is the contract's pause_ms: a simulated pause of the whole
+	// holder inside the critical section, after Work: a stop-the-world GC
+	// pause, a frozen VM. Unlike Work it stops the lease's watchdog too, so
+	// the lease runs out.
 	Pause time.Duration
 	// Fencing overrides Config.Fencing when not nil.
 	Fencing *bool
@@ -80,7 +83,7 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		return st, errorf(CodeInvalid, "request_id must be at most %d characters of valid UTF-8, without control characters", maxIDLength)
 	case !known:
 		return st, errorf(CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
-	case p.Hold < 0 || p.Hold > MaxHold:
+	case p.Work < 0 || p.Work > MaxHold:
 		return st, errorf(CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
 	case p.Pause < 0 || p.Pause > MaxHold:
 		return st, errorf(CodeInvalid, "pause_ms must be from 0 to %d", MaxHold.Milliseconds())

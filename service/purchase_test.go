@@ -110,7 +110,7 @@ func TestPurchaseLocalInstances(t *testing.T) {
 			attempts := make([]attempt, buyersN)
 			for i := range attempts {
 				attempts[i] = attempt{svc: ins[i%len(ins)].svc, p: service.Purchase{ProductID: prod.ID,
-					UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Hold: 200 * time.Millisecond}}
+					UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Work: 200 * time.Millisecond}}
 			}
 			sold := 0
 			for _, res := range purchaseAll(t.Context(), attempts) {
@@ -283,8 +283,8 @@ func TestPurchaseValidation(t *testing.T) {
 		{"negative quantity", service.Purchase{ProductID: id, UserID: "u", Quantity: -1}, service.ErrInvalid},
 		{"65-character request id", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, RequestID: long}, service.ErrInvalid},
 		{"unknown strategy", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Strategy: "mutex"}, service.ErrInvalid},
-		{"hold above MaxHold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Hold: service.MaxHold + time.Millisecond}, service.ErrInvalid},
-		{"negative hold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Hold: -time.Millisecond}, service.ErrInvalid},
+		{"work above MaxHold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: service.MaxHold + time.Millisecond}, service.ErrInvalid},
+		{"negative work", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: -time.Millisecond}, service.ErrInvalid},
 		{"64-character user", service.Purchase{ProductID: id, UserID: strings.Repeat("é", 64), Quantity: 1}, nil},
 		{"quantity 100", service.Purchase{ProductID: id, UserID: "u-100", Quantity: 100}, nil},
 		{"64-character request id", service.Purchase{ProductID: id, UserID: "u-r", Quantity: 1, RequestID: strings.Repeat("r", 64)}, nil},
@@ -358,7 +358,7 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 }
 
 // TestPurchaseCancelledReleasesLock: buyers who hang up leave no lock
-// behind. A's purchase is in a hold (its held work lasts 2 s) and B waits in
+// behind. A's purchase is in a hold (its work lasts 2 s) and B waits in
 // line behind it when both hang up: B leaves the line with the context's
 // error and buys nothing; A's hold, which may sell for a whole batch, is not
 // cut short: its answer is the hold's, an order (its client would never see
@@ -371,7 +371,7 @@ func TestPurchaseCancelledReleasesLock(t *testing.T) {
 			in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
 				TTL: 30 * time.Second, Wait: 10 * time.Second})
 			prod := in.product(t, 3)
-			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Hold: 2 * time.Second}
+			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Work: 2 * time.Second}
 			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
 
 			ctx, cancel := context.WithCancel(t.Context())

@@ -45,8 +45,9 @@ type Config struct {
 	LockTTL  time.Duration
 	Watchdog bool
 	// DBTimeout bounds every database call (the wait for a pooled
-	// connection included), beyond the held work and the lock wait a call
-	// may have to include. The default is DefaultDBTimeout.
+	// connection included), beyond the purchases' work and pause and the
+	// lock wait a call may have to include. The default is
+	// DefaultDBTimeout.
 	DBTimeout time.Duration
 
 	// hooks are for tests only.
@@ -139,8 +140,8 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	return s
 }
 
-// dbCtx bounds a database call: DBTimeout, plus extra for the held work or
-// the lock wait the call includes.
+// dbCtx bounds a database call: DBTimeout, plus extra for the work and
+// pause or the lock wait the call includes.
 func (s *Seckill) dbCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.cfg.DBTimeout+extra)
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/seckill/seckill/model"
 )
 
-// sellOptimistic does the held work, then, without reading the stock
-// first, lets one conditional UPDATE decide: stock = stock - q WHERE
-// stock >= q. The per-user limit is raised after that UPDATE, under the row
-// lock it took, by one conditional upsert of the user's units.
+// sellOptimistic does the purchase's work and pause, then, without reading
+// the stock first, lets one conditional UPDATE decide: stock = stock - q
+// WHERE stock >= q. The per-user limit is raised after that UPDATE, under
+// the row lock it took, by one conditional upsert of the user's units.
 func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
-	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
+	if err := doWork(ctx, p.Work+p.Pause); err != nil {
 		return Receipt{}, err
 	}
 	o, err := s.buyOne(ctx, Strategy{Name: p.Strategy}, p, fenceWrite{})
@@ -34,7 +34,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if prod.Stock < p.Quantity {
 		return Receipt{}, soldOut(p.ProductID, prod.Stock)
 	}
-	if err := doWork(ctx, p.Hold+p.Pause); err != nil {
+	if err := doWork(ctx, p.Work+p.Pause); err != nil {
 		return Receipt{}, err
 	}
 	var o model.Order
