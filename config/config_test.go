@@ -147,77 +147,49 @@ func TestLoadAcceptsListenAddresses(t *testing.T) {
 	}
 }
 
+// TestLoadRejectsBadValues: each bad value, set alone, makes Load fail
+// with an error that names its variable.
 func TestLoadRejectsBadValues(t *testing.T) {
-	tests := []struct {
-		variable, value string
+	badValues := []struct {
+		variable string
+		values   []string
 	}{
-		{"SECKILL_LOCK_TTL", "abc"},
-		{"SECKILL_LOCK_TTL", "8"},
-		{"SECKILL_LOCK_TTL", "0"},
-		{"SECKILL_LOCK_TTL", "0s"},
-		{"SECKILL_LOCK_TTL", "-1s"},
-		{"SECKILL_LOCK_WAIT", "5 seconds"},
-		{"SECKILL_LOCK_WAIT", "0ms"},
-		{"SECKILL_LOCK_WAIT", "-5s"},
-		{"SECKILL_ADDR", "localhost"},
-		{"SECKILL_ADDR", "127.0.0.1:8080:1"},
-		{"SECKILL_ADDR", "127.0.0.1:abc"},
-		{"SECKILL_ADDR", "127.0.0.1:65536"},
-		{"SECKILL_ADDR", "127.0.0.1:-1"},
-		{"SECKILL_REDIS_ADDRS", "localhost"},
-		{"SECKILL_REDIS_ADDRS", ":6379"},
-		{"SECKILL_REDIS_ADDRS", "r1:0"},
-		{"SECKILL_REDIS_ADDRS", "r1:65536"},
-		{"SECKILL_REDIS_ADDRS", "r1:port"},
-		{"SECKILL_REDIS_ADDRS", "r1:6379,,r2:6379"},
-		{"SECKILL_REDIS_ADDRS", "r1:6379,"},
-		{"SECKILL_REDIS_ADDRS", "r1:6379,r1:6379"},
-		{"SECKILL_STRATEGY_OVERRIDE", "maybe"},
-		{"SECKILL_WATCHDOG", "sometimes"},
-		{"SECKILL_BATCH", "0"},
-		{"SECKILL_BATCH", "1001"},
-		{"SECKILL_BATCH", "ten"},
-		{"SECKILL_STRATEGY_OVERRIDE", "yes"},
-		{"SECKILL_FENCING", "on"},
-		{"SECKILL_PER_USER_LIMIT", "-1"},
-		{"SECKILL_PER_USER_LIMIT", "abc"},
-		{"SECKILL_PER_USER_LIMIT", "1.5"},
-		{"SECKILL_PER_USER_LIMIT", "99999999999999999999999"},
-		{"SECKILL_MYSQL_DSN", "not a dsn"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?timeout=forever"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?charset=gbk"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?charset=big5"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?parseTime=true&charset=sjis"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?charset=utf8mb4,cp932"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?collation=utf8mb4_bin"},
-		{"SECKILL_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/db?Charset=latin1"},
-		{"SECKILL_LOG_FORMAT", "xml"},
-		{"SECKILL_LOG_FORMAT", "logfmt"},
-		{"SECKILL_MYSQL_MAX_CONNS", "0"},
-		{"SECKILL_MYSQL_MAX_CONNS", "-4"},
-		{"SECKILL_MYSQL_MAX_CONNS", "twenty"},
-		{"SECKILL_MYSQL_MAX_CONNS", "10001"},
-		{"SECKILL_DRAIN_DELAY", "-1s"},
-		{"SECKILL_DRAIN_DELAY", "5"},
-		{"SECKILL_IP_LIMIT", "20"},
-		{"SECKILL_IP_LIMIT", "0/1s"},
-		{"SECKILL_IP_LIMIT", "20/forever"},
-		{"SECKILL_IP_LIMIT", "x/1s"},
-		{"SECKILL_IP_LIMIT", "20/0s"},
-		{"SECKILL_TRUSTED_PROXIES", "10.0.0.0/33"},
-		{"SECKILL_TRUSTED_PROXIES", "nginx"},
+		{"SECKILL_ADDR", []string{"localhost", "127.0.0.1:8080:1", "127.0.0.1:abc", "127.0.0.1:65536", "127.0.0.1:-1"}},
+		{"SECKILL_REDIS_ADDRS", []string{"localhost", ":6379", "r1:0", "r1:65536", "r1:port",
+			"r1:6379,,r2:6379", "r1:6379,", "r1:6379,r1:6379"}},
+		{"SECKILL_MYSQL_DSN", []string{"not a dsn", "root@tcp(127.0.0.1:3306",
+			"root@tcp(127.0.0.1:3306)/db?timeout=forever",
+			"root@tcp(127.0.0.1:3306)/db?charset=gbk",
+			"root@tcp(127.0.0.1:3306)/db?charset=big5",
+			"root@tcp(127.0.0.1:3306)/db?parseTime=true&charset=sjis",
+			"root@tcp(127.0.0.1:3306)/db?charset=utf8mb4,cp932",
+			"root@tcp(127.0.0.1:3306)/db?collation=utf8mb4_bin",
+			"root@tcp(127.0.0.1:3306)/db?Charset=latin1"}},
+		{"SECKILL_LOCK_TTL", []string{"abc", "8", "0", "0s", "-1s"}},
+		{"SECKILL_LOCK_WAIT", []string{"5 seconds", "0ms", "-5s"}},
+		{"SECKILL_DRAIN_DELAY", []string{"-1s", "5"}},
+		{"SECKILL_STRATEGY_OVERRIDE", []string{"maybe", "yes"}},
+		{"SECKILL_WATCHDOG", []string{"sometimes"}},
+		{"SECKILL_FENCING", []string{"on"}},
+		{"SECKILL_BATCH", []string{"0", "1001", "ten"}},
+		{"SECKILL_PER_USER_LIMIT", []string{"-1", "abc", "1.5", "99999999999999999999999"}},
+		{"SECKILL_MYSQL_MAX_CONNS", []string{"0", "-4", "twenty", "10001"}},
+		{"SECKILL_LOG_FORMAT", []string{"xml", "logfmt"}},
+		{"SECKILL_IP_LIMIT", []string{"20", "0/1s", "20/forever", "x/1s", "20/0s"}},
+		{"SECKILL_TRUSTED_PROXIES", []string{"10.0.0.0/33", "nginx"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.variable+"="+tc.value, func(t *testing.T) {
-			c, err := config.Load(env(map[string]string{tc.variable: tc.value}), false)
-			if err == nil {
-				t.Fatalf("Load(%s=%q) = %+v, nil; want an error", tc.variable, tc.value, c)
-			}
-			if !strings.Contains(err.Error(), tc.variable) {
-				t.Errorf("Load(%s=%q) error = %q; want it to name %s", tc.variable, tc.value, err, tc.variable)
-			}
-		})
+	for _, bad := range badValues {
+		for _, value := range bad.values {
+			t.Run(bad.variable+"="+value, func(t *testing.T) {
+				c, err := config.Load(env(map[string]string{bad.variable: value}), false)
+				if err == nil {
+					t.Fatalf("Load(%s=%q) = %+v, nil; want an error", bad.variable, value, c)
+				}
+				if !strings.Contains(err.Error(), bad.variable) {
+					t.Errorf("Load(%s=%q) error = %q; want it to name %s", bad.variable, value, err, bad.variable)
+				}
+			})
+		}
 	}
 }
 

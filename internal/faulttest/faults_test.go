@@ -33,10 +33,14 @@ func TestWatchdogKeepsLongWorkPauseLosesIt(t *testing.T) {
 		{"pause", client.Override{Strategy: "redlock", Pause: 3 * time.Second}, "lock_lost", ""},
 	} {
 		id := a.product(t, 1)
+		// Only A's purchases take a lock on a: the count rises by one when
+		// A holds it. (Its key in Redis lives about 1 s once A is paused, and
+		// a poll on a loaded machine can miss it; the count cannot be missed.)
+		before := a.lockAcquisitions(t, "redlock")
 		var gotA answer
 		var wg sync.WaitGroup
 		wg.Go(func() { gotA = buy(a, id, client.Purchase{UserID: "a", Quantity: 1}, tc.o) })
-		d.waitForLockKey(t, id, 2)
+		a.waitForLockAcquired(t, "redlock", before)
 		time.Sleep(1500 * time.Millisecond) // the scenario: B comes 1.5 s into A's hold, past A's lease
 		gotB := buy(b, id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock"})
 		wg.Wait()

@@ -250,6 +250,36 @@ func (d *deployment) waitForLockKey(t *testing.T, id int64, need int) {
 	})
 }
 
+// lockAcquisitions reads, from in's /metrics, how many purchases have
+// taken the strategy's lock on in: the count of
+// seckill_lock_wait_seconds{strategy, result="acquired"}. The count only
+// goes up, so a wait for it to rise cannot miss a lock that was held for a
+// moment only, as a wait for the lock's key in Redis can.
+func (in *instance) lockAcquisitions(t *testing.T, strategy string) float64 {
+	t.Helper()
+	const family = "seckill_lock_wait_seconds"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := in.c.Metrics(ctx)
+	if err != nil {
+		t.Fatalf("read the metrics of %s: %v", in.url, err)
+	}
+	if _, ok := m[family]; !ok {
+		t.Fatalf("%s/metrics has no %s", in.url, family)
+	}
+	return m.Sum(family, "strategy", strategy, "result", "acquired")
+}
+
+// waitForLockAcquired waits until in has taken the strategy's lock more
+// than before times (a count read with lockAcquisitions before the
+// purchase was sent): the purchase holds the lock, or has held it.
+func (in *instance) waitForLockAcquired(t *testing.T, strategy string, before float64) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a purchase on %s to take the %s lock", in.url, strategy), func() bool {
+		return in.lockAcquisitions(t, strategy) > before
+	})
+}
+
 // lockPTTL returns the longest time to live the product's lock key has on
 // any node (negative when no node has it): it only goes up when the
 // holder's lease is renewed.

@@ -13,6 +13,14 @@ import (
 	"github.com/seckill/seckill/loadtest/history"
 )
 
+// The catalogue of TestRunCatalogue: five products of 20 units each, and
+// 150 purchases spread over them.
+const (
+	catalogueProducts = 5
+	catalogueStock    = 20
+	catalogueRequests = 150
+)
+
 // TestRunCatalogue: the purchases spread over a catalogue of five products
 // by a Zipf law; the hottest are counted product by product and agree with
 // the database, the audit is the catalogue's sum, the history has a stock
@@ -20,10 +28,9 @@ import (
 // table, the wide table and the JSON of the Report carry the catalogue.
 func TestRunCatalogue(t *testing.T) {
 	in := apptest.Start(t, nil)
-	const products, stock, requests = 5, 20, 150
 	cfg := driver.Config{
-		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: stock, Products: products, Zipf: 1.2,
-		Strategies: []string{"optimistic"}, Requests: requests, Concurrency: 8,
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: catalogueStock, Products: catalogueProducts, Zipf: 1.2,
+		Strategies: []string{"optimistic"}, Requests: catalogueRequests, Concurrency: 8,
 		History: filepath.Join(t.TempDir(), "history.jsonl"),
 	}
 	rep, err := driver.Run(t.Context(), cfg)
@@ -33,21 +40,43 @@ func TestRunCatalogue(t *testing.T) {
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none", f)
 	}
+	checkCatalogueSettings(t, rep)
+	checkHottest(t, in, rep.Results[0])
+	checkCatalogueAudit(t, rep.Results[0])
+	checkCatalogueHistory(t, cfg.History)
+	checkCatalogueOutputs(t, rep)
+	checkCatalogueReused(t, in, cfg, rep.Config.Catalogue)
+}
+
+// checkCatalogueSettings: the report's settings name the five products,
+// loadtest-1 to loadtest-5, and the law, and its one result has a
+// catalogue. It stops the test when not: the other checks read them.
+func checkCatalogueSettings(t *testing.T, rep *driver.Report) {
+	t.Helper()
 	cat := rep.Config.Catalogue
-	if len(cat) != products || rep.Config.Products != products || rep.Config.Zipf != 1.2 || len(rep.Results) != 1 || rep.Results[0].Catalogue == nil {
-		t.Fatalf("settings %+v, %d results; want %d products of Zipf 1.2 and one run over them", rep.Config, len(rep.Results), products)
+	if len(cat) != catalogueProducts || rep.Config.Products != catalogueProducts || rep.Config.Zipf != 1.2 ||
+		len(rep.Results) != 1 || rep.Results[0].Catalogue == nil {
+		t.Fatalf("settings %+v, %d results; want %d products of Zipf 1.2 and one run over them", rep.Config, len(rep.Results), catalogueProducts)
 	}
 	for k, p := range cat {
 		if want := "loadtest-" + string(rune('1'+k)); p.Name != want {
 			t.Errorf("product %d is %q; want %q", k, p.Name, want)
 		}
 	}
-	res, run := rep.Results[0], rep.Results[0].Catalogue
-	if run.SoldOutProducts < 0 || run.SoldOutProducts > products || len(run.Broken) != 0 {
-		t.Errorf("catalogue run %+v; want at most %d sold out and none broken", run, products)
+}
+
+// checkHottest: the run's hottest products are all five, heaviest first
+// and in order of requests; each one's 201s are its orders in the
+// database, within its stock; together they add up to the run's requests
+// and 201s; and the heaviest drew about the share the law gives it.
+func checkHottest(t *testing.T, in *apptest.Instance, res driver.Result) {
+	t.Helper()
+	run := res.Catalogue
+	if run.SoldOutProducts < 0 || run.SoldOutProducts > catalogueProducts || len(run.Broken) != 0 {
+		t.Errorf("catalogue run %+v; want at most %d sold out and none broken", run, catalogueProducts)
 	}
-	if len(run.Hottest) != products || run.Hottest[0].Name != "loadtest-1" || run.Hottest[0].Rank != 1 {
-		t.Fatalf("hottest %+v; want all %d, loadtest-1 first (the law's heaviest)", run.Hottest, products)
+	if len(run.Hottest) != catalogueProducts || run.Hottest[0].Name != "loadtest-1" || run.Hottest[0].Rank != 1 {
+		t.Fatalf("hottest %+v; want all %d, loadtest-1 first (the law's heaviest)", run.Hottest, catalogueProducts)
 	}
 	requested, created := 0, 0
 	for i, h := range run.Hottest {
@@ -56,36 +85,54 @@ func TestRunCatalogue(t *testing.T) {
 		if i > 0 && h.Requests > run.Hottest[i-1].Requests {
 			t.Errorf("hottest %+v not in order of requests", run.Hottest)
 		}
-		if orders, _, _, _ := dbFigures(t, in, h.ProductID); orders != int64(h.Created) || h.Created > stock {
-			t.Errorf("%s: the database has %d orders; the driver counted %d 201s (stock %d)", h.Name, orders, h.Created, stock)
+		if orders, _, _, _ := dbFigures(t, in, h.ProductID); orders != int64(h.Created) || h.Created > catalogueStock {
+			t.Errorf("%s: the database has %d orders; the driver counted %d 201s (stock %d)", h.Name, orders, h.Created, catalogueStock)
 		}
 	}
-	if requested != requests || created != res.Successes {
-		t.Errorf("the hottest add up to %d requests and %d 201s; want %d and %d", requested, created, requests, res.Successes)
+	if requested != catalogueRequests || created != res.Successes {
+		t.Errorf("the hottest add up to %d requests and %d 201s; want %d and %d", requested, created, catalogueRequests, res.Successes)
 	}
 	if share := run.Hottest[0].Share; share < 0.3 || share > 0.6 {
 		t.Errorf("loadtest-1 drew %.2f of the requests; the law of exponent 1.2 over 5 gives it about 0.45", share)
 	}
-	if res.Audit.InitialStock != products*stock || res.Audit.UnitsSold != int64(res.Successes) || !res.Audit.Held() || !res.CountsAgree {
-		t.Errorf("audit %+v, counts agree %t; want the sum over %d products of %d, %d sold", res.Audit, res.CountsAgree, products, stock, res.Successes)
+}
+
+// checkCatalogueAudit: the audit is the sum over the catalogue and agrees
+// with the 201s, and the run's history is linearizable.
+func checkCatalogueAudit(t *testing.T, res driver.Result) {
+	t.Helper()
+	if res.Audit.InitialStock != catalogueProducts*catalogueStock || res.Audit.UnitsSold != int64(res.Successes) || !res.Audit.Held() || !res.CountsAgree {
+		t.Errorf("audit %+v, counts agree %t; want the sum over %d products of %d, %d sold",
+			res.Audit, res.CountsAgree, catalogueProducts, catalogueStock, res.Successes)
 	}
-	if h := res.History; h == nil || !h.Checked || !h.Linearizable || h.Purchases != requests {
-		t.Errorf("history verdict %+v; want %d purchases, linearizable", h, requests)
+	if h := res.History; h == nil || !h.Checked || !h.Linearizable || h.Purchases != catalogueRequests {
+		t.Errorf("history verdict %+v; want %d purchases, linearizable", h, catalogueRequests)
 	}
-	lines, err := history.ReadFile(cfg.History)
+}
+
+// checkCatalogueHistory: the history file has a stock line for each
+// product of the catalogue.
+func checkCatalogueHistory(t *testing.T, path string) {
+	t.Helper()
+	lines, err := history.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stockLines := map[int64]bool{}
 	for _, l := range lines {
-		if l.Stock != nil && *l.Stock == stock {
+		if l.Stock != nil && *l.Stock == catalogueStock {
 			stockLines[l.Product] = true
 		}
 	}
-	if len(stockLines) != products {
-		t.Errorf("the history gives the stock of %d products; want a line for each of %d", len(stockLines), products)
+	if len(stockLines) != catalogueProducts {
+		t.Errorf("the history gives the stock of %d products; want a line for each of %d", len(stockLines), catalogueProducts)
 	}
+}
 
+// checkCatalogueOutputs: the table (within its width), the wide table and
+// the JSON carry the catalogue and the run's hottest products.
+func checkCatalogueOutputs(t *testing.T, rep *driver.Report) {
+	t.Helper()
 	var table, wide, js bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
@@ -104,32 +151,37 @@ func TestRunCatalogue(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
+	cat, hottest := rep.Config.Catalogue, rep.Results[0].Catalogue.Hottest
 	var back driver.Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != 1 || back.Results[0].Catalogue == nil ||
-		len(back.Results[0].Catalogue.Hottest) != products || back.Results[0].Catalogue.Hottest[0] != run.Hottest[0] ||
-		len(back.Config.Catalogue) != products || back.Config.Catalogue[0] != cat[0] || back.Config.Zipf != 1.2 {
+		len(back.Results[0].Catalogue.Hottest) != catalogueProducts || back.Results[0].Catalogue.Hottest[0] != hottest[0] ||
+		len(back.Config.Catalogue) != catalogueProducts || back.Config.Catalogue[0] != cat[0] || back.Config.Zipf != 1.2 {
 		t.Errorf("JSON %v, settings %+v, results %+v; want the catalogue and the hottest of the run", err, back.Config, back.Results)
 	}
+}
 
-	// A second run finds the catalogue by name, resets it and adds nothing.
+// checkCatalogueReused: a second run, with another strategy, finds the
+// catalogue cat by name, resets it and adds no product.
+func checkCatalogueReused(t *testing.T, in *apptest.Instance, cfg driver.Config, cat []driver.CatalogueProduct) {
+	t.Helper()
 	cfg.History, cfg.Strategies = "", []string{"pessimistic"}
 	again, err := driver.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("second Run = %v", err)
 	}
-	if len(again.Config.Catalogue) != products {
-		t.Fatalf("second run's catalogue %+v; want %d products", again.Config.Catalogue, products)
+	if len(again.Config.Catalogue) != catalogueProducts {
+		t.Fatalf("second run's catalogue %+v; want %d products", again.Config.Catalogue, catalogueProducts)
 	}
 	for k, p := range again.Config.Catalogue {
 		if p != cat[k] {
 			t.Errorf("second run's product %d is %+v; want the first run's %+v", k, p, cat[k])
 		}
 	}
-	if n := productCount(t, in); n != products {
-		t.Errorf("%d products after two runs; want the %d of the catalogue", n, products)
+	if n := productCount(t, in); n != catalogueProducts {
+		t.Errorf("%d products after two runs; want the %d of the catalogue", n, catalogueProducts)
 	}
-	if a := again.Results[0].AuditBefore; a.InitialStock != products*stock || a.Orders != 0 {
-		t.Errorf("second run's audit before %+v; want every product reset to %d", a, stock)
+	if a := again.Results[0].AuditBefore; a.InitialStock != catalogueProducts*catalogueStock || a.Orders != 0 {
+		t.Errorf("second run's audit before %+v; want every product reset to %d", a, catalogueStock)
 	}
 	c := &client.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
 	if _, err := c.Products(t.Context()); err != nil {

@@ -85,37 +85,7 @@ func TestRunAllStrategies(t *testing.T) {
 	names := map[string]bool{}
 	for _, res := range rep.Results {
 		names[res.Strategy] = true
-		if res.Requests != requests || sumOutcomes(res) != requests {
-			t.Errorf("%s: %d requests, outcomes add up to %d; want %d", res.Strategy, res.Requests, sumOutcomes(res), requests)
-		}
-		if res.Outcomes[driver.OutcomeCreated] != res.Successes {
-			t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[driver.OutcomeCreated], res.Successes)
-		}
-		if res.Outcomes[driver.OutcomeLimitExceeded] != 0 || has500(res) {
-			t.Errorf("%s: outcomes %v, codes %v; want no limit_exceeded (every buyer is new) and no 500", res.Strategy, res.Outcomes, res.Codes)
-		}
-		if !res.CountsAgree || res.RunOrders != int64(res.Successes) {
-			t.Errorf("%s: audit gained %d orders, driver saw %d 201s", res.Strategy, res.RunOrders, res.Successes)
-		}
-		if res.Audit.InitialStock != stock {
-			t.Errorf("%s: initial stock %d; want %d (reset before each run)", res.Strategy, res.Audit.InitialStock, stock)
-		}
-		switch {
-		case res.Safe:
-			if res.Successes != stock || res.Audit.Stock != 0 || !res.Audit.Held() || res.Verdict != "held" {
-				t.Errorf("%s (safe): %d sold, audit %+v, verdict %q; want exactly %d sold and held", res.Strategy, res.Successes, res.Audit, res.Verdict, stock)
-			}
-		case res.Audit.OversoldUnits > 0:
-			if res.Verdict != "oversold, as expected" {
-				t.Errorf("%s (unsafe) oversold %d: verdict %q", res.Strategy, res.Audit.OversoldUnits, res.Verdict)
-			}
-		}
-		if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
-			t.Errorf("%s: latency %+v out of order", res.Strategy, res.Latency)
-		}
-		if res.Successes > 0 && res.Audit.Stock <= 0 && res.TimeToSoldOut <= 0 {
-			t.Errorf("%s: sold out but TimeToSoldOut = %s", res.Strategy, res.TimeToSoldOut)
-		}
+		checkStrategyResult(t, res, stock, requests)
 	}
 	for _, want := range []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"} {
 		if !names[want] {
@@ -134,6 +104,45 @@ func TestRunAllStrategies(t *testing.T) {
 		}
 	}
 	checkWidth(t, rep)
+}
+
+// checkStrategyResult checks one strategy's result of a run of requests
+// new buyers for stock units: its outcomes add up and agree with the audit,
+// a safe strategy sold exactly the stock, an unsafe one that oversold says
+// so, and its latencies and time to sell out make sense.
+func checkStrategyResult(t *testing.T, res driver.Result, stock, requests int) {
+	t.Helper()
+	if res.Requests != requests || sumOutcomes(res) != requests {
+		t.Errorf("%s: %d requests, outcomes add up to %d; want %d", res.Strategy, res.Requests, sumOutcomes(res), requests)
+	}
+	if res.Outcomes[driver.OutcomeCreated] != res.Successes {
+		t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[driver.OutcomeCreated], res.Successes)
+	}
+	if res.Outcomes[driver.OutcomeLimitExceeded] != 0 || has500(res) {
+		t.Errorf("%s: outcomes %v, codes %v; want no limit_exceeded (every buyer is new) and no 500", res.Strategy, res.Outcomes, res.Codes)
+	}
+	if !res.CountsAgree || res.RunOrders != int64(res.Successes) {
+		t.Errorf("%s: audit gained %d orders, driver saw %d 201s", res.Strategy, res.RunOrders, res.Successes)
+	}
+	if res.Audit.InitialStock != int64(stock) {
+		t.Errorf("%s: initial stock %d; want %d (reset before each run)", res.Strategy, res.Audit.InitialStock, stock)
+	}
+	switch {
+	case res.Safe:
+		if res.Successes != stock || res.Audit.Stock != 0 || !res.Audit.Held() || res.Verdict != "held" {
+			t.Errorf("%s (safe): %d sold, audit %+v, verdict %q; want exactly %d sold and held", res.Strategy, res.Successes, res.Audit, res.Verdict, stock)
+		}
+	case res.Audit.OversoldUnits > 0:
+		if res.Verdict != "oversold, as expected" {
+			t.Errorf("%s (unsafe) oversold %d: verdict %q", res.Strategy, res.Audit.OversoldUnits, res.Verdict)
+		}
+	}
+	if res.Latency.P50 <= 0 || res.Latency.P50 > res.Latency.P99 || res.Latency.P99 > res.Latency.Max {
+		t.Errorf("%s: latency %+v out of order", res.Strategy, res.Latency)
+	}
+	if res.Successes > 0 && res.Audit.Stock <= 0 && res.TimeToSoldOut <= 0 {
+		t.Errorf("%s: sold out but TimeToSoldOut = %s", res.Strategy, res.TimeToSoldOut)
+	}
 }
 
 // TestRunTwoInstances spreads one strategy over two instances of one sale
@@ -349,6 +358,9 @@ func TestRunBadConfig(t *testing.T) {
 	}
 }
 
+// TestReportOutputs: the JSON of a run of one product reads back as the
+// report, neither it nor the table has a catalogue, the HTML page is
+// complete and self-contained, and neither holds the admin token.
 func TestReportOutputs(t *testing.T) {
 	in := apptest.Start(t, nil)
 	rep, err := driver.Run(t.Context(), driver.Config{
@@ -358,13 +370,24 @@ func TestReportOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatalf("WriteJSON = %v", err)
 	}
+	checkJSONReadsBack(t, rep, js.Bytes())
+	checkNoCatalogue(t, rep, js.Bytes())
+	if strings.Contains(js.String(), in.AdminToken) {
+		t.Error("the JSON report holds the admin token")
+	}
+	checkHTMLReport(t, rep, in.AdminToken)
+}
+
+// checkJSONReadsBack: the report's JSON parses back into its two results,
+// with their figures, the figures per outcome and the series.
+func checkJSONReadsBack(t *testing.T, rep *driver.Report, js []byte) {
+	t.Helper()
 	var back driver.Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatalf("WriteJSON wrote what does not parse: %v", err)
 	}
 	if len(back.Results) != 2 {
@@ -382,11 +405,17 @@ func TestReportOutputs(t *testing.T) {
 			t.Errorf("JSON result %d lacks the figures per outcome or the series: %+v", i, got)
 		}
 	}
+}
+
+// checkNoCatalogue: for a run of one product, neither the JSON's settings
+// nor its results nor the table say anything of a catalogue.
+func checkNoCatalogue(t *testing.T, rep *driver.Report, js []byte) {
+	t.Helper()
 	var generic struct {
 		Config  map[string]any   `json:"config"`
 		Results []map[string]any `json:"results"`
 	}
-	if err := json.Unmarshal(js.Bytes(), &generic); err != nil {
+	if err := json.Unmarshal(js, &generic); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"products", "zipf", "catalogue"} {
@@ -403,10 +432,13 @@ func TestReportOutputs(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil || strings.Contains(table.String(), "HOTTEST") || strings.Contains(table.String(), "catalogue") {
 		t.Errorf("WriteTable = %v:\n%s\nwant no catalogue for a run of one product", err, table.String())
 	}
-	if strings.Contains(js.String(), in.AdminToken) {
-		t.Error("the JSON report holds the admin token")
-	}
+}
 
+// checkHTMLReport: the HTML page has its figures and both strategies, no
+// catalogue (the run is of one product), loads nothing from elsewhere and
+// does not hold token.
+func checkHTMLReport(t *testing.T, rep *driver.Report, token string) {
+	t.Helper()
 	var page bytes.Buffer
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatalf("WriteHTML = %v", err)
@@ -426,7 +458,7 @@ func TestReportOutputs(t *testing.T) {
 			t.Errorf("HTML report loads something (%q); it must be self-contained", external)
 		}
 	}
-	if strings.Contains(html, in.AdminToken) {
+	if strings.Contains(html, token) {
 		t.Error("the HTML report holds the admin token")
 	}
 }

@@ -36,18 +36,7 @@ func TestReportFitsTheWindow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Run = %v", tc.name, err)
 		}
-		page := filepath.Join(t.TempDir(), "report.html")
-		f, err := os.Create(page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rep.WriteHTML(f); err != nil {
-			t.Fatalf("%s: WriteHTML = %v", tc.name, err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-
+		page := writeReportPage(t, tc.name, rep)
 		if err := chromedp.Do(tab, chromedp.Navigate("file://"+page)); err != nil {
 			t.Fatalf("%s: open the report: %v", tc.name, err)
 		}
@@ -86,4 +75,22 @@ func TestReportFitsTheWindow(t *testing.T) {
 		}
 		browser.Screenshot(t, tab, tc.screenshot)
 	}
+}
+
+// writeReportPage writes rep's HTML page to a file of the test's own, for
+// the case called name, and returns its path.
+func writeReportPage(t *testing.T, name string, rep *driver.Report) string {
+	t.Helper()
+	page := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(f); err != nil {
+		t.Fatalf("%s: WriteHTML = %v", name, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return page
 }
