@@ -21,3 +21,13 @@ func (l *Local) Waiters(key string) int {
 	}
 	return 0
 }
+
+// Pipelined returns how many pipelines r's nodes were sent and how many
+// commands they held, over all nodes.
+func (r *Redlock) Pipelined() (pipelines, commands int64) {
+	for _, n := range r.pipes {
+		pipelines += n.pipelines.Load()
+		commands += n.commands.Load()
+	}
+	return pipelines, commands
+}

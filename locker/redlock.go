@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
-	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredislib "github.com/redis/go-redis/v9"
 )
 
@@ -24,10 +23,10 @@ import (
 // without persistence forgets the locks it granted, which can hand the same
 // lock to two holders.
 type Redlock struct {
-	rs      *redsync.Redsync
-	pools   []redsyncredis.Pool
-	clients []goredislib.UniversalClient
-	opts    Options
+	rs    *redsync.Redsync
+	pools []redsyncredis.Pool
+	pipes []*nodePipe
+	opts  Options
 }
 
 var _ Locker = (*Redlock)(nil)
@@ -43,12 +42,17 @@ var _ Locker = (*Redlock)(nil)
 const nodeTimeoutFactor = 0.15
 
 // NewRedlock returns a Redlock over clients, one per independent node.
+// redsync talks to each node through a pipe (pipeline.go): the commands
+// of the rounds under way at one moment, for any keys, go to the node as
+// one pipeline.
 func NewRedlock(clients []goredislib.UniversalClient, opts Options) *Redlock {
 	pools := make([]redsyncredis.Pool, len(clients))
+	pipes := make([]*nodePipe, len(clients))
 	for i, c := range clients {
-		pools[i] = goredis.NewPool(c)
+		pipes[i] = &nodePipe{client: c}
+		pools[i] = newPipedPool(c, pipes[i])
 	}
-	return &Redlock{rs: redsync.New(pools...), pools: pools, clients: clients, opts: opts.withDefaults()}
+	return &Redlock{rs: redsync.New(pools...), pools: pools, pipes: pipes, opts: opts.withDefaults()}
 }
 
 // TryLock runs one Redlock round of redsync for key: SET NX PX on every
@@ -71,7 +75,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m, clients: r.clients, releases: r.opts.Releases}
+	lease := &redlockLease{m: m, pipes: r.pipes, releases: r.opts.Releases}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
@@ -115,7 +119,7 @@ func nodesDown(err error) int {
 
 type redlockLease struct {
 	m        *redsync.Mutex
-	clients  []goredislib.UniversalClient
+	pipes    []*nodePipe
 	releases *Releases
 }
 
@@ -144,7 +148,7 @@ func (l *redlockLease) Unlock(ctx context.Context) error {
 	switch {
 	case ok:
 		// A majority released it; a node that was down forgets it at expiry.
-		l.releases.announce(l.clients, l.m.Name())
+		l.releases.announce(l.pipes, l.m.Name())
 		return nil
 	case errors.Is(err, redsync.ErrLockAlreadyExpired), errors.As(err, &taken):
 		// Expired, or a majority now holds another holder's value.

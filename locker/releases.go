@@ -152,25 +152,25 @@ func (w *Watch) Wait(ctx context.Context, fallback time.Duration) error {
 // publishBudget bounds telling other instances of a release.
 const publishBudget = time.Second
 
-// announce publishes key's release on each client, in the background: a
-// message lost costs the waiters only their fallback delay, so the holder
-// does not wait for it. Close waits for the announcements under way; on a
-// nil *Releases the holder waits for them itself.
-func (r *Releases) announce(clients []redis.UniversalClient, key string) {
-	publish := func(c redis.UniversalClient) {
+// announce publishes key's release on each node, through its pipe, in the
+// background: a message lost costs the waiters only their fallback delay,
+// so the holder does not wait for it. Close waits for the announcements
+// under way; on a nil *Releases the holder waits for them itself.
+func (r *Releases) announce(pipes []*nodePipe, key string) {
+	publish := func(n *nodePipe) {
 		ctx, cancel := context.WithTimeout(context.Background(), publishBudget)
 		defer cancel()
-		_ = c.Publish(ctx, key, "released").Err() // best effort, see above
+		_ = n.do(ctx, func(p redis.Pipeliner) { p.Publish(ctx, key, "released") }) // best effort, see above
 	}
 	if r == nil {
 		var wg sync.WaitGroup
-		for _, c := range clients {
-			wg.Go(func() { publish(c) })
+		for _, n := range pipes {
+			wg.Go(func() { publish(n) })
 		}
 		wg.Wait()
 		return
 	}
-	for _, c := range clients {
-		r.wg.Go(func() { publish(c) })
+	for _, n := range pipes {
+		r.wg.Go(func() { publish(n) })
 	}
 }
