@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
@@ -150,4 +152,44 @@ func TestWriteReportedAfterReset(t *testing.T) {
 	if r.Order.RemainingStock != 4 {
 		t.Errorf("remaining stock = %d; want 4", r.Order.RemainingStock)
 	}
+}
+
+// TestRefreshReopensWithoutAnnouncement: a reset whose announcement never
+// arrives (written straight into the database, as by another instance
+// whose message was lost) reopens a product this instance remembers sold
+// out, once the refresher reads it again.
+func TestRefreshReopensWithoutAnnouncement(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	in := f.instance(settings{Strategy: "optimistic"})
+	prod := in.product(t, 1)
+	n := 0
+	buy := func() error {
+		n++
+		_, err := in.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", n), Quantity: 1})
+		return err
+	}
+	if err := buy(); err != nil {
+		t.Fatalf("the first purchase = %v; want nil", err)
+	}
+	if err := buy(); !errors.Is(err, service.ErrSoldOut) {
+		t.Fatalf("the second purchase = %v; want %v", err, service.ErrSoldOut)
+	}
+	err := f.db.Transaction(func(tx *gorm.DB) error {
+		for _, q := range []string{
+			"UPDATE products SET stock = 3, initial_stock = 3, generation = generation + 1, fence = fence + 1 WHERE id = ?",
+			"DELETE FROM orders WHERE product_id = ?",
+			"DELETE FROM user_units WHERE product_id = ?",
+		} {
+			if err := tx.Exec(q, prod.ID).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reset product %d in the database: %v", prod.ID, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "a purchase after the reset to go through", func() bool { return buy() == nil })
+	in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
 }
