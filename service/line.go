@@ -306,8 +306,14 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 		wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
 	}
 	err := s.sellBatch(ctx, st, batch, wd)
+	wd.Stop()
+	if err == nil {
+		// What was sold is committed, and giving the lock back can no
+		// longer change an answer (unlock reports its own failure): the
+		// buyers are answered first, so that none waits for the release.
+		answerBatch(batch, nil)
+	}
 	if lease != nil {
-		wd.Stop()
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
 	}
 	s.metrics.held(st.Name, len(batch), time.Since(start))
@@ -315,6 +321,14 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	l.outage = ErrorCode(storeErr("", err)) == CodeUnavailable
 	l.overdue = time.Time{}
 	s.lines.mu.Unlock()
+	if err != nil {
+		answerBatch(batch, err)
+	}
+}
+
+// answerBatch answers every purchase of a hold: each its own answer, or
+// all the hold's error when it failed.
+func answerBatch(batch []*ticket, err error) {
 	for _, t := range batch {
 		if err != nil {
 			t.answer(Receipt{}, storeErr("sell a batch", err))
