@@ -366,7 +366,7 @@ func (raw rawFlags) check(cfg driver.Config) error {
 	case raw.newProduct && cfg.ProductID != 0:
 		return usagef("-new-product creates the product that -product names: give one")
 	case cfg.Products < 0 || cfg.Products > driver.MaxProducts:
-		return usagef("-products %d: want 1 to %d", cfg.Products, driver.MaxProducts)
+		return usagef("-products %d: want 0 (one product) or 1 to %d", cfg.Products, driver.MaxProducts)
 	case cfg.Products > 0 && (cfg.ProductID != 0 || raw.newProduct):
 		return usagef("-products buys the catalogue loadtest-1 to loadtest-%d: -product and -new-product do not apply", cfg.Products)
 	case raw.set["zipf"] && cfg.Products == 0:
