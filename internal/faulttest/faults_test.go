@@ -124,45 +124,12 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 	in := d.start()
 	id := in.product(t, 100_000)
 
-	var (
-		mu      sync.Mutex
-		answers []answer
-		stop    atomic.Bool
-		n       atomic.Int64
-		wg      sync.WaitGroup
-	)
-	for range 16 {
-		wg.Go(func() {
-			for !stop.Load() {
-				i := n.Add(1)
-				a := buy(in, id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1, RequestID: fmt.Sprintf("r-%d", i)}, client.Override{})
-				mu.Lock()
-				answers = append(answers, a)
-				mu.Unlock()
-			}
-		})
-	}
-	// sold counts the 201s that came after since.
-	sold := func(since time.Time) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, a := range answers {
-			if a.code == "" && a.at.After(since) {
-				n++
-			}
-		}
-		return n
-	}
-	halt := func() {
-		stop.Store(true)
-		wg.Wait()
-	}
+	buyers := startOutageBuyers(in, id, 16)
 	// The sale is under way (the instance's pool holds connections)
 	// when the database goes.
-	if !testenv.Until(30*time.Second, func() bool { return sold(time.Time{}) >= 16 }) {
-		halt()
-		t.Fatalf("%d purchases answered 201 in 30 s; want 16 before the outage\n%s", sold(time.Time{}), in.out)
+	if !testenv.Until(30*time.Second, func() bool { return buyers.sold(time.Time{}) >= 16 }) {
+		buyers.halt()
+		t.Fatalf("%d purchases answered 201 in 30 s; want 16 before the outage\n%s", buyers.sold(time.Time{}), in.out)
 	}
 	down()
 	downAt := time.Now()
@@ -170,30 +137,96 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 	up()
 	upAt := time.Now()
 	// Sales resume: 16 more 201s that came after the database came back.
-	if !testenv.Until(30*time.Second, func() bool { return sold(upAt) >= 16 }) {
-		halt()
-		t.Fatalf("%d purchases answered 201 within 30 s of the database coming back; want 16\n%s", sold(upAt), in.out)
+	if !testenv.Until(30*time.Second, func() bool { return buyers.sold(upAt) >= 16 }) {
+		buyers.halt()
+		t.Fatalf("%d purchases answered 201 within 30 s of the database coming back; want 16\n%s", buyers.sold(upAt), in.out)
 	}
-	halt()
+	buyers.halt()
 
-	seen := map[int64]bool{}
-	var before, during, after, unavailable, unknown int
+	w := outageWindow{how: how, lasted: outage, downAt: downAt, upAt: upAt}
+	unknown := checkOutageAnswers(t, buyers.answers, w)
+	in.wantConsistent(t, id)
+	orders := d.orderRequestIDs(t, id)
+	checkOutageOrders(t, buyers.answers, orders, unknown)
+}
+
+// outageBuyers buy without pause from one instance, each answer kept,
+// until halted.
+type outageBuyers struct {
+	mu      sync.Mutex
+	answers []answer
+	stop    atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// startOutageBuyers sends n buyers to buy one unit of product id at a time
+// from in, each purchase with a user and a request ID of its own.
+func startOutageBuyers(in *instance, id int64, n int) *outageBuyers {
+	b := &outageBuyers{}
+	var next atomic.Int64
+	for range n {
+		b.wg.Go(func() {
+			for !b.stop.Load() {
+				i := next.Add(1)
+				a := buy(in, id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1, RequestID: fmt.Sprintf("r-%d", i)}, client.Override{})
+				b.mu.Lock()
+				b.answers = append(b.answers, a)
+				b.mu.Unlock()
+			}
+		})
+	}
+	return b
+}
+
+// sold counts the 201s that came after since.
+func (b *outageBuyers) sold(since time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, a := range b.answers {
+		if a.code == "" && a.at.After(since) {
+			n++
+		}
+	}
+	return n
+}
+
+// halt stops the buyers and waits until each has its last answer; answers
+// may be read without the lock afterwards.
+func (b *outageBuyers) halt() {
+	b.stop.Store(true)
+	b.wg.Wait()
+}
+
+// outageWindow is when and how the database was away.
+type outageWindow struct {
+	how          string // "killed", "frozen"
+	lasted       time.Duration
+	downAt, upAt time.Time
+}
+
+// checkOutageAnswers checks that every answer was a 201, 503 unavailable
+// or outcome_unknown, that some answered unavailable while the database was
+// away, and that none of those took longer than a bounded wait; it returns
+// how many answered outcome_unknown.
+func checkOutageAnswers(t *testing.T, answers []answer, w outageWindow) (unknown int) {
+	t.Helper()
+	var before, during, after, unavailable int
 	var slowest time.Duration
 	for _, a := range answers {
 		switch {
-		case a.code == "":
-			seen[a.order.OrderID] = true
+		case a.code == "": // 201: its order is checked against the orders table
 		case a.code == "unavailable":
 			unavailable++
 		case a.code == "outcome_unknown":
 			unknown++
 		default:
-			t.Errorf("a purchase got %d %q at %v (took %v); want 201, 503 unavailable or outcome_unknown", a.status, a.code, a.at.Sub(downAt), a.took)
+			t.Errorf("a purchase got %d %q at %v (took %v); want 201, 503 unavailable or outcome_unknown", a.status, a.code, a.at.Sub(w.downAt), a.took)
 		}
 		switch {
-		case a.at.Before(downAt):
+		case a.at.Before(w.downAt):
 			before++
-		case a.at.Before(upAt):
+		case a.at.Before(w.upAt):
 			during++
 			slowest = max(slowest, a.took)
 		default:
@@ -201,17 +234,23 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 		}
 	}
 	t.Logf("database %s for %v: %d answers, %d before, %d while it was away (%d answered 503 unavailable, %d outcome_unknown; the slowest took %v), %d after",
-		how, outage, len(answers), before, during, unavailable, unknown, slowest, after)
+		w.how, w.lasted, len(answers), before, during, unavailable, unknown, slowest, after)
 	if unavailable == 0 {
-		t.Errorf("no purchase answered 503 unavailable while the database was %s", how)
+		t.Errorf("no purchase answered 503 unavailable while the database was %s", w.how)
 	}
 	// A call's bound (3 s), and for a COMMIT whose reply never came the
 	// look-up that settles it (3 s more).
 	if slowest > 12*time.Second {
-		t.Errorf("a purchase took %v to answer while the database was %s; want a bounded wait (a few seconds)", slowest, how)
+		t.Errorf("a purchase took %v to answer while the database was %s; want a bounded wait (a few seconds)", slowest, w.how)
 	}
-	in.wantConsistent(t, id)
-	orders := d.orderRequestIDs(t, id)
+	return unknown
+}
+
+// checkOutageOrders holds the answers against the request IDs of the
+// product's orders: every 201 has its order, no answer but outcome_unknown
+// has one; it reports how many of the unknown outcomes made theirs.
+func checkOutageOrders(t *testing.T, answers []answer, orders map[string]bool, unknown int) {
+	t.Helper()
 	mayHave := 0
 	for _, a := range answers {
 		switch {
@@ -283,40 +322,70 @@ func TestSIGTERMMidSale(t *testing.T) {
 	d := newDeployment(t, "", nil)
 	in := d.start()
 	id := in.product(t, 100_000)
-	var (
-		mu      sync.Mutex
-		created = map[int64]bool{}
-		other   = map[string]int{}
-		n       atomic.Int64
-		wg      sync.WaitGroup
-	)
-	for range 32 {
-		wg.Go(func() {
+	buyers := startDrainBuyers(t, in, id, 32)
+	// SIGTERM comes mid-sale: orders are being made.
+	testenv.Eventually(t, 30*time.Second, "32 orders made before SIGTERM", func() bool {
+		return buyers.orders() >= 32
+	})
+	terminateMidSale(t, in)
+	buyers.wg.Wait()
+	// Read the audit through a new instance: the old one is gone.
+	after := d.start()
+	au := after.wantConsistent(t, id)
+	buyers.checkAgainst(t, au)
+}
+
+// drainBuyers buy without pause from one instance until it stops
+// answering, and keep the orders they were answered and the count of every
+// other answer.
+type drainBuyers struct {
+	mu      sync.Mutex
+	created map[int64]bool
+	other   map[string]int
+	wg      sync.WaitGroup
+}
+
+// startDrainBuyers sends n buyers to buy one unit of product id at a time
+// from in, each purchase working 50 ms inside the lock, until in is gone;
+// an order answered twice fails t.
+func startDrainBuyers(t *testing.T, in *instance, id int64, n int) *drainBuyers {
+	b := &drainBuyers{created: map[int64]bool{}, other: map[string]int{}}
+	var next atomic.Int64
+	for range n {
+		b.wg.Go(func() {
 			for {
-				i := n.Add(1)
+				i := next.Add(1)
 				a := buy(in, id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{Hold: 50 * time.Millisecond})
-				mu.Lock()
+				b.mu.Lock()
 				if a.code == "" {
-					if created[a.order.OrderID] {
+					if b.created[a.order.OrderID] {
 						t.Errorf("order %d answered twice", a.order.OrderID)
 					}
-					created[a.order.OrderID] = true
+					b.created[a.order.OrderID] = true
 				} else {
-					other[a.code]++
+					b.other[a.code]++
 				}
-				mu.Unlock()
+				b.mu.Unlock()
 				if a.code == "transport" {
 					return // the instance is gone
 				}
 			}
 		})
 	}
-	// SIGTERM comes mid-sale: orders are being made.
-	testenv.Eventually(t, 30*time.Second, "32 orders made before SIGTERM", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(created) >= 32
-	})
+	return b
+}
+
+// orders counts the orders the buyers have been answered so far.
+func (b *drainBuyers) orders() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.created)
+}
+
+// terminateMidSale sends in SIGTERM and checks that /readyz turns 503
+// before the drain delay ends and that the instance then exits 0.
+func terminateMidSale(t *testing.T, in *instance) {
+	t.Helper()
 	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -333,15 +402,18 @@ func TestSIGTERMMidSale(t *testing.T) {
 	if err := in.terminate(40 * time.Second); err != nil {
 		t.Errorf("after SIGTERM the instance exited with %v; want 0\n%s", err, in.out)
 	}
-	wg.Wait()
-	// Read the audit through a new instance: the old one is gone.
-	after := d.start()
-	au := after.wantConsistent(t, id)
-	t.Logf("%d purchases got 201, the others %v; %d orders in the database", len(created), other, au.Orders)
-	if au.Orders != int64(len(created)) {
-		t.Errorf("buyers saw %d orders (201) and the database has %d; want them equal", len(created), au.Orders)
+}
+
+// checkAgainst, once every buyer has stopped, holds what the buyers were
+// answered against the product's audit au: as many orders as 201s, and no
+// answer but 201 or none at all.
+func (b *drainBuyers) checkAgainst(t *testing.T, au client.Audit) {
+	t.Helper()
+	t.Logf("%d purchases got 201, the others %v; %d orders in the database", len(b.created), b.other, au.Orders)
+	if au.Orders != int64(len(b.created)) {
+		t.Errorf("buyers saw %d orders (201) and the database has %d; want them equal", len(b.created), au.Orders)
 	}
-	for code := range other {
+	for code := range b.other {
 		if code != "transport" {
 			t.Errorf("a purchase during the drain got %q; want 201, or no answer once the instance stopped listening", code)
 		}

@@ -433,18 +433,52 @@ func (s *soak) orders() map[string]row {
 func (s *soak) verdict() {
 	t := s.t
 	before := s.orders()
+	unsure := s.unsure()
+	replayed := s.replay(unsure, before)
+
 	s.mu.Lock()
+	lines := slices.Clone(s.hist)
+	s.mu.Unlock()
+	after := s.orders()
+	counts := s.checkAnswers(lines, after)
+	s.checkNoForeignOrders(after)
+	s.checkStockAtEnd(lines)
+
+	path, res := s.checkHistory(lines)
+	logCounts(t, counts)
+	t.Logf("soak: %d of %d purchases of unknown outcome had made their order (their replays said so); %d orders in all",
+		replayed, len(unsure), len(after))
+	t.Logf("soak: through the proxy %d COMMITs, %d of their replies held or lost", s.proxy.CommitsSeen(), s.proxy.CommitRepliesHeld())
+	t.Logf("soak: history %s: %s", path, res)
+	if !res.Linearizable {
+		t.Errorf("soak: the history is not linearizable: %s", res)
+	}
+}
+
+// unsure returns the indexes in the history of the purchases whose outcome
+// their buyers could not know.
+func (s *soak) unsure() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var unsure []int
 	for i, l := range s.hist {
 		if l.Stock == nil && indeterminate(l) {
 			unsure = append(unsure, i)
 		}
 	}
-	s.mu.Unlock()
-	// A replay of a purchase whose order exists answers with that order:
-	// it tells what the first attempt did (it took its units, leaving the
-	// order's remaining stock, before the replay's answer), and the history
-	// says so. A replay of one that wrote nothing is a purchase of its own.
+	return unsure
+}
+
+// replay sends again, through slot 0's instance, each purchase at the
+// history's indexes unsure, and checks that a replay of one whose order was
+// in before answers with that order; it returns how many did.
+//
+// A replay of a purchase whose order exists answers with that order:
+// it tells what the first attempt did (it took its units, leaving the
+// order's remaining stock, before the replay's answer), and the history
+// says so. A replay of one that wrote nothing is a purchase of its own.
+func (s *soak) replay(unsure []int, before map[string]row) int {
+	t := s.t
 	replayed := 0
 	for _, i := range unsure {
 		s.mu.Lock()
@@ -467,13 +501,15 @@ func (s *soak) verdict() {
 		s.hist[i] = l
 		s.mu.Unlock()
 	}
+	return replayed
+}
 
-	s.mu.Lock()
-	lines := slices.Clone(s.hist)
-	s.mu.Unlock()
-	after := s.orders()
+// checkAnswers holds each purchase's answer against the orders table after:
+// a 2xx has its order, an answer that says nothing was written has none.
+// It returns the count of purchases per answer ("201", "409 sold_out").
+func (s *soak) checkAnswers(lines []history.Line, after map[string]row) map[string]int {
+	t := s.t
 	counts := map[string]int{}
-	answered := map[string]bool{} // request IDs answered with an order
 	for _, l := range lines {
 		if l.Stock != nil {
 			continue
@@ -486,7 +522,6 @@ func (s *soak) verdict() {
 		r, has := after[l.RequestID]
 		switch {
 		case l.Status/100 == 2:
-			answered[l.RequestID] = true
 			if !has || l.OrderID == nil || r.id != *l.OrderID {
 				t.Errorf("%s answered %d with order %v; the database has %+v (present %v)", l.RequestID, l.Status, l.OrderID, r, has)
 			}
@@ -494,13 +529,24 @@ func (s *soak) verdict() {
 			t.Errorf("%s answered %d %q, which says nothing was written; the database has its order %d", l.RequestID, l.Status, l.Code, r.id)
 		}
 	}
+	return counts
+}
+
+// checkNoForeignOrders checks that every order in after carries a request
+// ID a soak buyer sent.
+func (s *soak) checkNoForeignOrders(after map[string]row) {
 	for rid, r := range after {
 		if !strings.HasPrefix(rid, "soak-") {
-			t.Errorf("order %d has request ID %q, which no buyer sent", r.id, rid)
+			s.t.Errorf("order %d has request ID %q, which no buyer sent", r.id, rid)
 		}
 	}
-	// sold_out says the stock was below the quantity: with no reset, it
-	// stays so to the end.
+}
+
+// checkStockAtEnd checks each product's audit, and that no purchase
+// answered sold_out for a quantity still left at the end: sold_out says the
+// stock was below the quantity, and with no reset it stays so to the end.
+func (s *soak) checkStockAtEnd(lines []history.Line) {
+	t := s.t
 	ctx := context.Background()
 	for _, id := range s.products {
 		a, err := s.instance(0).c.Audit(ctx, id)
@@ -517,7 +563,13 @@ func (s *soak) verdict() {
 			}
 		}
 	}
+}
 
+// checkHistory writes the history to a file of its own in the temporary
+// directory and runs the linearizability checker on it; it returns the
+// file's path and the checker's result.
+func (s *soak) checkHistory(lines []history.Line) (string, *history.Result) {
+	t := s.t
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("seckill-soak-%d.jsonl", time.Now().UnixNano()))
 	if err := history.WriteFile(path, lines); err != nil {
 		t.Errorf("write the history: %v", err)
@@ -526,6 +578,11 @@ func (s *soak) verdict() {
 	if err != nil {
 		t.Fatalf("check the history: %v", err)
 	}
+	return path, res
+}
+
+// logCounts prints the count of purchases per answer, sorted by answer.
+func logCounts(t *testing.T, counts map[string]int) {
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
@@ -533,12 +590,5 @@ func (s *soak) verdict() {
 	sort.Strings(keys)
 	for _, k := range keys {
 		t.Logf("soak: %7d answered %s", counts[k], k)
-	}
-	t.Logf("soak: %d of %d purchases of unknown outcome had made their order (their replays said so); %d orders in all",
-		replayed, len(unsure), len(after))
-	t.Logf("soak: through the proxy %d COMMITs, %d of their replies held or lost", s.proxy.CommitsSeen(), s.proxy.CommitRepliesHeld())
-	t.Logf("soak: history %s: %s", path, res)
-	if !res.Linearizable {
-		t.Errorf("soak: the history is not linearizable: %s", res)
 	}
 }
