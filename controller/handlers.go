@@ -240,38 +240,46 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 		if len(q[name]) > 1 {
 			return service.Purchase{}, invalidf("query parameter %s is given %d times", name, len(q[name]))
 		}
-		v := q.Get(name)
-		switch name {
-		case "strategy":
-			if v == "" {
-				return service.Purchase{}, invalidf("strategy is empty")
-			}
-			p.Strategy = v
-		case "hold_ms", "pause_ms":
-			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms < 0 || ms > api.MaxHold.Milliseconds() {
-				return service.Purchase{}, invalidf("%s must be an integer from 0 to %d", name, api.MaxHold.Milliseconds())
-			}
-			if name == "hold_ms" {
-				p.Work = time.Duration(ms) * time.Millisecond
-			} else {
-				p.Pause = time.Duration(ms) * time.Millisecond
-			}
-		case "fencing":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return service.Purchase{}, invalidf("fencing must be true or false")
-			}
-			p.Fencing = &b
-		case "batch":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > api.MaxBatch {
-				return service.Purchase{}, invalidf("batch must be an integer from 1 to %d", api.MaxBatch)
-			}
-			p.Batch = n
+		if err := setOverride(&p, name, q.Get(name)); err != nil {
+			return service.Purchase{}, err
 		}
 	}
 	return p, nil
+}
+
+// setOverride sets the override parameter name of p to v, or says why v
+// is not one.
+func setOverride(p *service.Purchase, name, v string) error {
+	switch name {
+	case "strategy":
+		if v == "" {
+			return invalidf("strategy is empty")
+		}
+		p.Strategy = v
+	case "hold_ms", "pause_ms":
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 || ms > api.MaxHold.Milliseconds() {
+			return invalidf("%s must be an integer from 0 to %d", name, api.MaxHold.Milliseconds())
+		}
+		if name == "hold_ms" {
+			p.Work = time.Duration(ms) * time.Millisecond
+		} else {
+			p.Pause = time.Duration(ms) * time.Millisecond
+		}
+	case "fencing":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return invalidf("fencing must be true or false")
+		}
+		p.Fencing = &b
+	case "batch":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxBatch {
+			return invalidf("batch must be an integer from 1 to %d", api.MaxBatch)
+		}
+		p.Batch = n
+	}
+	return nil
 }
 
 // createProductRequest is api.NewProduct as the server decodes it:
