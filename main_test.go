@@ -211,15 +211,7 @@ func TestRun(t *testing.T) {
 func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	t.Parallel()
 	// Redis nodes of its own: the program uses the default key prefix.
-	var addrs []string
-	var nodes []*redis.Client
-	for range 3 {
-		r := testenv.StartRedis(t)
-		addrs = append(addrs, r.Addr)
-		c := redis.NewClient(&redis.Options{Addr: r.Addr})
-		t.Cleanup(func() { c.Close() })
-		nodes = append(nodes, c)
-	}
+	addrs, nodes := ownRedisNodes(t)
 	dsn := testenv.MySQL(t)
 	env := map[string]string{
 		"SECKILL_ADDR":              freeAddr(t),
@@ -235,10 +227,53 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	}
 	id := p.createProduct(t, "test-admin-token", 5)
 
-	type answer struct {
-		r   result
-		err error
+	inflight := p.purchaseInFlight(id)
+
+	// Wait until the purchase holds its lock: a majority of the nodes have
+	// the product's lock key.
+	testenv.Eventually(t, 30*time.Second, "the purchase to take its lock (a lock key on 2 of 3 nodes)",
+		func() bool { return lockKeys(t, nodes) >= 2 })
+
+	p.cancel() // as SIGTERM does
+	wantDrainWhileInFlight(t, p, nodes, inflight)
+	a := <-inflight
+	if a.err != nil {
+		t.Fatalf("in-flight purchase during shutdown: %v", a.err)
 	}
+	wantOrder(t, "in-flight purchase during shutdown", a.r, "redlock", 4)
+	if err := p.stop(t); err != nil {
+		t.Fatalf("run() after its context ended = %v; want nil (graceful shutdown)", err)
+	}
+
+	wantNoKeysLeft(t, nodes)
+	wantNewInstanceSells(t, env, id)
+}
+
+// ownRedisNodes starts three Redis nodes for one test and returns their
+// addresses and a client of each.
+func ownRedisNodes(t *testing.T) ([]string, []*redis.Client) {
+	t.Helper()
+	var addrs []string
+	var nodes []*redis.Client
+	for range 3 {
+		r := testenv.StartRedis(t)
+		addrs = append(addrs, r.Addr)
+		c := redis.NewClient(&redis.Options{Addr: r.Addr})
+		t.Cleanup(func() { c.Close() })
+		nodes = append(nodes, c)
+	}
+	return addrs, nodes
+}
+
+// answer is what a request made in a goroutine got.
+type answer struct {
+	r   result
+	err error
+}
+
+// purchaseInFlight starts a purchase of product id that holds its lock for
+// 5s (hold_ms) and returns where its answer will come.
+func (p *program) purchaseInFlight(id int64) <-chan answer {
 	inflight := make(chan answer, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -247,13 +282,14 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 			`{"user_id":"u-1","quantity":1,"request_id":"in-flight"}`)
 		inflight <- answer{r, err}
 	}()
+	return inflight
+}
 
-	// Wait until the purchase holds its lock: a majority of the nodes have
-	// the product's lock key.
-	testenv.Eventually(t, 30*time.Second, "the purchase to take its lock (a lock key on 2 of 3 nodes)",
-		func() bool { return lockKeys(t, nodes) >= 2 })
-
-	p.cancel() // as SIGTERM does
+// wantDrainWhileInFlight checks the drain once run's context has ended:
+// /readyz turns 503 at once, the instance stops accepting after
+// SECKILL_DRAIN_DELAY, and all the while the purchase holds its lock.
+func wantDrainWhileInFlight(t *testing.T, p *program, nodes []*redis.Client, inflight <-chan answer) {
+	t.Helper()
 	// The drain has begun: /readyz says so at once, while the purchase is
 	// still in flight and the instance still accepts requests.
 	if r := p.do(t, http.MethodGet, "/readyz", "", ""); r.status != http.StatusServiceUnavailable ||
@@ -280,15 +316,11 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 	if n := lockKeys(t, nodes); n < 2 {
 		t.Errorf("%d of 3 nodes hold the purchase's lock when the instance stops accepting; want the purchase still in flight (a majority)", n)
 	}
-	a := <-inflight
-	if a.err != nil {
-		t.Fatalf("in-flight purchase during shutdown: %v", a.err)
-	}
-	wantOrder(t, "in-flight purchase during shutdown", a.r, "redlock", 4)
-	if err := p.stop(t); err != nil {
-		t.Fatalf("run() after its context ended = %v; want nil (graceful shutdown)", err)
-	}
+}
 
+// wantNoKeysLeft checks that no node holds a key of the default prefix.
+func wantNoKeysLeft(t *testing.T, nodes []*redis.Client) {
+	t.Helper()
 	for _, n := range nodes {
 		keys, err := n.Keys(context.Background(), "seckill:*").Result()
 		if err != nil {
@@ -298,7 +330,13 @@ func TestRunShutdownFinishesInFlightPurchase(t *testing.T) {
 			t.Errorf("after shutdown, node %s still has %q; want the lock released", n.Options().Addr, keys)
 		}
 	}
+}
 
+// wantNewInstanceSells starts a second instance with env on a new address
+// and checks that it sells product id at once and replays the in-flight
+// purchase.
+func wantNewInstanceSells(t *testing.T, env map[string]string, id int64) {
+	t.Helper()
 	// A new instance sells at once: nothing holds the product's lock (its
 	// lease is 8s, longer than this wait).
 	env["SECKILL_ADDR"] = freeAddr(t)
@@ -484,20 +522,52 @@ func TestRunLogsJSON(t *testing.T) {
 		"SECKILL_STRATEGY_OVERRIDE": "true",
 		"SECKILL_LOG_FORMAT":        "json",
 	})
-	records := func() []map[string]any {
-		t.Helper()
-		var out []map[string]any
-		for l := range strings.Lines(p.out.String()) {
-			var rec map[string]any
-			if err := json.Unmarshal([]byte(l), &rec); err != nil {
-				t.Fatalf("output line %q is not JSON: %v", l, err)
-			}
-			out = append(out, rec)
-		}
-		return out
+	token := p.loggedAdminToken(t)
+	id := p.createProduct(t, token, 10)
+
+	if status, rid := p.send(t, id, token, "", `{"user_id":"u-1","quantity":1}`, "trace-42"); status != http.StatusCreated || rid != "trace-42" {
+		t.Errorf("purchase with X-Request-ID trace-42 = %d, X-Request-ID %q; want 201 and trace-42 echoed", status, rid)
 	}
+	status, made := p.send(t, id, token, "", `{"user_id":"u-2","quantity":1}`, "has a space")
+	if status != http.StatusCreated || made == "" || made == "has a space" {
+		t.Errorf("purchase with X-Request-ID %q = %d, X-Request-ID %q; want 201 and an ID made up", "has a space", status, made)
+	}
+	// The token lock's node down: 503, logged with its cause.
+	nodes[0].Stop()
+	status, failed := p.send(t, id, token, "?strategy=token", `{"user_id":"u-3","quantity":1}`, "")
+	if status != http.StatusServiceUnavailable || failed == "" {
+		t.Fatalf("purchase by token with its node down = %d, X-Request-ID %q; want 503 and an ID", status, failed)
+	}
+
+	p.wantPurchaseRecords(t, id, made, failed)
+	// The health checks that start() made are not at info.
+	for _, rec := range p.records(t) {
+		if rec["route"] == "/healthz" {
+			t.Errorf("record %v: want the health checks' access log at debug level only", rec)
+		}
+	}
+}
+
+// records parses every line the program printed as a JSON record.
+func (p *program) records(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for l := range strings.Lines(p.out.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("output line %q is not JSON: %v", l, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// loggedAdminToken returns the admin token the program made up, read from
+// the record that carries it.
+func (p *program) loggedAdminToken(t *testing.T) string {
+	t.Helper()
 	var token string
-	for _, rec := range records() {
+	for _, rec := range p.records(t) {
 		if tok, ok := rec["admin_token"].(string); ok {
 			token = tok
 		}
@@ -505,80 +575,73 @@ func TestRunLogsJSON(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
 		t.Fatalf("no record carries the generated admin token; output:\n%s", p.out)
 	}
-	id := p.createProduct(t, token, 10)
+	return token
+}
 
-	// send makes a purchase and returns the answer's status and X-Request-ID.
-	send := func(query, body, requestID string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase%s", p.url, id, query), strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if requestID != "" {
-			req.Header.Set("X-Request-ID", requestID)
-		}
-		if query != "" {
-			req.Header.Set("Authorization", "Bearer "+token) // the override's parameters are an admin's
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if _, err := io.Copy(io.Discard, res.Body); err != nil {
-			t.Fatal(err)
-		}
-		return res.StatusCode, res.Header.Get("X-Request-ID")
+// send makes a purchase and returns the answer's status and X-Request-ID.
+func (p *program) send(t *testing.T, id int64, token, query, body, requestID string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/products/%d/purchase%s", p.url, id, query), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if status, rid := send("", `{"user_id":"u-1","quantity":1}`, "trace-42"); status != http.StatusCreated || rid != "trace-42" {
-		t.Errorf("purchase with X-Request-ID trace-42 = %d, X-Request-ID %q; want 201 and trace-42 echoed", status, rid)
+	if requestID != "" {
+		req.Header.Set("X-Request-ID", requestID)
 	}
-	status, made := send("", `{"user_id":"u-2","quantity":1}`, "has a space")
-	if status != http.StatusCreated || made == "" || made == "has a space" {
-		t.Errorf("purchase with X-Request-ID %q = %d, X-Request-ID %q; want 201 and an ID made up", "has a space", status, made)
+	if query != "" {
+		req.Header.Set("Authorization", "Bearer "+token) // the override's parameters are an admin's
 	}
-	// The token lock's node down: 503, logged with its cause.
-	nodes[0].Stop()
-	status, failed := send("?strategy=token", `{"user_id":"u-3","quantity":1}`, "")
-	if status != http.StatusServiceUnavailable || failed == "" {
-		t.Fatalf("purchase by token with its node down = %d, X-Request-ID %q; want 503 and an ID", status, failed)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header.Get("X-Request-ID")
+}
 
-	find := func(msg, requestID string) map[string]any {
-		t.Helper()
-		for _, rec := range records() {
-			if rec["msg"] == msg && rec["request_id"] == requestID {
-				return rec
-			}
-		}
-		t.Errorf("no %q record with request_id %q; output:\n%s", msg, requestID, p.out)
-		return nil
-	}
-	want := func(rec map[string]any, fields map[string]any) {
-		t.Helper()
-		for k, v := range fields {
-			if rec != nil && fmt.Sprint(rec[k]) != fmt.Sprint(v) {
-				t.Errorf("record %v has %s = %v; want %v", rec, k, rec[k], v)
-			}
-		}
-	}
-	rec := find("request", "trace-42")
-	want(rec, map[string]any{"level": "INFO", "method": "POST", "route": "/api/v1/products/:id/purchase",
+// wantPurchaseRecords checks the access and error records of
+// TestRunLogsJSON's purchases of product id: trace-42's, the one with the
+// ID made up and the one that failed.
+func (p *program) wantPurchaseRecords(t *testing.T, id int64, made, failed string) {
+	t.Helper()
+	rec := p.find(t, "request", "trace-42")
+	wantFields(t, rec, map[string]any{"level": "INFO", "method": "POST", "route": "/api/v1/products/:id/purchase",
 		"path": fmt.Sprintf("/api/v1/products/%d/purchase", id), "status": 201, "product": id, "user": "u-1", "strategy": "redlock"})
 	if lat, ok := rec["latency"].(float64); rec != nil && (!ok || lat <= 0) {
 		t.Errorf("access log record %v; want a latency", rec)
 	}
-	want(find("request", made), map[string]any{"status": 201, "user": "u-2"})
-	want(find("request", failed), map[string]any{"level": "INFO", "status": 503, "product": id, "user": "u-3", "strategy": "token"})
-	rec = find("request failed", failed)
-	want(rec, map[string]any{"level": "ERROR", "code": "unavailable", "product": id, "user": "u-3", "strategy": "token"})
+	wantFields(t, p.find(t, "request", made), map[string]any{"status": 201, "user": "u-2"})
+	wantFields(t, p.find(t, "request", failed), map[string]any{"level": "INFO", "status": 503, "product": id, "user": "u-3", "strategy": "token"})
+	rec = p.find(t, "request failed", failed)
+	wantFields(t, rec, map[string]any{"level": "ERROR", "code": "unavailable", "product": id, "user": "u-3", "strategy": "token"})
 	if rec != nil && rec["err"] == nil {
 		t.Errorf("error record %v has no err (the cause)", rec)
 	}
-	// The health checks that start() made are not at info.
-	for _, rec := range records() {
-		if rec["route"] == "/healthz" {
-			t.Errorf("record %v: want the health checks' access log at debug level only", rec)
+}
+
+// find returns the record with message msg and request ID requestID, or
+// nil (and an error) when there is none.
+func (p *program) find(t *testing.T, msg, requestID string) map[string]any {
+	t.Helper()
+	for _, rec := range p.records(t) {
+		if rec["msg"] == msg && rec["request_id"] == requestID {
+			return rec
+		}
+	}
+	t.Errorf("no %q record with request_id %q; output:\n%s", msg, requestID, p.out)
+	return nil
+}
+
+// wantFields checks that rec, when there is one, has each of fields with
+// its value.
+func wantFields(t *testing.T, rec map[string]any, fields map[string]any) {
+	t.Helper()
+	for k, v := range fields {
+		if rec != nil && fmt.Sprint(rec[k]) != fmt.Sprint(v) {
+			t.Errorf("record %v has %s = %v; want %v", rec, k, rec[k], v)
 		}
 	}
 }

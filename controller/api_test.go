@@ -60,7 +60,19 @@ func TestReadyzNeedsARedisMajority(t *testing.T) {
 		t.Errorf("GET /readyz with 2 of 3 nodes = %v; want 200", r)
 	}
 	nodes[1].Stop()
-	r := c.get("/readyz")
+	wantReadyzRedisDown(t, c.get("/readyz"), nodes)
+	// The HTTP layer and the database are unaffected.
+	if r := c.get("/healthz"); r.status != http.StatusOK {
+		t.Errorf("GET /healthz with Redis down = %v; want 200", r)
+	}
+	wantOnlyRedisLocksUnavailable(t, c, id)
+}
+
+// wantReadyzRedisDown checks r, the answer of GET /readyz with 1 of the 3
+// Redis nodes up: a 503 that names redis as down, with the error body, and
+// no node's address.
+func wantReadyzRedisDown(t *testing.T, r response, nodes []*testenv.Redis) {
+	t.Helper()
 	if r.status != http.StatusServiceUnavailable {
 		t.Fatalf("GET /readyz with 1 of 3 nodes = %v; want 503", r)
 	}
@@ -82,11 +94,13 @@ func TestReadyzNeedsARedisMajority(t *testing.T) {
 			t.Errorf("GET /readyz body = %s; want no node address in it", r.body)
 		}
 	}
-	// The HTTP layer and the database are unaffected.
-	if r := c.get("/healthz"); r.status != http.StatusOK {
-		t.Errorf("GET /healthz with Redis down = %v; want 200", r)
-	}
-	// The Redis locks answer 503 (never 500); the others still sell.
+}
+
+// wantOnlyRedisLocksUnavailable buys product id under every strategy with
+// 1 of 3 Redis nodes up: the Redis locks answer 503 (never 500); the others
+// still sell, one unit each.
+func wantOnlyRedisLocksUnavailable(t *testing.T, c *client, id int64) {
+	t.Helper()
 	for _, s := range []string{"setnx", "token", "redlock"} {
 		r := c.purchase(id, "strategy="+s, `{"user_id":"u-1","quantity":1}`)
 		var body struct {
@@ -231,11 +245,61 @@ func TestAdminNeedsTheToken(t *testing.T) {
 	}
 }
 
+// TestPurchase sells the 3 units of one product: a purchase, its replay,
+// a request ID reused, the per-user limit, a request ID the server makes,
+// then sold out.
 func TestPurchase(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, apptest.Start(t, nil))
 	id := c.createProduct("phone", 3)
 
+	first := wantFirstPurchaseReplayed(t, c, id)
+
+	// The same request ID for another purchase is refused.
+	for _, body := range []string{
+		`{"user_id":"u-2","quantity":1,"request_id":"req-1"}`,
+		`{"user_id":"u-1","quantity":2,"request_id":"req-1"}`,
+	} {
+		wantError(t, "purchase "+body, c.purchase(id, "", body), http.StatusConflict, "request_id_reused")
+	}
+	other := c.createProduct("tablet", 5)
+	wantError(t, "purchase of another product with req-1",
+		c.purchase(other, "", `{"user_id":"u-1","quantity":1,"request_id":"req-1"}`), http.StatusConflict, "request_id_reused")
+
+	// The per-user limit is 1 by default.
+	wantError(t, "second purchase by u-1", c.purchase(id, "", `{"user_id":"u-1","quantity":1,"request_id":"req-2"}`),
+		http.StatusConflict, "limit_exceeded")
+	wantError(t, "2 units at once", c.purchase(id, "", `{"user_id":"u-9","quantity":2}`), http.StatusConflict, "limit_exceeded")
+
+	wantServerRequestID(t, c, id, first)
+
+	r := c.purchase(id, "", `{"user_id":"u-3","quantity":1}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("purchase of the last unit = %v; want 201", r)
+	}
+	wantError(t, "purchase when sold out", c.purchase(id, "", `{"user_id":"u-4","quantity":1}`), http.StatusConflict, "sold_out")
+	wantError(t, "purchase of an unknown product", c.purchase(987654, "", `{"user_id":"u-4","quantity":1}`),
+		http.StatusNotFound, "product_not_found")
+
+	// The replay still works when sold out.
+	if r := c.purchase(id, "", `{"user_id":"u-1","quantity":1,"request_id":"req-1"}`); r.status != http.StatusOK {
+		t.Errorf("replay when sold out = %v; want 200", r)
+	}
+
+	if p := c.product(id); p.Stock != 0 || p.InitialStock != 3 {
+		t.Errorf("product after the sale = %+v; want stock 0 of 3", p)
+	}
+	want := audit{ProductID: id, InitialStock: 3, Stock: 0, Orders: 3, UnitsSold: 3, OversoldUnits: 0, Consistent: true}
+	if a := c.audit(id); a != want {
+		t.Errorf("audit = %+v; want %+v", a, want)
+	}
+}
+
+// wantFirstPurchaseReplayed buys 1 of the 3 units of product id for u-1
+// under request req-1, then replays it: the replay answers 200 with the
+// first order, and sells nothing. It returns the first order.
+func wantFirstPurchaseReplayed(t *testing.T, c *client, id int64) order {
+	t.Helper()
 	r := c.purchase(id, "", `{"user_id":"u-1","quantity":1,"request_id":"req-1"}`)
 	if r.status != http.StatusCreated {
 		t.Fatalf("purchase = %v; want 201", r)
@@ -262,26 +326,15 @@ func TestPurchase(t *testing.T) {
 	if replay != first {
 		t.Errorf("replayed order = %s; want the first order %+v", r.body, first)
 	}
+	return first
+}
 
-	// The same request ID for another purchase is refused.
-	for _, body := range []string{
-		`{"user_id":"u-2","quantity":1,"request_id":"req-1"}`,
-		`{"user_id":"u-1","quantity":2,"request_id":"req-1"}`,
-	} {
-		wantError(t, "purchase "+body, c.purchase(id, "", body), http.StatusConflict, "request_id_reused")
-	}
-	other := c.createProduct("tablet", 5)
-	wantError(t, "purchase of another product with req-1",
-		c.purchase(other, "", `{"user_id":"u-1","quantity":1,"request_id":"req-1"}`), http.StatusConflict, "request_id_reused")
-
-	// The per-user limit is 1 by default.
-	wantError(t, "second purchase by u-1", c.purchase(id, "", `{"user_id":"u-1","quantity":1,"request_id":"req-2"}`),
-		http.StatusConflict, "limit_exceeded")
-	wantError(t, "2 units at once", c.purchase(id, "", `{"user_id":"u-9","quantity":2}`), http.StatusConflict, "limit_exceeded")
-
-	// Without request_id the order carries one the server made, under
-	// which it can be looked up (and replayed).
-	r = c.purchase(id, "", `{"user_id":"u-2","quantity":1}`)
+// wantServerRequestID buys the second unit of product id without
+// request_id: the order carries one the server made, under which it can be
+// looked up (and replayed), and is not first.
+func wantServerRequestID(t *testing.T, c *client, id int64, first order) {
+	t.Helper()
+	r := c.purchase(id, "", `{"user_id":"u-2","quantity":1}`)
 	if r.status != http.StatusCreated {
 		t.Fatalf("purchase without request_id = %v; want 201", r)
 	}
@@ -292,27 +345,6 @@ func TestPurchase(t *testing.T) {
 		t.Errorf("order without request_id = %s; want a request_id made by the server, 1 left, a new order_id", r.body)
 	} else if again := c.purchase(id, "", `{"user_id":"u-2","quantity":1,"request_id":"`+*second.RequestID+`"}`); again.status != http.StatusOK {
 		t.Errorf("replay of the server's request_id = %v; want 200", again)
-	}
-
-	r = c.purchase(id, "", `{"user_id":"u-3","quantity":1}`)
-	if r.status != http.StatusCreated {
-		t.Fatalf("purchase of the last unit = %v; want 201", r)
-	}
-	wantError(t, "purchase when sold out", c.purchase(id, "", `{"user_id":"u-4","quantity":1}`), http.StatusConflict, "sold_out")
-	wantError(t, "purchase of an unknown product", c.purchase(987654, "", `{"user_id":"u-4","quantity":1}`),
-		http.StatusNotFound, "product_not_found")
-
-	// The replay still works when sold out.
-	if r := c.purchase(id, "", `{"user_id":"u-1","quantity":1,"request_id":"req-1"}`); r.status != http.StatusOK {
-		t.Errorf("replay when sold out = %v; want 200", r)
-	}
-
-	if p := c.product(id); p.Stock != 0 || p.InitialStock != 3 {
-		t.Errorf("product after the sale = %+v; want stock 0 of 3", p)
-	}
-	want := audit{ProductID: id, InitialStock: 3, Stock: 0, Orders: 3, UnitsSold: 3, OversoldUnits: 0, Consistent: true}
-	if a := c.audit(id); a != want {
-		t.Errorf("audit = %+v; want %+v", a, want)
 	}
 }
 

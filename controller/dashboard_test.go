@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,80 +41,28 @@ func TestDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buy := func(strategy string, n int) {
-		t.Helper()
-		for i := range n {
-			_, err := c.Buy(ctx, p.ID, api.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, api.Override{Strategy: strategy})
-			var e *api.Error
-			if err != nil && !(errors.As(err, &e) && e.Code == "sold_out") {
-				t.Fatalf("Buy = %v", err)
-			}
-		}
-	}
-	buy("token", 2)
+	buyOrSoldOut(t, c, p.ID, "token", 2)
 
-	tab := browser.New(t, 1280, 720, 2*time.Minute)
-	if err := chromedp.Do(tab, chromedp.Navigate(in.URL+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
-	read := fmt.Sprintf(`(() => {
-		const p = document.querySelector('#products tr[data-product="%d"] td.stock');
-		const cell = o => document.querySelector('#sales tr[data-strategy="token"] td[data-outcome="' + o + '"]');
-		return {stock: p ? p.textContent : "", red: !!p && p.classList.contains("neg"),
-			ok: cell("ok") ? cell("ok").textContent : "", soldOut: cell("sold_out") ? cell("sold_out").textContent : ""};
-	})()`, p.ID)
-	// until waits, 10 s at most, for the page to show want, and returns
-	// what it shows last.
-	until := func(want func(shown) bool) shown {
-		t.Helper()
-		var got shown
-		testenv.Until(10*time.Second, func() bool {
-			got, err = chromedp.Run(tab, chromedp.Evaluate[shown](read))
-			if err != nil {
-				t.Fatalf("read the dashboard: %v", err)
-			}
-			return want(got)
-		})
-		return got
-	}
+	tab := openDashboard(t, in.URL)
 	a, err := c.Audit(ctx, p.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := until(func(s shown) bool { return s.Stock == fmt.Sprint(a.Stock) && s.OK == "2" }); got.Stock != "1" || got.OK != "2" || got.Red {
+	if got := untilShown(t, tab, p.ID, func(s shown) bool { return s.Stock == fmt.Sprint(a.Stock) && s.OK == "2" }); got.Stock != "1" || got.OK != "2" || got.Red {
 		t.Errorf("dashboard shows %+v; want stock 1 as /audit says (%d), 2 token sales ok, not red", got, a.Stock)
 	}
 
 	// Two more buyers: one gets the last unit, one is told sold_out; the
 	// page follows by itself.
-	buy("token", 2)
-	got := until(func(s shown) bool { return s.Stock == "0" && s.OK == "3" && s.SoldOut == "1" })
+	buyOrSoldOut(t, c, p.ID, "token", 2)
+	got := untilShown(t, tab, p.ID, func(s shown) bool { return s.Stock == "0" && s.OK == "3" && s.SoldOut == "1" })
 	if got.Stock != "0" || got.OK != "3" || got.SoldOut != "1" {
 		t.Errorf("dashboard shows %+v 10 s after two more purchases; want stock 0, 3 ok, 1 sold_out", got)
 	}
 
-	// An oversold stock shows red: reset to 1 and let two unguarded
-	// buyers in at once, each with work inside its critical section.
-	if _, err := c.SetStock(ctx, p.ID, 1); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	for i := range 2 {
-		go func() {
-			_, err := c.Buy(ctx, p.ID, api.Purchase{UserID: fmt.Sprintf("none-%d", i), Quantity: 1},
-				api.Override{Strategy: "none", Hold: 300 * time.Millisecond})
-			done <- err
-		}()
-	}
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatalf("Buy under none = %v", err)
-		}
-	}
-	if a, err = c.Audit(ctx, p.ID); err != nil || a.Stock != -1 {
-		t.Fatalf("Audit after two unguarded buyers of 1 unit = %+v, %v; want stock -1", a, err)
-	}
-	if got := until(func(s shown) bool { return s.Stock == "-1" }); got.Stock != "-1" || !got.Red {
+	// An oversold stock shows red.
+	oversell(t, c, p.ID)
+	if got := untilShown(t, tab, p.ID, func(s shown) bool { return s.Stock == "-1" }); got.Stock != "-1" || !got.Red {
 		t.Errorf("dashboard shows %+v; want stock -1 as /audit says, in red", got)
 	}
 
@@ -124,6 +73,79 @@ func TestDashboard(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
 		t.Errorf("GET / = %d %s; want 200 text/html", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// openDashboard opens GET / of the instance at url in a headless Chromium
+// window of 1280x720 and returns its tab.
+func openDashboard(t *testing.T, url string) context.Context {
+	t.Helper()
+	tab := browser.New(t, 1280, 720, 2*time.Minute)
+	if err := chromedp.Do(tab, chromedp.Navigate(url+"/")); err != nil {
+		t.Fatalf("open the dashboard: %v", err)
+	}
+	return tab
+}
+
+// buyOrSoldOut makes n purchases of one unit of product id under strategy,
+// by users u-0 to u-n-1; each must succeed or be told sold_out.
+func buyOrSoldOut(t *testing.T, c *api.Client, id int64, strategy string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := c.Buy(t.Context(), id, api.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, api.Override{Strategy: strategy})
+		var e *api.Error
+		if err != nil && !(errors.As(err, &e) && e.Code == "sold_out") {
+			t.Fatalf("Buy = %v", err)
+		}
+	}
+}
+
+// untilShown waits, 10 s at most, for the dashboard in tab to show want
+// of product id and of the strategy token, and returns what it shows last.
+func untilShown(t *testing.T, tab context.Context, id int64, want func(shown) bool) shown {
+	t.Helper()
+	read := fmt.Sprintf(`(() => {
+		const p = document.querySelector('#products tr[data-product="%d"] td.stock');
+		const cell = o => document.querySelector('#sales tr[data-strategy="token"] td[data-outcome="' + o + '"]');
+		return {stock: p ? p.textContent : "", red: !!p && p.classList.contains("neg"),
+			ok: cell("ok") ? cell("ok").textContent : "", soldOut: cell("sold_out") ? cell("sold_out").textContent : ""};
+	})()`, id)
+	var got shown
+	testenv.Until(10*time.Second, func() bool {
+		var err error
+		got, err = chromedp.Run(tab, chromedp.Evaluate[shown](read))
+		if err != nil {
+			t.Fatalf("read the dashboard: %v", err)
+		}
+		return want(got)
+	})
+	return got
+}
+
+// oversell resets product id to 1 unit and lets two unguarded buyers in at
+// once, each with work inside its critical section; /audit must then say
+// stock -1.
+func oversell(t *testing.T, c *api.Client, id int64) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := c.SetStock(ctx, id, 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := c.Buy(ctx, id, api.Purchase{UserID: fmt.Sprintf("none-%d", i), Quantity: 1},
+				api.Override{Strategy: "none", Hold: 300 * time.Millisecond})
+			done <- err
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("Buy under none = %v", err)
+		}
+	}
+	if a, err := c.Audit(ctx, id); err != nil || a.Stock != -1 {
+		t.Fatalf("Audit after two unguarded buyers of 1 unit = %+v, %v; want stock -1", a, err)
 	}
 }
 
@@ -153,10 +175,7 @@ func TestDashboardIPLimit(t *testing.T) {
 	if limited != 3 {
 		t.Fatalf("%d of 5 purchases rate_limited; want 3", limited)
 	}
-	tab := browser.New(t, 1280, 720, 2*time.Minute)
-	if err := chromedp.Do(tab, chromedp.Navigate(in.URL+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
+	tab := openDashboard(t, in.URL)
 	var shownLimited string
 	testenv.Until(10*time.Second, func() bool {
 		if shownLimited, err = chromedp.Run(tab, chromedp.Evaluate[string](
@@ -180,8 +199,25 @@ func TestDashboardIPLimit(t *testing.T) {
 func TestDashboardFitsTheWindow(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
-	ctx := t.Context()
 	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	names := sellUnderEveryStrategy(t, c)
+
+	tab := openDashboard(t, in.URL)
+	wantRealSaleFits(t, tab, names)
+	browser.Screenshot(t, tab, "dashboard.png")
+
+	// The worst case, drawn by the page from the answers its fetch gets.
+	feedWorstCase(t, tab, names)
+	wantWorstCaseFits(t, tab, names)
+}
+
+// sellUnderEveryStrategy sells under each strategy the server names: 3
+// units of a product with a long name, 1 of 2 of a scarce one before
+// sold_out, and the load driver's probe of a product that does not exist.
+// It returns the strategies' names, in the server's order.
+func sellUnderEveryStrategy(t *testing.T, c *api.Client) []string {
+	t.Helper()
+	ctx := t.Context()
 	strategies, err := c.Strategies(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -221,11 +257,14 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 			t.Fatalf("Buy of product %d under %s = %v; want product_not_found", missing, st.Name, err)
 		}
 	}
+	return names
+}
 
-	tab := browser.New(t, 1280, 720, 2*time.Minute)
-	if err := chromedp.Do(tab, chromedp.Navigate(in.URL+"/")); err != nil {
-		t.Fatalf("open the dashboard: %v", err)
-	}
+// wantRealSaleFits checks the dashboard in tab after sellUnderEveryStrategy
+// under the strategies names: 4 201s under each, the probes counted apart
+// and not as a column of sales, and no scrolling sideways.
+func wantRealSaleFits(t *testing.T, tab context.Context, names []string) {
+	t.Helper()
 	// seen reads what the page shows: the 201s of every strategy, whether
 	// product_not_found has a column, and the probes counted apart.
 	type seen struct {
@@ -239,28 +278,34 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 		probes: (document.getElementById("not-found") || {dataset: {}}).dataset.count || ""}))()`
 	var got seen
 	testenv.Eventually(t, 10*time.Second, "the dashboard to show the sale", func() bool {
+		var err error
 		if got, err = chromedp.Run(tab, chromedp.Evaluate[seen](read)); err != nil {
 			t.Fatalf("read the dashboard: %v", err)
 		}
-		return len(got.OK) == len(strategies) // every purchase came before the page
+		return len(got.OK) == len(names) // every purchase came before the page
 	})
 	for i, n := range got.OK {
 		if n != "4" {
 			t.Errorf("the dashboard shows %s 201s under %s; want 4 (3, and 1 of 2 before sold_out)", n, names[i])
 		}
 	}
-	if got.NotFound || got.Probes != fmt.Sprint(len(strategies)) {
+	if got.NotFound || got.Probes != fmt.Sprint(len(names)) {
 		t.Errorf("product_not_found as a column of sales: %t, probes counted apart: %q; want no column, %d apart",
-			got.NotFound, got.Probes, len(strategies))
+			got.NotFound, got.Probes, len(names))
 	}
 	if fit := browser.MeasureFit(t, tab); fit.ScrollWidth > 1280 || !fit.Fits() {
 		t.Errorf("after the sale under every strategy, the dashboard is %s", fit)
 	} else {
 		t.Logf("after the sale: %s", fit)
 	}
-	browser.Screenshot(t, tab, "dashboard.png")
+}
 
-	// The worst case, drawn by the page from the answers its fetch gets.
+// feedWorstCase makes the fetch of the dashboard in tab answer the worst
+// it may have to show under the strategies names: every outcome counted
+// under every strategy, six-digit counts, a product named by 64 letters
+// without a space.
+func feedWorstCase(t *testing.T, tab context.Context, names []string) {
+	t.Helper()
 	worst, err := json.Marshal(map[string]any{"strategies": names, "outcomes": service.PurchaseOutcomes(), "name": strings.Repeat("W", 64)})
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +327,13 @@ func TestDashboardFitsTheWindow(t *testing.T) {
 	})(`+string(worst)+`)`)); err != nil {
 		t.Fatalf("give the dashboard the worst case: %v", err)
 	}
+}
+
+// wantWorstCaseFits waits for the dashboard in tab to draw what
+// feedWorstCase gave it, then checks it has a column for every outcome but
+// product_not_found and needs no scrolling sideways.
+func wantWorstCaseFits(t *testing.T, tab context.Context, names []string) {
+	t.Helper()
 	outcomes := service.PurchaseOutcomes()
 	last := fmt.Sprintf(`(() => {
 		const td = document.querySelector('#sales tr[data-strategy="%s"] td[data-outcome="%s"]');

@@ -103,6 +103,34 @@ func TestLogSampler(t *testing.T) {
 	clock := &stepClock{}
 	drain := &controller.Drain{}
 	r := newRouted(t, log, nil, controller.Options{Clock: clock.Now, Drain: drain})
+	sampledTraffic(t, r, clock, drain)
+
+	lines, sampled, slow := accessLogCounts(t, &out)
+	for _, want := range []struct {
+		key            accessLogKey
+		lines, sampled int
+	}{
+		// 100 + the 200th (sampled) + the slow one, then 100 the next second.
+		{accessLogKey{"/api/v1/strategies", 200}, 202, 1},
+		{accessLogKey{"/api/v1/products/:id", 400}, 10, 0},
+		{accessLogKey{"/api/v1/products/:id", 404}, 10, 0},
+		{accessLogKey{"unmatched", 404}, 3, 0},
+		{accessLogKey{"/readyz", 503}, 150, 0},
+	} {
+		if lines[want.key] != want.lines || sampled[want.key] != want.sampled {
+			t.Errorf("access log of %v: %d lines, %d sampled; want %d, %d sampled",
+				want.key, lines[want.key], sampled[want.key], want.lines, want.sampled)
+		}
+	}
+	if slow != 1 {
+		t.Errorf("access log has %d lines with a latency of 500 ms or more; want 1", slow)
+	}
+}
+
+// sampledTraffic sends TestLogSampler's requests to h, reading the time
+// from clock and starting drain on the way.
+func sampledTraffic(t *testing.T, h http.Handler, clock *stepClock, drain *controller.Drain) {
+	t.Helper()
 	second := time.Unix(1_800_000_000, 0)
 	clock.set(second, 0)
 
@@ -110,7 +138,7 @@ func TestLogSampler(t *testing.T) {
 		t.Helper()
 		e := newExchange(http.MethodGet, path)
 		for range n {
-			if got := e.serve(r, nil); got != status {
+			if got := e.serve(h, nil); got != status {
 				t.Fatalf("GET %s = %d %s; want %d", path, got, e.out.Bytes(), status)
 			}
 		}
@@ -129,15 +157,22 @@ func TestLogSampler(t *testing.T) {
 	// The next second: 100 more.
 	clock.set(second.Add(time.Second), 0)
 	get("/api/v1/strategies", 100, http.StatusOK)
+}
 
-	type key struct {
-		route  string
-		status float64
-	}
-	lines, sampled := map[key]int{}, map[key]int{}
-	slow := 0
-	for _, rec := range records(t, &out, "request") {
-		k := key{fmt.Sprint(rec["route"]), rec["status"].(float64)}
+// accessLogKey is the route and status of an access log line.
+type accessLogKey struct {
+	route  string
+	status float64
+}
+
+// accessLogCounts counts the access log lines in out by route and status,
+// all of them and those marked sampled (which must be sampled=100), and
+// the lines with a latency of 500 ms or more.
+func accessLogCounts(t *testing.T, out *testenv.Buffer) (lines, sampled map[accessLogKey]int, slow int) {
+	t.Helper()
+	lines, sampled = map[accessLogKey]int{}, map[accessLogKey]int{}
+	for _, rec := range records(t, out, "request") {
+		k := accessLogKey{fmt.Sprint(rec["route"]), rec["status"].(float64)}
 		lines[k]++
 		if v, ok := rec["sampled"]; ok {
 			if v != float64(100) {
@@ -149,23 +184,5 @@ func TestLogSampler(t *testing.T) {
 			slow++
 		}
 	}
-	for _, want := range []struct {
-		key            key
-		lines, sampled int
-	}{
-		// 100 + the 200th (sampled) + the slow one, then 100 the next second.
-		{key{"/api/v1/strategies", 200}, 202, 1},
-		{key{"/api/v1/products/:id", 400}, 10, 0},
-		{key{"/api/v1/products/:id", 404}, 10, 0},
-		{key{"unmatched", 404}, 3, 0},
-		{key{"/readyz", 503}, 150, 0},
-	} {
-		if lines[want.key] != want.lines || sampled[want.key] != want.sampled {
-			t.Errorf("access log of %v: %d lines, %d sampled; want %d, %d sampled",
-				want.key, lines[want.key], sampled[want.key], want.lines, want.sampled)
-		}
-	}
-	if slow != 1 {
-		t.Errorf("access log has %d lines with a latency of 500 ms or more; want 1", slow)
-	}
+	return lines, sampled, slow
 }

@@ -15,24 +15,53 @@ func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"}))
 	id := c.createProduct("phone", 1000)
+	for _, tc := range malformedRequests(id) {
+		header := map[string]string{}
+		wantsToken := strings.Contains(tc.path, "?") || strings.HasSuffix(tc.path, "/audit")
+		if tc.auth == authAdmin || (tc.auth == "" && wantsToken) {
+			header["Authorization"] = "Bearer " + c.token
+		}
+		r := c.do(tc.method, tc.path, tc.body, header)
+		wantError(t, fmt.Sprintf("%s: %s %s", tc.name, tc.method, tc.path), r, tc.status, tc.code)
+		if tc.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
+			t.Errorf("%s: 405 without an Allow header", tc.name)
+		}
+	}
+
+	// None of them sold anything or changed the product.
+	if p := c.product(id); p.Stock != 1000 || p.InitialStock != 1000 {
+		t.Errorf("product after the malformed requests = %+v; want 1000 of 1000", p)
+	}
+	if r := c.get("/api/v1/products"); strings.Count(string(r.body), `"id"`) != 1 {
+		t.Errorf("GET /api/v1/products = %v; want only the one product", r)
+	}
+}
+
+// The auth of a malformed request: authAdmin sends the token; "" sends it
+// too where the contract wants it (the override's parameters, the audit),
+// so that the case tests what it names; authAnonymous never does.
+const authAdmin, authAnonymous = "admin", "anonymous"
+
+// malformedRequest is one request TestMalformedRequests sends and the
+// error it wants back.
+type malformedRequest struct {
+	name         string
+	method, path string
+	body         string
+	auth         string // authAdmin: the admin token
+	status       int
+	code         string
+}
+
+// malformedRequests are TestMalformedRequests' cases against the product
+// id, one on sale with 1000 units.
+func malformedRequests(id int64) []malformedRequest {
 	purchase := purchasePath(id, "")
 	product := fmt.Sprintf("/api/v1/products/%d", id)
 	stock := fmt.Sprintf("/api/v1/admin/products/%d/stock", id)
 	const ok = `{"user_id":"u-1","quantity":1}`
-	// The auth of a case: admin sends the token; "" sends it too where the
-	// contract wants it (the override's parameters, the audit), so that the
-	// case tests what it names; anonymous never does.
-	const admin, anonymous = "admin", "anonymous"
-
-	type req struct {
-		name         string
-		method, path string
-		body         string
-		auth         string // admin: the admin token
-		status       int
-		code         string
-	}
-	tests := []req{
+	const admin, anonymous = authAdmin, authAnonymous
+	return []malformedRequest{
 		// Product IDs.
 		{"product id abc", "GET", "/api/v1/products/abc", "", "", 400, "invalid_argument"},
 		{"product id 0", "GET", "/api/v1/products/0", "", "", 400, "invalid_argument"},
@@ -139,26 +168,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"stock as string", "PUT", stock, `{"stock":"1"}`, admin, 400, "invalid_argument"},
 		{"stock malformed JSON", "PUT", stock, `{"stock":`, admin, 400, "invalid_argument"},
 		{"stock body over 4 KiB", "PUT", stock, `{"stock":1,"pad":"` + strings.Repeat("x", 5000) + `"}`, admin, 413, "payload_too_large"},
-	}
-	for _, tc := range tests {
-		header := map[string]string{}
-		wantsToken := strings.Contains(tc.path, "?") || strings.HasSuffix(tc.path, "/audit")
-		if tc.auth == admin || (tc.auth == "" && wantsToken) {
-			header["Authorization"] = "Bearer " + c.token
-		}
-		r := c.do(tc.method, tc.path, tc.body, header)
-		wantError(t, fmt.Sprintf("%s: %s %s", tc.name, tc.method, tc.path), r, tc.status, tc.code)
-		if tc.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
-			t.Errorf("%s: 405 without an Allow header", tc.name)
-		}
-	}
-
-	// None of them sold anything or changed the product.
-	if p := c.product(id); p.Stock != 1000 || p.InitialStock != 1000 {
-		t.Errorf("product after the malformed requests = %+v; want 1000 of 1000", p)
-	}
-	if r := c.get("/api/v1/products"); strings.Count(string(r.body), `"id"`) != 1 {
-		t.Errorf("GET /api/v1/products = %v; want only the one product", r)
 	}
 }
 

@@ -193,6 +193,16 @@ type exposed map[string]map[string]map[string]bool
 // scrape reads an instance's /metrics.
 func scrape(t *testing.T, url string) exposed {
 	t.Helper()
+	out := exposed{}
+	for name, f := range getMetrics(t, url) {
+		out.addFamily(name, f)
+	}
+	return out
+}
+
+// getMetrics gets and parses an instance's /metrics.
+func getMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
@@ -212,46 +222,51 @@ func scrape(t *testing.T, url string) exposed {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
-	out := exposed{}
-	add := func(name string, m *dto.Metric, extra ...string) {
-		labels := out[name]
-		if labels == nil {
-			labels = map[string]map[string]bool{}
-			out[name] = labels
-		}
-		set := func(k, v string) {
-			if labels[k] == nil {
-				labels[k] = map[string]bool{}
+	return families
+}
+
+// addFamily adds the series of family f, named name, by the names a query
+// uses (a histogram's _bucket, _sum and _count apart).
+func (ex exposed) addFamily(name string, f *dto.MetricFamily) {
+	for _, m := range f.GetMetric() {
+		switch f.GetType() {
+		case dto.MetricType_HISTOGRAM:
+			for _, b := range m.GetHistogram().GetBucket() {
+				ex.add(name+"_bucket", m, "le", fmt.Sprint(b.GetUpperBound()))
 			}
-			labels[k][v] = true
-		}
-		for _, l := range m.GetLabel() {
-			set(l.GetName(), l.GetValue())
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			set(extra[i], extra[i+1])
+			ex.add(name+"_bucket", m, "le", "+Inf")
+			ex.add(name+"_sum", m)
+			ex.add(name+"_count", m)
+		case dto.MetricType_SUMMARY:
+			ex.add(name, m, "quantile", "")
+			ex.add(name+"_sum", m)
+			ex.add(name+"_count", m)
+		default:
+			ex.add(name, m)
 		}
 	}
-	for name, f := range families {
-		for _, m := range f.GetMetric() {
-			switch f.GetType() {
-			case dto.MetricType_HISTOGRAM:
-				for _, b := range m.GetHistogram().GetBucket() {
-					add(name+"_bucket", m, "le", fmt.Sprint(b.GetUpperBound()))
-				}
-				add(name+"_bucket", m, "le", "+Inf")
-				add(name+"_sum", m)
-				add(name+"_count", m)
-			case dto.MetricType_SUMMARY:
-				add(name, m, "quantile", "")
-				add(name+"_sum", m)
-				add(name+"_count", m)
-			default:
-				add(name, m)
-			}
-		}
+}
+
+// add records the labels of series m under name, with extra label pairs
+// (name, value, name, value...) besides its own.
+func (ex exposed) add(name string, m *dto.Metric, extra ...string) {
+	labels := ex[name]
+	if labels == nil {
+		labels = map[string]map[string]bool{}
+		ex[name] = labels
 	}
-	return out
+	set := func(k, v string) {
+		if labels[k] == nil {
+			labels[k] = map[string]bool{}
+		}
+		labels[k][v] = true
+	}
+	for _, l := range m.GetLabel() {
+		set(l.GetName(), l.GetValue())
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		set(extra[i], extra[i+1])
+	}
 }
 
 // targetLabels are the labels Prometheus adds to every scraped series.
@@ -385,8 +400,20 @@ func TestDashboardCheckCatchesUnknownMetrics(t *testing.T) {
 func TestPrometheusScrapesEveryReplica(t *testing.T) {
 	s := loadStack(t)
 	conf := readPrometheusConf(t)
-	var targets []string
-	var sdFiles []string
+	targets, sdFiles := scrapeTargets(t, conf)
+	want := replicaTargets(t, s)
+	if slices.Sort(targets); !slices.Equal(targets, want) {
+		t.Errorf("%s scrapes %q; want every replica, directly: %q", prometheusConf, targets, want)
+	}
+	wantPrometheusService(t, s, sdFiles)
+	wantGrafanaService(t, s)
+}
+
+// scrapeTargets returns the targets conf scrapes, static or listed in its
+// file_sd files, and those files; it checks that every job scrapes /metrics
+// and that each file is a plain name beside conf.
+func scrapeTargets(t *testing.T, conf prometheusConfig) (targets, sdFiles []string) {
+	t.Helper()
 	for _, sc := range conf.ScrapeConfigs {
 		if sc.MetricsPath != "" && sc.MetricsPath != "/metrics" {
 			t.Errorf("%s: job %s scrapes %s; want /metrics", prometheusConf, sc.JobName, sc.MetricsPath)
@@ -411,16 +438,29 @@ func TestPrometheusScrapesEveryReplica(t *testing.T) {
 			}
 		}
 	}
+	return targets, sdFiles
+}
+
+// replicaTargets returns host:port of every replica of the stack, in the
+// order of s.app.
+func replicaTargets(t *testing.T, s stack) []string {
+	t.Helper()
 	var want []string
 	for _, name := range s.app {
 		cfg, _ := programVars(t, env(t, s.Services[name]))
-		_, port, _ := net.SplitHostPort(cfg.Addr)
+		_, port, err := net.SplitHostPort(cfg.Addr)
+		if err != nil {
+			t.Fatalf("service %s: SECKILL_ADDR %q: %v", name, cfg.Addr, err)
+		}
 		want = append(want, net.JoinHostPort(name, port))
 	}
-	if slices.Sort(targets); !slices.Equal(targets, want) {
-		t.Errorf("%s scrapes %q; want every replica, directly: %q", prometheusConf, targets, want)
-	}
+	return want
+}
 
+// wantPrometheusService checks that the stack runs Prometheus with
+// prometheus.yml and its file_sd files (sdFiles) mounted beside it.
+func wantPrometheusService(t *testing.T, s stack, sdFiles []string) {
+	t.Helper()
 	prom, ok := s.Services["prometheus"]
 	if !ok || !strings.HasPrefix(prom.Image, "prom/prometheus:") {
 		t.Fatalf("no prometheus service running prom/prometheus")
@@ -431,9 +471,13 @@ func TestPrometheusScrapesEveryReplica(t *testing.T) {
 		// Prometheus reads a relative file_sd path from the config's directory.
 		wantMount(t, "prometheus", prom, "./deploy/"+f, path.Join(promConfDir, f))
 	}
+}
 
-	// Grafana: the data source points at the prometheus service, the
-	// provider's path is where the dashboards are mounted.
+// wantGrafanaService checks Grafana: the data source points at the
+// prometheus service, the provider's path is where the dashboards are
+// mounted, the home dashboard is ours, and it waits for Prometheus.
+func wantGrafanaService(t *testing.T, s stack) {
+	t.Helper()
 	graf, ok := s.Services["grafana"]
 	if !ok || !strings.HasPrefix(graf.Image, "grafana/grafana:") {
 		t.Fatalf("no grafana service running grafana/grafana")

@@ -173,78 +173,9 @@ func TestOneTripNeedsMultiStatements(t *testing.T) {
 func TestTripsShareACommit(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	var (
-		mu      sync.Mutex
-		sizes   []int
-		gate    chan struct{} // while not nil, senders wait on it
-		blocked int
-	)
-	hook := func(n int) {
-		mu.Lock()
-		sizes = append(sizes, n)
-		g := gate
-		if g != nil {
-			blocked++
-		}
-		mu.Unlock()
-		if g != nil {
-			<-g
-		}
-	}
-	in := f.instance(settings{Fencing: true, Hooks: service.Hooks{TripGroup: hook}})
+	g := &tripGate{}
+	in := f.instance(settings{Fencing: true, Hooks: service.Hooks{TripGroup: g.hook}})
 	ctx := context.Background()
-	type bought struct {
-		o   model.Order
-		ok  bool
-		err error
-	}
-	buyAll := func(ps []service.Purchase) []bought {
-		out := make([]bought, len(ps))
-		var wg sync.WaitGroup
-		for i, p := range ps {
-			wg.Go(func() { out[i].o, out[i].ok, out[i].err = in.svc.BuyOneTrip(ctx, p) })
-		}
-		wg.Wait()
-		return out
-	}
-	// plugged runs ps while every sender is busy, so that they all wait at
-	// once and the senders gather them in as few groups as they can.
-	plugged := func(ps []service.Purchase) ([]bought, []int) {
-		t.Helper()
-		mu.Lock()
-		gate, blocked, sizes = make(chan struct{}), 0, nil
-		mu.Unlock()
-		plugs := make([]service.Purchase, service.TripSenders)
-		for i := range plugs {
-			plugs[i] = service.Purchase{ProductID: in.product(t, 1).ID, UserID: "plug", Quantity: 1, Strategy: "redlock"}
-		}
-		plugDone := make(chan []bought)
-		go func() { plugDone <- buyAll(plugs) }()
-		testenv.Eventually(t, 10*time.Second, "every sender busy", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return blocked == service.TripSenders
-		})
-		mu.Lock()
-		g := gate
-		gate = nil
-		mu.Unlock()
-		done := make(chan []bought)
-		go func() { done <- buyAll(ps) }()
-		testenv.Eventually(t, 10*time.Second, "every purchase waiting for a sender", func() bool {
-			return in.svc.TripsWaiting() == len(ps)
-		})
-		close(g)
-		for _, b := range <-plugDone {
-			if !b.ok || b.err != nil {
-				t.Fatalf("a purchase that kept a sender busy = %v, %v; want committed", b.ok, b.err)
-			}
-		}
-		got := <-done
-		mu.Lock()
-		defer mu.Unlock()
-		return got, append([]int(nil), sizes[service.TripSenders:]...)
-	}
 
 	const n = 12
 	var ps []service.Purchase
@@ -254,24 +185,9 @@ func TestTripsShareACommit(t *testing.T) {
 	}
 	empty := in.product(t, 0)
 	ps = append(ps, service.Purchase{ProductID: empty.ID, UserID: "late", Quantity: 1, Strategy: "redlock"})
-	got, groups := plugged(ps)
-	if slices.Max(groups) < 2 {
-		t.Fatalf("groups of %v purchases; want purchases waiting together sent together", groups)
-	}
-	for i, b := range got[:n] {
-		p := ps[i]
-		if !b.ok || b.err != nil {
-			t.Fatalf("BuyOneTrip(%s) = %v, %v; want committed", show(p), b.ok, b.err)
-		}
-		var stored model.Order
-		if err := f.db.Take(&stored, b.o.ID).Error; err != nil {
-			t.Fatalf("read order %d of %s: %v", b.o.ID, show(p), err)
-		}
-		if b.o.RemainingStock != 1 || stored.RemainingStock != 1 || stored.ProductID != p.ProductID || string(stored.UserID) != p.UserID {
-			t.Fatalf("order of %s = %+v, stored as %+v; want its product and user, 1 left", show(p), b.o, stored)
-		}
-		in.wantAudit(t, consistentAudit(p.ProductID, 2, 1))
-	}
+	got, groups := g.plugged(ctx, t, in, ps)
+	wantSentTogether(t, groups)
+	wantTripsCommitted(t, f.db, in, ps[:n], got[:n])
 	if last := got[n]; last.ok || last.err != nil {
 		t.Fatalf("BuyOneTrip of a sold-out product = %v, %v; want a rollback", last.ok, last.err)
 	}
@@ -288,21 +204,136 @@ func TestTripsShareACommit(t *testing.T) {
 	for i := range before {
 		before[i] = readWritten(t, f.db, ps[i].ProductID)
 	}
-	got, groups = plugged(ps)
+	got, groups = g.plugged(ctx, t, in, ps)
+	wantSentTogether(t, groups)
+	wantTripsAllOrNothing(t, f.db, ps[:n], got[:n], before)
+	if got[n].ok {
+		t.Fatalf("a purchase with a used request ID committed; want a rollback")
+	}
+}
+
+// tripGate is TestTripsShareACommit's TripGroup hook: it records the size
+// of every group a sender sends and, while its gate is set, holds the
+// sender there.
+type tripGate struct {
+	mu      sync.Mutex
+	sizes   []int
+	gate    chan struct{} // while not nil, senders wait on it
+	blocked int
+}
+
+// hook records a group's size and waits on the gate while there is one.
+func (g *tripGate) hook(n int) {
+	g.mu.Lock()
+	g.sizes = append(g.sizes, n)
+	gate := g.gate
+	if gate != nil {
+		g.blocked++
+	}
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+}
+
+// bought is what one BuyOneTrip returned.
+type bought struct {
+	o   model.Order
+	ok  bool
+	err error
+}
+
+// buyAll runs BuyOneTrip for each of ps at once and returns what each
+// returned, in the order of ps.
+func buyAll(ctx context.Context, in *instance, ps []service.Purchase) []bought {
+	out := make([]bought, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { out[i].o, out[i].ok, out[i].err = in.svc.BuyOneTrip(ctx, p) })
+	}
+	wg.Wait()
+	return out
+}
+
+// plugged runs ps while every sender is busy, so that they all wait at
+// once and the senders gather them in as few groups as they can.
+func (g *tripGate) plugged(ctx context.Context, t *testing.T, in *instance, ps []service.Purchase) ([]bought, []int) {
+	t.Helper()
+	g.mu.Lock()
+	g.gate, g.blocked, g.sizes = make(chan struct{}), 0, nil
+	g.mu.Unlock()
+	plugs := make([]service.Purchase, service.TripSenders)
+	for i := range plugs {
+		plugs[i] = service.Purchase{ProductID: in.product(t, 1).ID, UserID: "plug", Quantity: 1, Strategy: "redlock"}
+	}
+	plugDone := make(chan []bought)
+	go func() { plugDone <- buyAll(ctx, in, plugs) }()
+	testenv.Eventually(t, 10*time.Second, "every sender busy", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.blocked == service.TripSenders
+	})
+	g.mu.Lock()
+	gate := g.gate
+	g.gate = nil
+	g.mu.Unlock()
+	done := make(chan []bought)
+	go func() { done <- buyAll(ctx, in, ps) }()
+	testenv.Eventually(t, 10*time.Second, "every purchase waiting for a sender", func() bool {
+		return in.svc.TripsWaiting() == len(ps)
+	})
+	close(gate)
+	for _, b := range <-plugDone {
+		if !b.ok || b.err != nil {
+			t.Fatalf("a purchase that kept a sender busy = %v, %v; want committed", b.ok, b.err)
+		}
+	}
+	got := <-done
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return got, append([]int(nil), g.sizes[service.TripSenders:]...)
+}
+
+// wantSentTogether checks that at least one group held more than one
+// purchase.
+func wantSentTogether(t *testing.T, groups []int) {
+	t.Helper()
 	if slices.Max(groups) < 2 {
 		t.Fatalf("groups of %v purchases; want purchases waiting together sent together", groups)
 	}
-	// A purchase that committed sold its unit, with its order; one that
-	// did not (its group held the reused ID) wrote nothing.
-	for i := range n {
-		w := readWritten(t, f.db, ps[i].ProductID)
+}
+
+// wantTripsCommitted checks that each of ps committed (got) with its order
+// as the database wrote it, one unit left of its product's two.
+func wantTripsCommitted(t *testing.T, db *gorm.DB, in *instance, ps []service.Purchase, got []bought) {
+	t.Helper()
+	for i, b := range got {
+		p := ps[i]
+		if !b.ok || b.err != nil {
+			t.Fatalf("BuyOneTrip(%s) = %v, %v; want committed", show(p), b.ok, b.err)
+		}
+		var stored model.Order
+		if err := db.Take(&stored, b.o.ID).Error; err != nil {
+			t.Fatalf("read order %d of %s: %v", b.o.ID, show(p), err)
+		}
+		if b.o.RemainingStock != 1 || stored.RemainingStock != 1 || stored.ProductID != p.ProductID || string(stored.UserID) != p.UserID {
+			t.Fatalf("order of %s = %+v, stored as %+v; want its product and user, 1 left", show(p), b.o, stored)
+		}
+		in.wantAudit(t, consistentAudit(p.ProductID, 2, 1))
+	}
+}
+
+// wantTripsAllOrNothing checks each of ps against what the database held
+// before it (before): a purchase that committed sold its unit, with its
+// order; one that did not (its group held the reused ID) wrote nothing.
+func wantTripsAllOrNothing(t *testing.T, db *gorm.DB, ps []service.Purchase, got []bought, before []written) {
+	t.Helper()
+	for i := range before {
+		w := readWritten(t, db, ps[i].ProductID)
 		sold, orders := before[i].Stock-w.Stock, w.Orders-before[i].Orders
 		if got[i].err != nil || (got[i].ok && (sold != 1 || orders != 1)) || (!got[i].ok && (sold != 0 || orders != 0)) {
 			t.Fatalf("BuyOneTrip(%s) = %v, %v, then %d sold and %d orders; want its unit and order if committed, nothing if not",
 				show(ps[i]), got[i].ok, got[i].err, sold, orders)
 		}
-	}
-	if got[n].ok {
-		t.Fatalf("a purchase with a used request ID committed; want a rollback")
 	}
 }
