@@ -119,10 +119,10 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			return nil
 		})
 	}
-	// InnoDB picks a deadlock's victim among resets and purchases of
-	// other products whose index ranges touch (a catalogue reset 16 at a
-	// time met one in about three runs, and twice in a row): the victim
-	// rolled back, so it is run again, within the same deadline.
+	// A reset can be InnoDB's deadlock victim (a catalogue reset 16 at a
+	// time was, in about one run in three and twice in a row; the cycle
+	// was not found): the victim rolled back, so it is run again, within
+	// the same deadline.
 	const attempts = 5
 	err := reset()
 	for attempt := 2; attempt <= attempts && isDeadlock(err); attempt++ {
