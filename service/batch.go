@@ -76,6 +76,9 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 		if len(ts) == 1 {
 			return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
 		}
+		if done, err := s.sellInTrips(ctx, st, ts); done {
+			return err
+		}
 		return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
 			return s.claimInWrite(tx, id)
 		})

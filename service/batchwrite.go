@@ -225,9 +225,15 @@ func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl sale, units map[string
 	if err := tx.Create(&orders).Error; err != nil {
 		return 0, fmt.Errorf("write %d orders: %w", len(orders), err)
 	}
-	// The orders are final now, their IDs included.
+	sl.answer(ts)
+	return left, nil
+}
+
+// answer gives the tickets sold their orders, final now, their IDs
+// included, and those replaying them theirs.
+func (sl sale) answer(ts []*ticket) {
 	for i, t := range sl.sold {
-		t.order = &orders[i]
+		t.order = &sl.orders[i]
 	}
 	for _, t := range ts {
 		switch {
@@ -237,7 +243,6 @@ func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl sale, units map[string
 			t.r = Receipt{Order: *t.first.order, Replayed: true}
 		}
 	}
-	return left, nil
 }
 
 // usedRequestIDs returns the orders already made with the tickets' request

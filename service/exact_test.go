@@ -203,10 +203,14 @@ func TestHungUpBuyersLeaveNoLock(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// A hold answers its buyers before it gives the lock back: the
+			// last one may still be releasing. A key left behind would stay
+			// for the lease's minute.
 			for i, c := range f.clients {
-				if n, err := c.Exists(context.Background(), in.lockKey(strategy, prod.ID)).Result(); err != nil || n != 0 {
-					t.Errorf("after the buyers hung up, node %d has the lock key: EXISTS = %d, %v; want 0", i, n, err)
-				}
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("node %d to forget the lock key after the buyers hung up", i), func() bool {
+					n, err := c.Exists(context.Background(), in.lockKey(strategy, prod.ID)).Result()
+					return err == nil && n == 0
+				})
 			}
 			quick := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute, Wait: time.Second})
 			p := service.Purchase{ProductID: prod.ID, UserID: "next", Quantity: 1}

@@ -40,11 +40,13 @@ type Hooks struct {
 	// TripGroup runs when a sender has gathered a group of one-trip
 	// purchases (its size), before it sends them.
 	TripGroup func(size int)
+	// BatchTrips runs when a batch was sold in three round trips.
+	BatchTrips func(product int64)
 }
 
 // WithHooks returns c with h installed.
 func (c Config) WithHooks(h Hooks) Config {
-	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed, tripGroup: h.TripGroup}
+	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed, tripGroup: h.TripGroup, batchTrips: h.BatchTrips}
 	return c
 }
 

@@ -118,6 +118,18 @@ func blockLine(t *testing.T, in *instance, strategy string, product int64) (rele
 // order made before.
 func enqueue(t *testing.T, db *gorm.DB, attempts []attempt, strategy string) func() []string {
 	t.Helper()
+	wait := enqueueReceipts(t, db, attempts, strategy, map[int64]bool{})
+	return func() []string {
+		out, _ := wait()
+		return out
+	}
+}
+
+// enqueueReceipts is enqueue, whose wait returns the receipts too; made
+// holds the IDs of the orders made before, which a replay may carry, and
+// gains those of the new orders.
+func enqueueReceipts(t *testing.T, db *gorm.DB, attempts []attempt, strategy string, made map[int64]bool) func() ([]string, []service.Receipt) {
+	t.Helper()
 	out := make([]string, len(attempts))
 	receipts := make([]service.Receipt, len(attempts))
 	var wg sync.WaitGroup
@@ -143,9 +155,8 @@ func enqueue(t *testing.T, db *gorm.DB, attempts []attempt, strategy string) fun
 		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("purchase %d (%s) to join the line", i, show(a.p)),
 			func() bool { return a.svc.Waiting(a.p.ProductID) >= want })
 	}
-	return func() []string {
+	return func() ([]string, []service.Receipt) {
 		wg.Wait()
-		made := map[int64]bool{}
 		for i, r := range receipts {
 			if strings.HasPrefix(out[i], "ok ") {
 				if r.Order.ID == 0 || made[r.Order.ID] {
@@ -159,7 +170,7 @@ func enqueue(t *testing.T, db *gorm.DB, attempts []attempt, strategy string) fun
 				t.Errorf("purchase %d (%s) replayed order %d; want one of the orders made", i, show(attempts[i].p), r.Order.ID)
 			}
 		}
-		return out
+		return out, receipts
 	}
 }
 

@@ -68,6 +68,9 @@ type hooks struct {
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.
 	tripGroup func(size int)
+	// batchTrips runs when a batch was sold in three round trips
+	// (sellInTrips), before the memory hears of it.
+	batchTrips func(product int64)
 }
 
 // DefaultDBTimeout is Config.DBTimeout's default.

@@ -110,3 +110,29 @@ func exprFenceBump() clause.Expr {
 func exprDecrement(q int64) clause.Expr {
 	return gorm.Expr("stock - ?", q)
 }
+
+// The three-trip batch's statements (MySQL only; see batchtrip.go). The
+// first trip: stmtBegin, stmtStockForUpdate, then stmtUsedRequestIDs and
+// stmtUnitsHeld, each followed by its list of values ("(?, ?, ...)") and
+// the latter by " FOR UPDATE". The second: the decrement, stmtSetUnits
+// with its rows ("(?, ?, ?), ...") and stmtSetUnitsUpdate, stmtOrders with
+// its rows. Then stmtCommit.
+const (
+	// stmtStockForUpdate reads a product's stock under its row lock.
+	// Args: product ID.
+	stmtStockForUpdate = "SELECT stock FROM products WHERE id = ? FOR UPDATE"
+	// stmtUsedRequestIDs finds which of a list of request IDs have an
+	// order.
+	stmtUsedRequestIDs = "SELECT request_id FROM orders WHERE request_id IN "
+	// stmtUnitsHeld reads the units of a product that a list of users
+	// hold. Args: product ID, then the users.
+	stmtUnitsHeld = "SELECT user_id, units FROM user_units WHERE product_id = ? AND user_id IN "
+	// stmtSetUnits and stmtSetUnitsUpdate write users' new units. Args
+	// per row: product ID, user ID, units.
+	stmtSetUnits       = "INSERT INTO user_units (product_id, user_id, units) VALUES "
+	stmtSetUnitsUpdate = " ON DUPLICATE KEY UPDATE units = VALUES(units)"
+	// stmtOrders writes orders. Args per row: product ID, user ID,
+	// quantity, request ID (or NULL), strategy, remaining stock, created
+	// at.
+	stmtOrders = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at) VALUES "
+)
