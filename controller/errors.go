@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gin-gonic/gin/render"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/service"
@@ -55,9 +58,8 @@ func apiError(code service.Code, msg string) error {
 // full error; an error without a code is a 500 whose details stay in the
 // log.
 func writeError(c *gin.Context, log *slog.Logger, err error) {
-	code := service.ErrorCode(err)
+	code, msg := codeAndMessage(err)
 	status := statusOf(code)
-	msg := service.ErrorMessage(err)
 	if status >= 500 {
 		// A lock not granted or overtaken is what contention and lease
 		// overruns look like, not a fault: a warning. The rest is an error.
@@ -83,5 +85,73 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	case http.StatusUnauthorized:
 		c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
 	}
-	c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: string(code), Message: msg}})
+	writeErrorBody(c, status, string(code), msg)
+}
+
+// codeAndMessage returns service.ErrorCode(err) and
+// service.ErrorMessage(err). An *service.Error in err's chain, the common
+// case, gives both at once through errors.AsType, which, unlike the
+// errors.As of those two, allocates nothing.
+func codeAndMessage(err error) (service.Code, string) {
+	if e, ok := errors.AsType[*service.Error](err); ok {
+		return e.Code, e.Message
+	}
+	return service.ErrorCode(err), service.ErrorMessage(err)
+}
+
+// writeErrorBody aborts c and answers status with the contract's error
+// body of code and msg, byte for byte what c.AbortWithStatusJSON of
+// api.ErrorBody answers (TestErrorBodyIsEncodingJSONs). The body is put
+// together from its constant parts, without reflection or boxing, unless
+// code or msg has a byte that encoding/json escapes: then
+// AbortWithStatusJSON answers.
+func writeErrorBody(c *gin.Context, status int, code, msg string) {
+	body, ok := appendErrorBody(make([]byte, 0, len(errorBodyStart+errorBodyMiddle+errorBodyEnd)+len(code)+len(msg)), code, msg)
+	if !ok {
+		c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+		return
+	}
+	// What AbortWithStatusJSON does: abort, set the status, set the
+	// Content-Type unless set already, write the body, and keep an error
+	// of the write with the request's.
+	c.Abort()
+	c.Status(status)
+	render.JSON{}.WriteContentType(c.Writer)
+	if _, err := c.Writer.Write(body); err != nil {
+		_ = c.Error(err)
+	}
+}
+
+// The constant parts of an error body.
+const (
+	errorBodyStart  = `{"error":{"code":"`
+	errorBodyMiddle = `","message":"`
+	errorBodyEnd    = `"}}`
+)
+
+// appendErrorBody appends the error body of code and msg to b, as
+// encoding/json encodes api.ErrorBody, when neither has a byte that
+// encoding/json would escape; else ok is false.
+func appendErrorBody(b []byte, code, msg string) (_ []byte, ok bool) {
+	if !jsonPlain(code) || !jsonPlain(msg) {
+		return b, false
+	}
+	b = append(b, errorBodyStart...)
+	b = append(b, code...)
+	b = append(b, errorBodyMiddle...)
+	b = append(b, msg...)
+	return append(b, errorBodyEnd...), true
+}
+
+// jsonPlain says whether encoding/json writes s as it is between quotes:
+// ASCII from the space on (DEL included), but the quote, the backslash and
+// the three characters it escapes for HTML (<, > and &).
+func jsonPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c >= utf8.RuneSelf, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

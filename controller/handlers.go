@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -148,19 +147,16 @@ type purchaseOptions struct {
 }
 
 func handlePurchase(svc *service.Seckill, log *slog.Logger, opts purchaseOptions) gin.HandlerFunc {
+	bufs := newBodyBuffers()
 	return func(c *gin.Context) {
-		p, err := purchaseFrom(c, opts)
+		p, err := purchaseFrom(c, opts, bufs)
 		if err != nil {
 			writeError(c, log, err)
 			return
 		}
 		// Every line logged about this purchase names it.
-		attrs := []slog.Attr{slog.Int64("product", p.ProductID), slog.String("user", p.UserID),
-			slog.String("strategy", cmp.Or(p.Strategy, opts.strategy))}
-		if p.RequestID != "" {
-			attrs = append(attrs, slog.String("purchase_request_id", p.RequestID))
-		}
-		addLogAttrs(c, attrs...)
+		setPurchaseLog(c, purchaseLog{product: p.ProductID, user: p.UserID,
+			strategy: cmp.Or(p.Strategy, opts.strategy), requestID: p.RequestID})
 		r, err := svc.Purchase(c.Request.Context(), p)
 		if err != nil {
 			writeError(c, log, err)
@@ -185,14 +181,17 @@ func overrideParams() []string {
 	return []string{"strategy", "hold_ms", "pause_ms", "fencing", "batch"}
 }
 
-// purchaseFrom reads a purchase from the path, the body and, under the
-// strategy override and with the admin token, the query.
-func purchaseFrom(c *gin.Context, opts purchaseOptions) (service.Purchase, error) {
+// purchaseFrom reads a purchase from the path, the body (into a buffer of
+// bufs) and, under the strategy override and with the admin token, the
+// query.
+func purchaseFrom(c *gin.Context, opts purchaseOptions, bufs *bodyBuffers) (service.Purchase, error) {
 	id, err := productID(c)
 	if err != nil {
 		return service.Purchase{}, err
 	}
-	body, err := readBody(c)
+	buf := bufs.get()
+	defer bufs.put(buf)
+	body, err := readBodyInto(c.Request.Body, *buf)
 	if err != nil {
 		return service.Purchase{}, err
 	}
@@ -206,17 +205,20 @@ func purchaseFrom(c *gin.Context, opts purchaseOptions) (service.Purchase, error
 // refused. The override's parameters need override (or answer 403) and
 // admin, the admin token (or answer 401).
 func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool) (service.Purchase, error) {
-	var req purchaseRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return service.Purchase{}, err
+	req, ok := decodePurchaseFast(body)
+	if !ok {
+		var err error
+		if req, err = decodePurchaseSlow(body); err != nil {
+			return service.Purchase{}, err
+		}
 	}
 	switch {
-	case req.UserID == nil:
+	case !req.hasUser:
 		return service.Purchase{}, invalidf("user_id is required")
-	case req.Quantity == nil:
+	case !req.hasQuantity:
 		return service.Purchase{}, invalidf("quantity is required")
 	}
-	p := service.Purchase{ProductID: id, UserID: *req.UserID, Quantity: *req.Quantity, RequestID: req.RequestID}
+	p := service.Purchase{ProductID: id, UserID: req.user, Quantity: req.quantity, RequestID: req.requestID}
 	// A parameter dropped for a bad escape would silently buy under the
 	// defaults: the whole query must parse.
 	if rawQuery == "" {
@@ -358,17 +360,11 @@ func decodeBody(c *gin.Context, v any) error {
 	return decodeJSON(body, v)
 }
 
-// readBody reads at most maxBody bytes of body.
+// readBody reads at most maxBody bytes of body (readBodyInto), into a
+// buffer of its own: the admin's routes that use it are too rare to be
+// worth a pool.
 func readBody(c *gin.Context) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, apiError(codePayloadTooLarge, fmt.Sprintf("the body may be at most %d bytes", maxBody))
-	}
-	if err != nil {
-		return nil, invalidf("read body: %v", err)
-	}
-	return body, nil
+	return readBodyInto(c.Request.Body, make([]byte, 0, maxBody+1))
 }
 
 // decodeJSON decodes one JSON object into v, strictly: numbers must be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,12 +13,12 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// LogHandler wraps h so that a record logged with a context carries the
-// attributes put in that context by WithLogAttrs, after its own. The router
-// puts the request ID there for every request, and product, user, strategy
-// and, when the body has one, purchase_request_id for a purchase: whatever
-// is logged with the request's context, by the router, a handler or the
-// service, carries them.
+// LogHandler wraps h so that a record logged with a context carries, after
+// its own attributes, those of the context's request and then those put in
+// the context by WithLogAttrs. A request's are its ID (request_id) and, for
+// a purchase, product, user, strategy and, when the body has one,
+// purchase_request_id: whatever is logged with the request's context, by
+// the router, a handler or the service, carries them.
 func LogHandler(h slog.Handler) slog.Handler { return contextHandler{h} }
 
 type contextHandler struct{ slog.Handler }
@@ -25,6 +26,10 @@ type contextHandler struct{ slog.Handler }
 type logAttrsKey struct{}
 
 func (h contextHandler) Handle(ctx context.Context, r slog.Record) error {
+	if rl, ok := ctx.Value(requestLogKey{}).(*requestLog); ok {
+		var buf [5]slog.Attr
+		r.AddAttrs(rl.appendAttrs(buf[:0])...)
+	}
 	if attrs, ok := ctx.Value(logAttrsKey{}).([]slog.Attr); ok {
 		r.AddAttrs(attrs...)
 	}
@@ -57,17 +62,88 @@ const RequestIDHeader = "X-Request-ID"
 // requestID gives every request an ID: the one its X-Request-ID header
 // carries when it is 1 to 128 printable ASCII characters without spaces,
 // else a random one. The ID is echoed in the answer's X-Request-ID and put
-// in the request's context for the log (request_id).
+// in the request's context for the log (request_id), in the request's
+// requestLog.
 func requestID() gin.HandlerFunc {
+	// The headers are read and written under the canonical key, as
+	// Header.Get and Header.Set would, without canonicalizing it again (and
+	// allocating a copy) for every request.
+	key := http.CanonicalHeaderKey(RequestIDHeader)
 	return func(c *gin.Context) {
-		id := c.GetHeader(RequestIDHeader)
+		var id string
+		if v := c.Request.Header[key]; len(v) > 0 {
+			id = v[0]
+		}
 		if !validRequestID(id) {
 			id = rand.Text()
 		}
-		c.Header(RequestIDHeader, id)
-		addLogAttrs(c, slog.String("request_id", id))
+		rl := &requestLog{id: id}
+		rl.header[0] = id
+		c.Writer.Header()[key] = rl.header[:]
+		c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestLogKey{}, rl))
 		c.Next()
 	}
+}
+
+// requestLog is what the log knows of one request: its ID and, once its
+// handler has read it, its purchase. requestID puts one in every request's
+// context, and the purchase is written into it rather than into a context
+// of its own; LogHandler makes attributes of it only for a line it writes.
+// So a request none of whose lines is written (the access log's sampler
+// drops most) builds no attribute and no context for the log but this.
+type requestLog struct {
+	id string
+	// header is the answer's X-Request-ID value, kept here so that the
+	// request's one allocation serves both.
+	header [1]string
+	// purchase is written once, by the handler that claimed it, before
+	// purchaseSet is set; it is read only once purchaseSet is, so that a
+	// line logged meanwhile, from any goroutine, never reads it half
+	// written.
+	purchase                     purchaseLog
+	purchaseClaimed, purchaseSet atomic.Bool
+}
+
+type requestLogKey struct{}
+
+// purchaseLog is what the log says of a purchase.
+type purchaseLog struct {
+	product                   int64
+	user, strategy, requestID string
+}
+
+// appendAttrs appends the attributes of the request to dst: request_id,
+// then the purchase's product, user, strategy and purchase_request_id (when
+// the body has one).
+func (rl *requestLog) appendAttrs(dst []slog.Attr) []slog.Attr {
+	dst = append(dst, slog.String("request_id", rl.id))
+	if !rl.purchaseSet.Load() {
+		return dst
+	}
+	p := &rl.purchase
+	dst = append(dst, slog.Int64("product", p.product), slog.String("user", p.user), slog.String("strategy", p.strategy))
+	if p.requestID != "" {
+		dst = append(dst, slog.String("purchase_request_id", p.requestID))
+	}
+	return dst
+}
+
+// setPurchaseLog makes p the purchase of the request's log: every line
+// logged with the request's context from now on names it. The request's
+// requestLog takes it when it has not one already; else (a router without
+// requestID, or a second purchase) it goes in a context of its own.
+func setPurchaseLog(c *gin.Context, p purchaseLog) {
+	rl, ok := c.Request.Context().Value(requestLogKey{}).(*requestLog)
+	if ok && rl.purchaseClaimed.CompareAndSwap(false, true) {
+		rl.purchase = p
+		rl.purchaseSet.Store(true)
+		return
+	}
+	attrs := []slog.Attr{slog.Int64("product", p.product), slog.String("user", p.user), slog.String("strategy", p.strategy)}
+	if p.requestID != "" {
+		attrs = append(attrs, slog.String("purchase_request_id", p.requestID))
+	}
+	addLogAttrs(c, attrs...)
 }
 
 func validRequestID(id string) bool {
@@ -102,19 +178,13 @@ const (
 	slowRequest      = 500 * time.Millisecond
 )
 
-// sampleKey is what the sampler counts apart.
-type sampleKey struct {
-	route  string
-	status int
-}
-
 // logSampler counts the access log's lines of the current second, per
 // route and status. Routes are the router's (or "unmatched"), so the
 // counts stay few.
 type logSampler struct {
 	mu     sync.Mutex
 	second int64
-	counts map[sampleKey]int
+	counts map[routeStatus]int
 }
 
 // sample counts one line of route and status at now and says whether it
@@ -126,10 +196,10 @@ func (s *logSampler) sample(now time.Time, route string, status int) (logged, sa
 		s.second = sec
 		clear(s.counts)
 		if s.counts == nil {
-			s.counts = make(map[sampleKey]int)
+			s.counts = make(map[routeStatus]int)
 		}
 	}
-	key := sampleKey{route, status}
+	key := routeStatus{route, status}
 	n := s.counts[key] + 1
 	s.counts[key] = n
 	switch {

@@ -7,11 +7,14 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -180,12 +183,49 @@ func requestMetrics(reg prometheus.Registerer) gin.HandlerFunc {
 		Help: "HTTP requests by route and status code.",
 	}, []string{"route", "code"})
 	reg.MustRegister(requests)
+	counters := &routeCounters{vec: requests}
+	counters.m.Store(&map[routeStatus]prometheus.Counter{})
 	return func(c *gin.Context) {
 		c.Next()
 		route := c.FullPath()
 		if route == "" {
 			route = "unmatched"
 		}
-		requests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
+		counters.get(route, c.Writer.Status()).Inc()
 	}
+}
+
+// routeCounters keeps the counter of each route and status once looked up
+// in vec: a lookup in the vector formats the status, hashes and checks the
+// labels, and takes the vector's lock, which costs more than the count.
+// The map is copied on write, so that a request reads it with one atomic
+// load and writes nothing shared but its count; routes are the router's
+// (or "unmatched") and statuses are few, so writes stop early and the map
+// stays small.
+type routeCounters struct {
+	vec *prometheus.CounterVec
+	mu  sync.Mutex // held to write m
+	m   atomic.Pointer[map[routeStatus]prometheus.Counter]
+}
+
+// routeStatus is a route and an answer's status.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+func (rc *routeCounters) get(route string, status int) prometheus.Counter {
+	key := routeStatus{route, status}
+	if counter, ok := (*rc.m.Load())[key]; ok {
+		return counter
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if counter, ok := (*rc.m.Load())[key]; ok { // added meanwhile
+		return counter
+	}
+	m := maps.Clone(*rc.m.Load())
+	m[key] = rc.vec.WithLabelValues(route, strconv.Itoa(status))
+	rc.m.Store(&m)
+	return m[key]
 }
