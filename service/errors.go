@@ -89,14 +89,18 @@ func errorf(code Code, format string, args ...any) *Error {
 // ErrorCode returns the code err carries. A context that ended is
 // CodeUnavailable (the purchase was not decided); anything else without a
 // code is CodeInternal.
+//
+// It looks for the *Error with errors.AsType, which, unlike errors.As with
+// a pointer that escapes, allocates nothing: the metrics ask on every
+// failed purchase.
 func ErrorCode(err error) Code {
-	var e *Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.As(err, &e):
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return CodeUnavailable
 	}
 	return CodeInternal
@@ -105,8 +109,7 @@ func ErrorCode(err error) Code {
 // ErrorMessage returns the message for a person: that of the first *Error
 // in err's chain, without the operations around it.
 func ErrorMessage(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return err.Error()
@@ -118,8 +121,7 @@ func storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var e *Error
-	if errors.As(err, &e) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if _, ok := errors.AsType[*Error](err); ok || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return ErrUnavailable.because(fmt.Errorf("%s: %w", op, err))

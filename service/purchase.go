@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -72,10 +73,11 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		name = s.cfg.Strategy
 	}
 	st, known := LookupStrategy(name)
+	userBlank, userErr := scanID(p.UserID)
 	switch {
 	case p.ProductID <= 0:
 		return st, errorf(CodeInvalid, "product id must be a positive integer")
-	case checkID(p.UserID) != nil || strings.TrimSpace(p.UserID) == "":
+	case userErr != nil || userBlank:
 		return st, errorf(CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, not blank, without control characters", maxIDLength)
 	case p.Quantity < 1 || p.Quantity > MaxQuantity:
 		return st, errorf(CodeInvalid, "quantity must be an integer from 1 to %d", MaxQuantity)
@@ -97,13 +99,43 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 // characters: IDs are compared byte for byte, so nothing that could make
 // two different inputs look alike, or be rewritten on the way, gets in.
 func checkID(id string) error {
-	if n := utf8.RuneCountInString(id); n < 1 || n > maxIDLength || !utf8.ValidString(id) {
-		return errors.New("bad length or encoding")
+	_, err := scanID(id)
+	return err
+}
+
+// scanID is checkID in one pass over id, on every purchase, which also
+// reports whether id is blank: nothing but white space (unicode.IsSpace),
+// as strings.TrimSpace sees it. A bad length or encoding is reported
+// before a control character, as checkID's statement reads.
+func scanID(id string) (blank bool, err error) {
+	n, control := 0, false
+	blank = true
+	for i := 0; i < len(id); n++ {
+		if n == maxIDLength {
+			return false, errors.New("bad length or encoding")
+		}
+		if c := id[i]; c < utf8.RuneSelf {
+			// ASCII, most IDs: its white space but ' ' is control.
+			control = control || c < ' ' || c == 0x7f
+			blank = blank && c == ' '
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(id[i:])
+		if r == utf8.RuneError && size == 1 {
+			return false, errors.New("bad length or encoding")
+		}
+		control = control || unicode.IsControl(r)
+		blank = blank && unicode.IsSpace(r)
+		i += size
 	}
-	if strings.ContainsFunc(id, unicode.IsControl) {
-		return errors.New("control character")
+	switch {
+	case n == 0:
+		return false, errors.New("bad length or encoding")
+	case control:
+		return false, errors.New("control character")
 	}
-	return nil
+	return blank, nil
 }
 
 // Purchase sells p.Quantity units of a product to a user under the
@@ -120,8 +152,8 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer func() {
 		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
-	if stock, out := s.memory.soldOut(p.ProductID, p.Quantity); out {
-		return s.answerSoldOut(ctx, p, stock)
+	if out := s.memory.soldOutAnswer(p.ProductID, p.Quantity); out != nil {
+		return s.answerOut(ctx, p, out)
 	}
 	if p.RequestID == "" {
 		// Every order can be looked up by its request ID (see settle).
@@ -159,9 +191,15 @@ func purchaseOp(p Purchase) string {
 	return fmt.Sprintf("purchase product %d (%s)", p.ProductID, p.Strategy)
 }
 
-// soldOut is the answer to a purchase of a product with left units.
+// soldOut is the answer to a purchase of a product with left units:
+// "product <id> has <left> left", put together in a buffer on the stack,
+// so that the only allocations are the message's and the error's.
 func soldOut(productID, left int64) error {
-	return errorf(CodeSoldOut, "product %d has %d left", productID, max(left, 0))
+	var buf [64]byte // the longest message is 58 bytes
+	msg := strconv.AppendInt(append(buf[:0], "product "...), productID, 10)
+	msg = strconv.AppendInt(append(msg, " has "...), max(left, 0), 10)
+	msg = append(msg, " left"...)
+	return &Error{Code: CodeSoldOut, Message: string(msg)}
 }
 
 // replayRaced answers with the order of another purchase with p's request

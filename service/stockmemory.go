@@ -58,6 +58,12 @@ const unknownGeneration = -1
 type memo struct {
 	// stock is the least stock seen in generation gen.
 	stock, gen int64
+	// out is the sold-out answer for stock (soldOut's), made when the
+	// stock is seen, below MaxQuantity, so that the purchases it answers
+	// share it rather than each making its own; nil for more stock, which
+	// no purchase is sold out of. Like stock, it is only changed under the
+	// write lock.
+	out error
 	// orders maps the request IDs of the generation's orders to their
 	// order IDs, once loaded at zero (loaded); nil and loaded when there
 	// are more than the memory keeps.
@@ -65,8 +71,13 @@ type memo struct {
 	loaded bool
 }
 
+// stockMemory is the memory of every product. Its map and every memo in
+// it are read under mu's read lock and changed only under its write lock
+// (observe, loadOrders): every purchase reads it (soldOutAnswer), so
+// buyers of different products, or of one sold-out product, do not wait on
+// one another.
 type stockMemory struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[int64]*memo
 }
 
@@ -77,18 +88,42 @@ func newStockMemory() *stockMemory {
 // soldOut reports whether a purchase of q units of the product is sure to
 // be sold out, and the stock the memory has seen.
 func (m *stockMemory) soldOut(product, q int64) (int64, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	if e, ok := m.m[product]; ok {
 		return e.stock, q > e.stock
 	}
 	return 0, false
 }
 
+// soldOutAnswer returns the answer to a purchase of q units of the product
+// when the memory is sure it is sold out, nil otherwise: soldOut's answer
+// for the stock the memory has seen, made once per stock (see memo.out).
+func (m *stockMemory) soldOutAnswer(product, q int64) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.m[product]
+	switch {
+	case !ok || q <= e.stock:
+		return nil
+	case e.out != nil:
+		return e.out
+	}
+	return soldOut(product, e.stock)
+}
+
+// memoAnswer is a memo's sold-out answer (memo.out) for stock.
+func memoAnswer(product, stock int64) error {
+	if stock >= MaxQuantity {
+		return nil
+	}
+	return soldOut(product, stock)
+}
+
 // knows reports whether the product's stock has been seen.
 func (m *stockMemory) knows(product int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	_, ok := m.m[product]
 	return ok
 }
@@ -98,8 +133,8 @@ func (m *stockMemory) knows(product int64) bool {
 // begins and reports what it left with it (observe), so that a write that
 // raced a reset cannot lower the new sale's stock.
 func (m *stockMemory) generation(product int64) int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	if e, ok := m.m[product]; ok {
 		return e.gen
 	}
@@ -119,10 +154,10 @@ func (m *stockMemory) observe(product, stock, gen int64) bool {
 	e, ok := m.m[product]
 	switch {
 	case !ok || gen > e.gen:
-		m.m[product] = &memo{stock: stock, gen: gen}
+		m.m[product] = &memo{stock: stock, gen: gen, out: memoAnswer(product, stock)}
 		return true
 	case gen == e.gen && stock < e.stock:
-		e.stock = stock
+		e.stock, e.out = stock, memoAnswer(product, stock)
 		return true
 	}
 	return false
@@ -131,8 +166,8 @@ func (m *stockMemory) observe(product, stock, gen int64) bool {
 // low returns the products remembered with less stock than one purchase
 // may ask for (MaxQuantity): the only ones the memory can answer sold out.
 func (m *stockMemory) low() []int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	var ids []int64
 	for id, e := range m.m {
 		if e.stock < MaxQuantity {
@@ -247,11 +282,17 @@ func (s *Seckill) listenResets(ctx context.Context, c redis.UniversalClient) {
 	}
 }
 
-// answerSoldOut answers a purchase the memory knows is sold out: sold out,
-// unless its request ID made an order of the product, which it replays. It
-// bounds its own database calls (there are none when the memory can tell).
+// answerSoldOut answers a purchase the memory knows is sold out, having
+// seen stock left: sold out, unless its request ID made an order of the
+// product, which it replays (answerOut).
 func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (Receipt, error) {
-	out := soldOut(p.ProductID, stock)
+	return s.answerOut(ctx, p, soldOut(p.ProductID, stock))
+}
+
+// answerOut answers a purchase the memory knows is sold out: out, unless
+// its request ID made an order of the product, which it replays. It bounds
+// its own database calls (there are none when the memory can tell).
+func (s *Seckill) answerOut(ctx context.Context, p Purchase, out error) (Receipt, error) {
 	if p.RequestID == "" || p.serverRequestID {
 		return Receipt{}, out // an ID made for this purchase made no order yet
 	}
@@ -286,7 +327,7 @@ func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (R
 // orderOfRequest returns the order the request ID made of a product the
 // memory has seen at zero: known says the memory could tell (id 0: none).
 func (s *Seckill) orderOfRequest(ctx context.Context, product int64, requestID string) (id int64, known bool, err error) {
-	s.memory.mu.Lock()
+	s.memory.mu.RLock()
 	e, seen := s.memory.m[product]
 	var (
 		gen            int64
@@ -296,7 +337,7 @@ func (s *Seckill) orderOfRequest(ctx context.Context, product int64, requestID s
 	if seen {
 		gen, orders, loaded, atZero = e.gen, e.orders, e.loaded, e.stock <= 0
 	}
-	s.memory.mu.Unlock()
+	s.memory.mu.RUnlock()
 	if !atZero {
 		return 0, false, nil
 	}

@@ -40,39 +40,46 @@ type Strategy struct {
 // lock, in-process, the classic SETNX recipe, the token lock, Redlock, then
 // the two that leave it to MySQL.
 func StrategyTable() []Strategy {
-	all := strategyTable()
-	return all[:]
-}
-
-// strategyTable is StrategyTable as an array: a value that a lookup on every
-// purchase (LookupStrategy) keeps on its stack rather than allocating.
-func strategyTable() [7]Strategy {
-	return [...]Strategy{
-		{Name: "none", Guard: "nothing: read, check, write",
-			Description: "No lock: read the stock, check it, then stock = stock - q as separate statements. Oversells under concurrency: stock goes negative."},
-		{Name: "local", Guard: "a mutex inside each instance", Locked: true, Lined: true,
-			Description: "An in-process lock per product. Correct with one instance; oversells as soon as two instances share the database."},
-		{Name: "setnx", Guard: "SETNX + GETSET, expiry in value", Locked: true, Fenced: true, Lined: true,
-			Description: "The classic recipe: SETNX with the expiry time in the value, GET + GETSET to take over an expired lock. Trusts every client's clock, and its unlock can delete another holder's lock."},
-		{Name: "token", Guard: "SET NX PX + Lua compare-and-delete", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
-			Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
-		{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
-			Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."},
-		{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true, RowLock: true,
-			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct.",
-			OnEmbedded:  "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."},
-		{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true, Conditional: true,
-			Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct."},
+	names := strategyOrder()
+	all := make([]Strategy, len(names))
+	for i, name := range names {
+		all[i], _ = LookupStrategy(name)
 	}
+	return all
 }
 
-// LookupStrategy returns the strategy called name.
+// strategyOrder names every strategy LookupStrategy knows, in
+// StrategyTable's order.
+func strategyOrder() [7]string {
+	return [...]string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"}
+}
+
+// LookupStrategy returns the strategy called name. It runs on every
+// purchase, so it makes that one strategy, not the whole table.
 func LookupStrategy(name string) (Strategy, bool) {
-	all := strategyTable()
-	for _, st := range all {
-		if st.Name == name {
-			return st, true
-		}
+	switch name {
+	case "none":
+		return Strategy{Name: "none", Guard: "nothing: read, check, write",
+			Description: "No lock: read the stock, check it, then stock = stock - q as separate statements. Oversells under concurrency: stock goes negative."}, true
+	case "local":
+		return Strategy{Name: "local", Guard: "a mutex inside each instance", Locked: true, Lined: true,
+			Description: "An in-process lock per product. Correct with one instance; oversells as soon as two instances share the database."}, true
+	case "setnx":
+		return Strategy{Name: "setnx", Guard: "SETNX + GETSET, expiry in value", Locked: true, Fenced: true, Lined: true,
+			Description: "The classic recipe: SETNX with the expiry time in the value, GET + GETSET to take over an expired lock. Trusts every client's clock, and its unlock can delete another holder's lock."}, true
+	case "token":
+		return Strategy{Name: "token", Guard: "SET NX PX + Lua compare-and-delete", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
+			Description: "SET key <random token> NX PX ttl on one Redis node, released by a Lua compare-and-delete. Correct on one node while nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."}, true
+	case "redlock":
+		return Strategy{Name: "redlock", Guard: "Redlock: a majority of Redis nodes", Safe: true, Locked: true, Fenced: true, Lined: true, Watchdog: true,
+			Description: "Redlock (redsync) over every node of SECKILL_REDIS_ADDRS: held when a majority grants it within the lease. Correct while a majority is up and nothing overruns the lease; with fencing, the database refuses an overtaken holder's write."}, true
+	case "pessimistic":
+		return Strategy{Name: "pessimistic", Guard: "row lock: one transaction", Safe: true, Lined: true, RowLock: true,
+			Description: "MySQL row lock: SELECT ... FOR UPDATE, check, decrement and order in one transaction. Correct.",
+			OnEmbedded:  "One transaction: read, check, decrement, order. SQLite drops FOR UPDATE; it is correct here only because the embedded store serialises every write on one connection."}, true
+	case "optimistic":
+		return Strategy{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true, Conditional: true,
+			Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct."}, true
 	}
 	return Strategy{}, false
 }

@@ -1,0 +1,218 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestSoldOutMessage: the sold-out answer put together by hand reads
+// exactly as fmt's "product %d has %d left", with a negative stock (an
+// oversold product) shown as 0, for the extremes of both numbers.
+func TestSoldOutMessage(t *testing.T) {
+	for _, id := range []int64{1, 7, 424242, -3, math.MaxInt64, math.MinInt64} {
+		for _, left := range []int64{0, 1, 99, -1, math.MaxInt64, math.MinInt64} {
+			err := soldOut(id, left)
+			want := fmt.Sprintf("product %d has %d left", id, max(left, 0))
+			if got := ErrorMessage(err); got != want {
+				t.Errorf("soldOut(%d, %d) message = %q; want %q", id, left, got, want)
+			}
+			if !errors.Is(err, ErrSoldOut) || ErrorCode(err) != CodeSoldOut {
+				t.Errorf("soldOut(%d, %d) = %v (code %q); want %v, code %q", id, left, err, ErrorCode(err), ErrSoldOut, CodeSoldOut)
+			}
+		}
+	}
+}
+
+// TestErrorCodeAndMessage: the code and message are those of the first
+// *Error in the chain, however deep; a context's end is unavailable and
+// anything else internal, with its own text.
+func TestErrorCodeAndMessage(t *testing.T) {
+	wrapped := fmt.Errorf("purchase product 3: %w", errors.Join(errors.New("other"), ErrLockTimeout.because(errors.New("cause"))))
+	for _, tc := range []struct {
+		err  error
+		code Code
+		msg  string
+	}{
+		{nil, "", ""},
+		{wrapped, CodeLockTimeout, ErrLockTimeout.Message},
+		{fmt.Errorf("read: %w", context.DeadlineExceeded), CodeUnavailable, "read: context deadline exceeded"},
+		{context.Canceled, CodeUnavailable, "context canceled"},
+		{errors.New("a bug"), CodeInternal, "a bug"},
+	} {
+		if got := ErrorCode(tc.err); got != tc.code {
+			t.Errorf("ErrorCode(%v) = %q; want %q", tc.err, got, tc.code)
+		}
+		if tc.err == nil {
+			continue
+		}
+		if got := ErrorMessage(tc.err); got != tc.msg {
+			t.Errorf("ErrorMessage(%v) = %q; want %q", tc.err, got, tc.msg)
+		}
+	}
+}
+
+// TestLookupStrategy: every strategy of the table is found by its name,
+// as the table has it, in the table's order; nothing else is found, and a
+// table handed out is the caller's to change.
+func TestLookupStrategy(t *testing.T) {
+	all := StrategyTable()
+	order := strategyOrder()
+	if len(all) != len(order) {
+		t.Fatalf("StrategyTable() has %d strategies; want %d", len(all), len(order))
+	}
+	for i, st := range all {
+		if st.Name != order[i] || st.Guard == "" || st.Description == "" {
+			t.Errorf("StrategyTable()[%d] = %+v; want %q with a guard and a description", i, st, order[i])
+		}
+		if got, ok := LookupStrategy(st.Name); !ok || got != st {
+			t.Errorf("LookupStrategy(%q) = %+v, %v; want %+v, true", st.Name, got, ok, st)
+		}
+	}
+	for _, name := range []string{"", "Redlock", "mutex", "none "} {
+		if got, ok := LookupStrategy(name); ok || got != (Strategy{}) {
+			t.Errorf("LookupStrategy(%q) = %+v, %v; want the zero Strategy, false", name, got, ok)
+		}
+	}
+	all[0].Description = "changed"
+	if StrategyTable()[0].Description == "changed" {
+		t.Error("a change to one StrategyTable() shows in the next; want a table of its own each time")
+	}
+}
+
+// TestObservePurchaseSeries: every strategy and outcome counts in its own
+// series once per purchase, the counter and the histogram alike, through
+// the series NewMetrics resolved; a pair it did not make is counted too.
+func TestObservePurchaseSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	type pair struct{ strategy, outcome string }
+	want := map[pair]uint64{}
+	for _, st := range StrategyTable() {
+		for i, o := range PurchaseOutcomes() {
+			var (
+				r   Receipt
+				err error
+			)
+			switch o {
+			case "ok":
+			case "replayed":
+				r.Replayed = true
+			default:
+				err = fmt.Errorf("purchase: %w", &Error{Code: Code(o), Message: o})
+			}
+			// A different number of purchases per series, so that one
+			// counted in another's series shows.
+			for range i + 1 {
+				m.observePurchase(st.Name, r, err, time.Millisecond)
+			}
+			want[pair{st.Name, o}] = uint64(i + 1)
+		}
+	}
+	m.observePurchase("bogus", Receipt{}, context.Canceled, time.Millisecond)
+	want[pair{"bogus", string(CodeUnavailable)}] = 1
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	got := map[string]map[pair]uint64{"seckill_purchases_total": {}, "seckill_purchase_duration_seconds": {}}
+	for _, mf := range mfs {
+		series, ok := got[mf.GetName()]
+		if !ok {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			p := pair{labels["strategy"], labels["outcome"]}
+			if s.GetHistogram() != nil {
+				series[p] = s.GetHistogram().GetSampleCount()
+			} else {
+				series[p] = uint64(s.GetCounter().GetValue())
+			}
+		}
+	}
+	for _, name := range []string{"seckill_purchases_total", "seckill_purchase_duration_seconds"} {
+		if len(got[name]) != len(want) {
+			t.Errorf("%s has %d series; want %d", name, len(got[name]), len(want))
+		}
+		for p, n := range want {
+			if got[name][p] != n {
+				t.Errorf("%s{strategy=%q,outcome=%q} counts %d; want %d", name, p.strategy, p.outcome, got[name][p], n)
+			}
+		}
+	}
+}
+
+// TestSoldOutAnswer: the memory's sold-out answer is soldOut's for the
+// stock it holds now: it follows the stock down within a generation and
+// to a new generation, ignores an older one, and answers nothing to a
+// purchase the stock can serve or of a product it has not seen.
+func TestSoldOutAnswer(t *testing.T) {
+	m := newStockMemory()
+	check := func(q int64, want string) {
+		t.Helper()
+		err := m.soldOutAnswer(1, q)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("soldOutAnswer(1, %d) = %v; want nil", q, err)
+		case want != "" && (err == nil || ErrorMessage(err) != want || !errors.Is(err, ErrSoldOut)):
+			t.Errorf("soldOutAnswer(1, %d) = %v; want sold out, %q", q, err, want)
+		}
+	}
+	check(1, "")
+	m.observe(1, 5, 0)
+	check(5, "")
+	check(6, "product 1 has 5 left")
+	m.observe(1, 0, 0)
+	check(1, "product 1 has 0 left")
+	m.observe(1, 3, 0) // the same generation cannot raise the stock
+	check(1, "product 1 has 0 left")
+	m.observe(1, 150, 1) // a reset to more than any purchase asks
+	check(MaxQuantity, "")
+	check(151, "product 1 has 150 left") // made for the asking
+	m.observe(1, -2, 1)                  // oversold (strategy none)
+	check(1, "product 1 has 0 left")
+	m.observe(1, 4, 0) // an older generation changes nothing
+	check(1, "product 1 has 0 left")
+}
+
+// TestSoldOutAnswerConcurrent: answers read while the stock falls (under
+// -race) are each of a stock the purchase is sold out of.
+func TestSoldOutAnswerConcurrent(t *testing.T) {
+	const q = 50
+	m := newStockMemory()
+	m.observe(1, MaxQuantity, 0)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 2000 {
+				err := m.soldOutAnswer(1, q)
+				if err == nil {
+					continue
+				}
+				var left int64
+				if _, serr := fmt.Sscanf(ErrorMessage(err), "product 1 has %d left", &left); serr != nil || left >= q {
+					t.Errorf("soldOutAnswer(1, %d) = %v; want sold out with less than %d left", q, err, q)
+					return
+				}
+			}
+		})
+	}
+	for stock := int64(MaxQuantity); stock >= 0; stock-- {
+		m.observe(1, stock, 0)
+	}
+	wg.Wait()
+	if err := m.soldOutAnswer(1, 1); err == nil || ErrorMessage(err) != "product 1 has 0 left" {
+		t.Errorf("soldOutAnswer(1, 1) = %v; want %q", err, "product 1 has 0 left")
+	}
+}
