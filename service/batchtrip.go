@@ -21,7 +21,7 @@ import (
 //
 //  1. START TRANSACTION; the product's stock under its row lock (SELECT
 //     ... FOR UPDATE); the orders already made with the batch's request IDs;
-//     the units the batch's users hold, under their rows' locks;
+//     the units the batch's users hold (a plain read: see unitsHeld);
 //  2. once decide has answered every ticket, as writeBatch's would: the
 //     decrement, which moves the fence on as well (the claim folded into
 //     the write, under the row lock held since the first trip), the users'
@@ -222,7 +222,7 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 		args = append(args, ids...)
 	}
 	if s.cfg.PerUserLimit > 0 {
-		b.WriteString("; " + stmtUnitsHeld + placeholders(len(ts), 1) + " FOR UPDATE")
+		b.WriteString("; " + stmtUnitsHeld + placeholders(len(ts), 1)) // a plain read, as unitsHeld's
 		args = append(args, id)
 		for _, t := range ts {
 			args = append(args, t.p.UserID)

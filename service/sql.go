@@ -113,8 +113,8 @@ func exprDecrement(q int64) clause.Expr {
 
 // The three-trip batch's statements (MySQL only; see batchtrip.go). The
 // first trip: stmtBegin, stmtStockForUpdate, then stmtUsedRequestIDs and
-// stmtUnitsHeld, each followed by its list of values ("(?, ?, ...)") and
-// the latter by " FOR UPDATE". The second: the decrement, stmtSetUnits
+// stmtUnitsHeld, each followed by its list of values ("(?, ?, ...)"). The
+// second: the decrement, stmtSetUnits
 // with its rows ("(?, ?, ?), ...") and stmtSetUnitsUpdate, stmtOrders with
 // its rows. Then stmtCommit.
 const (
