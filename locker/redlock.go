@@ -75,7 +75,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m, pipes: r.pipes, releases: r.opts.Releases}
+	lease := &redlockLease{m: m}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
@@ -118,9 +118,7 @@ func nodesDown(err error) int {
 }
 
 type redlockLease struct {
-	m        *redsync.Mutex
-	pipes    []*nodePipe
-	releases *Releases
+	m *redsync.Mutex
 }
 
 var _ Renewable = (*redlockLease)(nil)
@@ -140,15 +138,15 @@ func (l *redlockLease) Extend(ctx context.Context) error {
 	return fmt.Errorf("locker: redlock extend %s: %w", l.m.Name(), err)
 }
 
-// Unlock releases the lock on every node (redsync's compare-and-delete) and
-// announces the release on every node, in the background.
+// Unlock releases the lock on every node (redsync's compare-and-delete),
+// each node's release announced on that node in the same round trip
+// (announcing).
 func (l *redlockLease) Unlock(ctx context.Context) error {
-	ok, err := l.m.UnlockContext(ctx)
+	ok, err := l.m.UnlockContext(announcing(ctx, l.m.Name()))
 	var taken *redsync.ErrTaken
 	switch {
 	case ok:
 		// A majority released it; a node that was down forgets it at expiry.
-		l.releases.announce(l.pipes, l.m.Name())
 		return nil
 	case errors.Is(err, redsync.ErrLockAlreadyExpired), errors.As(err, &taken):
 		// Expired, or a majority now holds another holder's value.

@@ -148,29 +148,3 @@ func (w *Watch) Wait(ctx context.Context, fallback time.Duration) error {
 		return ctx.Err()
 	}
 }
-
-// publishBudget bounds telling other instances of a release.
-const publishBudget = time.Second
-
-// announce publishes key's release on each node, through its pipe, in the
-// background: a message lost costs the waiters only their fallback delay,
-// so the holder does not wait for it. Close waits for the announcements
-// under way; on a nil *Releases the holder waits for them itself.
-func (r *Releases) announce(pipes []*nodePipe, key string) {
-	publish := func(n *nodePipe) {
-		ctx, cancel := context.WithTimeout(context.Background(), publishBudget)
-		defer cancel()
-		_ = n.do(ctx, func(p redis.Pipeliner) { p.Publish(ctx, key, "released") }) // best effort, see above
-	}
-	if r == nil {
-		var wg sync.WaitGroup
-		for _, n := range pipes {
-			wg.Go(func() { publish(n) })
-		}
-		wg.Wait()
-		return
-	}
-	for _, n := range pipes {
-		r.wg.Go(func() { publish(n) })
-	}
-}
