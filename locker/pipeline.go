@@ -2,6 +2,7 @@ package locker
 
 import (
 	"context"
+	_ "embed"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,18 +176,43 @@ func (p *pipedPool) Get(ctx context.Context) (redsyncredis.Conn, error) {
 	return &pipedConn{Conn: conn, ctx: ctx, pipe: p.pipe}, nil
 }
 
-// announcement is the context key that carries the lock key whose release
-// a compare-and-delete announces (announcing).
+//go:embed release.lua
+var releaseLua string
+
+// releaseScript is release.lua: redsync's compare-and-delete that
+// announces the release when it deletes.
+var releaseScript = goredislib.NewScript(releaseLua)
+
+// announcement is the context key that marks an unlock's compare-and-delete
+// as one to announce (announcing).
 type announcement struct{}
 
-// announcing returns ctx with key's release to announce: each node's
-// compare-and-delete (pipedConn.Eval) is followed, in the same pipeline, by
-// a PUBLISH on key's channel, as token's unlock script and setnx's release
-// do, with no round trip of its own. A waiter woken on the first node to
-// release may find the others still held and tries again at the next
-// node's message.
-func announcing(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, announcement{}, key)
+// announcing returns ctx marked so that each node's compare-and-delete
+// (pipedConn.Eval) runs as releaseScript, which publishes on the key's
+// channel when it deletes, as token's unlock script does, with no round
+// trip of its own. A waiter woken by the first node to release may find
+// the others still held and tries again at the next node's message.
+func announcing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, announcement{}, true)
+}
+
+// release runs releaseScript in place of redsync's compare-and-delete (an
+// unlock's only script): the same answer, and the release announced when
+// it deletes, in the same round trip.
+func (c *pipedConn) release(keys []string, args []any) (any, error) {
+	var cmd *goredislib.Cmd
+	if err := c.pipe.do(c.ctx, func(p goredislib.Pipeliner) { cmd = releaseScript.EvalSha(c.ctx, p, keys, args...) }); err != nil {
+		return nil, err
+	}
+	v, err := cmd.Result()
+	if err != nil && strings.Contains(err.Error(), "NOSCRIPT ") {
+		// The node has not seen the script yet: send it whole.
+		if err := c.pipe.do(c.ctx, func(p goredislib.Pipeliner) { cmd = releaseScript.Eval(c.ctx, p, keys, args...) }); err != nil {
+			return nil, err
+		}
+		v, err = cmd.Result()
+	}
+	return v, err
 }
 
 type pipedConn struct {
@@ -209,27 +235,18 @@ func (c *pipedConn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, 
 		keys[i] = keysAndArgs[i].(string)
 	}
 	args := keysAndArgs[script.KeyCount:]
-	key, announce := c.ctx.Value(announcement{}).(string)
+	if announce, _ := c.ctx.Value(announcement{}).(bool); announce {
+		return c.release(keys, args)
+	}
 	var cmd *goredislib.Cmd
-	err := c.pipe.do(c.ctx, func(p goredislib.Pipeliner) {
-		cmd = p.EvalSha(c.ctx, script.Hash, keys, args...)
-		if announce {
-			p.Publish(c.ctx, key, "released") // best effort: a message lost costs waiters their fallback delay
-		}
-	})
-	if err != nil {
+	if err := c.pipe.do(c.ctx, func(p goredislib.Pipeliner) { cmd = p.EvalSha(c.ctx, script.Hash, keys, args...) }); err != nil {
 		return nil, err
 	}
 	v, err := cmd.Result()
 	switch {
 	case err != nil && strings.Contains(err.Error(), "NOSCRIPT "):
-		// The node has not seen the script yet: redsync's own conn sends
-		// it, and the release is announced once more, after it.
-		v, err = c.Conn.Eval(script, keysAndArgs...)
-		if announce {
-			_ = c.pipe.do(c.ctx, func(p goredislib.Pipeliner) { p.Publish(c.ctx, key, "released") }) // best effort, as above
-		}
-		return v, err
+		// The node has not seen the script yet: redsync's own conn sends it.
+		return c.Conn.Eval(script, keysAndArgs...)
 	case err == goredislib.Nil:
 		return v, nil
 	}

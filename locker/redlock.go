@@ -142,7 +142,7 @@ func (l *redlockLease) Extend(ctx context.Context) error {
 // each node's release announced on that node in the same round trip
 // (announcing).
 func (l *redlockLease) Unlock(ctx context.Context) error {
-	ok, err := l.m.UnlockContext(announcing(ctx, l.m.Name()))
+	ok, err := l.m.UnlockContext(announcing(ctx))
 	var taken *redsync.ErrTaken
 	switch {
 	case ok:
