@@ -62,6 +62,12 @@ func (s *Seckill) sellInTrips(ctx context.Context, st Strategy, ts []*ticket) (d
 		// A statement failed (a deadlock, a duplicate key) and the
 		// transaction rolled back: writeBatch finds every answer.
 		return false, nil
+	case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		// The connection failed before any COMMIT (one the pool kept from
+		// before the server restarted, say): nothing was written, and
+		// writeBatch goes on another, as database/sql would have retried.
+		s.log.WarnContext(ctx, "a batch's three-trip transaction did not go through: it is sold step by step", "product", id, "err", err)
+		return false, nil
 	case err != nil:
 		return true, storeErr(fmt.Sprintf("sell a batch of product %d", id), err)
 	case done:
