@@ -8,7 +8,7 @@ test:
 	scripts/testenv.sh go test -race -count=1 ./...
 
 bench:
-	scripts/testenv.sh go test -run '^$$' -bench 'BenchmarkHandler|BenchmarkPurchase|BenchmarkSoldOut' -benchmem -benchtime 2000x ./controller/ ./service/
+	scripts/testenv.sh go test -run '^$$' -bench 'BenchmarkHandler|BenchmarkPurchase|BenchmarkSoldOut|BenchmarkBatchSell' -benchmem -benchtime 2000x ./controller/ ./service/
 
 # gofmt, go vet and staticcheck (from the module proxy) clean.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
