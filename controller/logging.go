@@ -120,7 +120,12 @@ func (rl *requestLog) appendAttrs(dst []slog.Attr) []slog.Attr {
 	if !rl.purchaseSet.Load() {
 		return dst
 	}
-	p := &rl.purchase
+	return rl.purchase.appendAttrs(dst)
+}
+
+// appendAttrs appends the purchase's attributes to dst: product, user,
+// strategy and purchase_request_id (when the body has one).
+func (p *purchaseLog) appendAttrs(dst []slog.Attr) []slog.Attr {
 	dst = append(dst, slog.Int64("product", p.product), slog.String("user", p.user), slog.String("strategy", p.strategy))
 	if p.requestID != "" {
 		dst = append(dst, slog.String("purchase_request_id", p.requestID))
@@ -139,11 +144,7 @@ func setPurchaseLog(c *gin.Context, p purchaseLog) {
 		rl.purchaseSet.Store(true)
 		return
 	}
-	attrs := []slog.Attr{slog.Int64("product", p.product), slog.String("user", p.user), slog.String("strategy", p.strategy)}
-	if p.requestID != "" {
-		attrs = append(attrs, slog.String("purchase_request_id", p.requestID))
-	}
-	addLogAttrs(c, attrs...)
+	addLogAttrs(c, p.appendAttrs(nil)...)
 }
 
 func validRequestID(id string) bool {

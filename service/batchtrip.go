@@ -224,11 +224,11 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 		}
 	}
 	if len(ids) > 0 {
-		b.WriteString("; " + stmtUsedRequestIDs + placeholders(len(ids), 1))
+		b.WriteString("; " + stmtUsedRequestIDs + sqlList(len(ids)))
 		args = append(args, ids...)
 	}
 	if s.cfg.PerUserLimit > 0 {
-		b.WriteString("; " + stmtUnitsHeld + placeholders(len(ts), 1)) // a plain read, as unitsHeld's
+		b.WriteString("; " + stmtUnitsHeld + sqlList(len(ts))) // a plain read, as unitsHeld's
 		args = append(args, id)
 		for _, t := range ts {
 			args = append(args, t.p.UserID)
@@ -254,7 +254,7 @@ func (s *Seckill) saleStatements(id int64, sl sale, units map[string]int64) (str
 				n++
 			}
 		}
-		b.WriteString("; " + stmtSetUnits + placeholders(n, 3) + stmtSetUnitsUpdate)
+		b.WriteString("; " + stmtSetUnits + sqlRows(n, 3) + stmtSetUnitsUpdate)
 	}
 	now := s.db.NowFunc()
 	for i := range sl.orders {
@@ -266,7 +266,7 @@ func (s *Seckill) saleStatements(id int64, sl sale, units map[string]int64) (str
 		}
 		args = append(args, o.ProductID, string(o.UserID), o.Quantity, rid, o.Strategy, o.RemainingStock, o.CreatedAt)
 	}
-	b.WriteString("; " + stmtOrders + placeholders(len(sl.orders), 7))
+	b.WriteString("; " + stmtOrders + sqlRows(len(sl.orders), 7))
 	return b.String(), args
 }
 
@@ -277,14 +277,15 @@ func wroteSale(r mysql.Result, orders int) bool {
 	return len(rows) >= 2 && len(ids) == len(rows) && rows[0] == 1 && rows[len(rows)-1] == int64(orders)
 }
 
-// placeholders is n groups of width question marks, as SQL lists them:
-// "(?, ?), (?, ?)" for n = 2, width = 2; "(?, ?)" for width 1.
-func placeholders(n, width int) string {
-	group := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + ")"
-	if width == 1 {
-		return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
-	}
-	return strings.TrimSuffix(strings.Repeat(group+", ", n), ", ")
+// sqlList is n placeholders as an SQL list: "(?, ?, ?)" for n = 3.
+func sqlList(n int) string {
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+}
+
+// sqlRows is n rows of width placeholders each, as VALUES lists them:
+// "(?, ?), (?, ?)" for n = 2, width = 2.
+func sqlRows(n, width int) string {
+	return strings.TrimSuffix(strings.Repeat(sqlList(width)+", ", n), ", ")
 }
 
 // cell is one value of a row read, as text.

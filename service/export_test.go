@@ -40,7 +40,8 @@ type Hooks struct {
 	// TripGroup runs when a sender has gathered a group of one-trip
 	// purchases (its size), before it sends them.
 	TripGroup func(size int)
-	// BatchTrips runs when a batch was sold in three round trips.
+	// BatchTrips runs when a batch was answered by its three-trip
+	// transaction (committed, or nothing to write).
 	BatchTrips func(product int64)
 }
 

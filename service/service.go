@@ -68,8 +68,9 @@ type hooks struct {
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.
 	tripGroup func(size int)
-	// batchTrips runs when a batch was sold in three round trips
-	// (sellInTrips), before the memory hears of it.
+	// batchTrips runs when a batch was answered by its three-trip
+	// transaction (sellInTrips: committed, or nothing to write), before
+	// the memory hears of it.
 	batchTrips func(product int64)
 }
 
