@@ -8,7 +8,8 @@
 //   - the service over HTTP, as a process of its own, under the bundled
 //     driver: each safe strategy at 64 buyers with stock enough for every
 //     request, redlock with one lock per purchase (batch=1) and with the
-//     default batch, on one instance and on two;
+//     default batch, on one instance and on two, and the same two runs at
+//     256 buyers, where both instances' lines are full;
 //   - a flash sale: two instances, 256 buyers, 500 units, 5,000 requests,
 //     the default strategy;
 //   - sold-out answers against GET /healthz, at the same concurrency;
@@ -107,6 +108,7 @@ type figures struct {
 	serial, parallel anchorResult
 	batch1, batched  row           // redlock on one instance: batch=1, the default batch
 	two              row           // redlock, the default batch, on two instances
+	full, twoFull    row           // the same on one and on two instances, fullLines buyers
 	sale             driver.Result // the flash sale
 	soldOut, health  float64       // answers per second
 	limited          row           // redlock, the default batch, SECKILL_IP_LIMIT on
@@ -223,15 +225,35 @@ func (b *bench) strategies(ctx context.Context, url, token string, f *figures) e
 	return nil
 }
 
-// twoInstances measures redlock on both instances of urls, then the flash
-// sale on them.
+// fullLines is how many buyers the runs with full lines have: at 64, two
+// instances' lines hold 32 buyers each, so a hold on either sells half of
+// what one instance's sells, for the same cost; at 256, each line holds
+// more than a batch (100) at every hold, on one instance as on two.
+const fullLines = 256
+
+// twoInstances measures redlock on both instances of urls, at the bench's
+// buyers, then with full lines on the first alone and on both, then the
+// flash sale on them.
 func (b *bench) twoInstances(ctx context.Context, urls []string, token string, f *figures) error {
-	both, err := driver.Run(ctx, b.steady(urls, token, "redlock", 0, 0))
-	if err != nil {
-		return fmt.Errorf("two instances: %w", err)
+	for _, r := range []struct {
+		label  string
+		urls   []string
+		buyers int
+		into   *row
+	}{
+		{"service redlock, default batch, 2 instances", urls, b.opts.concurrency, &f.two},
+		{fmt.Sprintf("service redlock, default batch, %d buyers", fullLines), urls[:1], fullLines, &f.full},
+		{fmt.Sprintf("service redlock, default batch, 2 instances, %d buyers", fullLines), urls, fullLines, &f.twoFull},
+	} {
+		cfg := b.steady(r.urls, token, "redlock", 0, 0)
+		cfg.Concurrency = r.buyers
+		rep, err := driver.Run(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.label, err)
+		}
+		*r.into = resultRow(r.label, rep.Results[0])
+		b.rows = append(b.rows, *r.into)
 	}
-	f.two = resultRow("service redlock, default batch, 2 instances", both.Results[0])
-	b.rows = append(b.rows, f.two)
 	flash, err := driver.Run(ctx, driver.Config{
 		URLs: urls, AdminToken: token, Stock: 500, Strategies: []string{""},
 		Requests: 5000, Concurrency: 256,
@@ -303,6 +325,8 @@ func (b *bench) writeRatios(f *figures) {
 		r5, aim(r5 >= 0.4), round(f.batched.p99), aim(f.batched.p99 < 25*time.Millisecond))
 	r6 := f.two.perSecond / f.batched.perSecond
 	fmt.Fprintf(b.out, "  two instances / one (hot product)      %5.2fx  (aim >= 0.9: %s)\n", r6, aim(r6 >= 0.9))
+	fmt.Fprintf(b.out, "  the same, %d buyers (lines full)      %5.2fx  (beside the aim, whose run has %d buyers)\n",
+		fullLines, f.twoFull.perSecond/f.full.perSecond, b.opts.concurrency)
 	r7 := f.cat.row.perSecond / f.batched.perSecond
 	fmt.Fprintf(b.out, "  catalogue / hot product                %5.2fx  (aim >= 0.5: %s); p99 %s (aim < 50ms: %s); %d products, Zipf(%.1f)\n",
 		r7, aim(r7 >= 0.5), round(f.cat.row.p99), aim(f.cat.row.p99 < 50*time.Millisecond), catalogueProducts, catalogueZipf)
