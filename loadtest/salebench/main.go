@@ -19,7 +19,8 @@
 //     instance of its own, then that instance's resident memory and the
 //     size of its /metrics.
 //
-// It prints one table and the ratios the project aims for, met or not.
+// It prints one table, with the service's CPU per answer beside each of its
+// runs (cpu.go), and the ratios the project aims for, met or not.
 // scripts/bench-sale.sh builds the service and runs this with a real
 // MariaDB and three Redis nodes.
 package main
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if o.service == "" || o.mysqlDSN == "" || o.redisAddrs == "" {
 		return errors.New("-service, -mysql and -redis are required (scripts/bench-sale.sh sets them)")
 	}
-	b := &bench{opts: o, out: out}
+	b := &bench{opts: o, out: out, pids: map[string]int{}}
 	return b.all(ctx)
 }
 
@@ -94,13 +95,37 @@ type row struct {
 	what       string
 	perSecond  float64
 	p99        time.Duration
-	unanswered int // 503s and failures
+	unanswered int           // 503s and failures
+	cpu        time.Duration // the service's CPU per answer, all its instances; 0: not the service
 }
 
 type bench struct {
 	opts options
 	out  io.Writer
 	rows []row
+	// pids are the processes of the services started, by URL.
+	pids map[string]int
+}
+
+// run runs cfg, one strategy, against services this bench started, and
+// returns its row.
+func (b *bench) run(ctx context.Context, what string, cfg driver.Config) (row, error) {
+	res, cpu, err := measured(ctx, cfg, b.pidsOf(cfg.URLs))
+	if err != nil {
+		return row{}, fmt.Errorf("%s: %w", what, err)
+	}
+	rw := resultRow(what, res)
+	rw.cpu = cpu
+	return rw, nil
+}
+
+// pidsOf returns the processes of the services at urls.
+func (b *bench) pidsOf(urls []string) []int {
+	pids := make([]int, len(urls))
+	for i, u := range urls {
+		pids[i] = b.pids[u]
+	}
+	return pids
 }
 
 // figures is what all measures, for the table's notes and the ratios.
@@ -111,6 +136,8 @@ type figures struct {
 	full, twoFull    row           // the same on one and on two instances, fullLines buyers
 	sale             driver.Result // the flash sale
 	soldOut, health  float64       // answers per second
+	soldOutCPU       time.Duration // the service's CPU per sold-out answer
+	healthCPU        time.Duration // and per GET /healthz
 	limited          row           // redlock, the default batch, SECKILL_IP_LIMIT on
 	cat              catalogueResult
 }
@@ -150,7 +177,7 @@ func (b *bench) all(ctx context.Context) error {
 	if err := b.twoInstances(ctx, []string{first, second}, token, &f); err != nil {
 		return err
 	}
-	if f.soldOut, f.health, err = b.soldOutAgainstHealth(ctx, first, token); err != nil {
+	if err := b.soldOutAgainstHealth(ctx, first, token, &f); err != nil {
 		return err
 	}
 
@@ -161,11 +188,10 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 	defer stopLimited()
-	withLimit, err := driver.Run(ctx, b.steady([]string{limited}, token, "redlock", 0, b.opts.concurrency))
-	if err != nil {
-		return fmt.Errorf("with the IP limit: %w", err)
+	if f.limited, err = b.run(ctx, "service redlock, default batch, SECKILL_IP_LIMIT on",
+		b.steady([]string{limited}, token, "redlock", 0, b.opts.concurrency)); err != nil {
+		return err
 	}
-	f.limited = resultRow("service redlock, default batch, SECKILL_IP_LIMIT on", withLimit.Results[0])
 	b.rows = append(b.rows, f.limited)
 
 	if f.cat, err = b.catalogue(ctx, dsn, token); err != nil {
@@ -209,11 +235,10 @@ func (b *bench) strategies(ctx context.Context, url, token string, f *figures) e
 		{"service redlock, batch=1: a lock per purchase", "redlock", 1},
 		{"service redlock, default batch", "redlock", 0},
 	} {
-		rep, err := driver.Run(ctx, b.steady([]string{url}, token, r.strategy, r.batch, 0))
+		rw, err := b.run(ctx, r.label, b.steady([]string{url}, token, r.strategy, r.batch, 0))
 		if err != nil {
-			return fmt.Errorf("%s: %w", r.label, err)
+			return err
 		}
-		rw := resultRow(r.label, rep.Results[0])
 		b.rows = append(b.rows, rw)
 		switch {
 		case r.strategy == "redlock" && r.batch == 1:
@@ -247,12 +272,12 @@ func (b *bench) twoInstances(ctx context.Context, urls []string, token string, f
 	} {
 		cfg := b.steady(r.urls, token, "redlock", 0, 0)
 		cfg.Concurrency = r.buyers
-		rep, err := driver.Run(ctx, cfg)
+		rw, err := b.run(ctx, r.label, cfg)
 		if err != nil {
-			return fmt.Errorf("%s: %w", r.label, err)
+			return err
 		}
-		*r.into = resultRow(r.label, rep.Results[0])
-		b.rows = append(b.rows, *r.into)
+		*r.into = rw
+		b.rows = append(b.rows, rw)
 	}
 	flash, err := driver.Run(ctx, driver.Config{
 		URLs: urls, AdminToken: token, Stock: 500, Strategies: []string{""},
@@ -285,17 +310,23 @@ func resultRow(what string, res driver.Result) row {
 // writeTable prints the table of rows and the figures beside it.
 func (b *bench) writeTable(f *figures) error {
 	tw := tabwriter.NewWriter(b.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201")
+	fmt.Fprintln(tw, "WHAT\tPURCHASES/S\tP99\tNOT 201\tCPU/ANSWER")
 	for _, r := range b.rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%d\n", r.what, r.perSecond, round(r.p99), r.unanswered)
+		cpu := "-"
+		if r.cpu > 0 {
+			cpu = round(r.cpu).String()
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%d\t%s\n", r.what, r.perSecond, round(r.p99), r.unanswered, cpu)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "\nflash sale, 2 instances, 256 buyers, 500 units, 5000 requests, %s: sold out in %s, %d answered 503, final stock %d, %s\n",
 		f.sale.Strategy, round(f.sale.TimeToSoldOut), f.sale503(), f.sale.Audit.Stock, f.sale.Verdict)
-	fmt.Fprintf(b.out, "sold-out answers: %.0f/s; GET /healthz: %.0f/s (both %d at once, %v)\n",
-		f.soldOut, f.health, b.opts.concurrency, b.opts.duration)
+	fmt.Fprintf(b.out, "sold-out answers: %.0f/s, CPU/ANSWER %s; GET /healthz: %.0f/s, CPU/ANSWER %s (both %d at once, %v)\n",
+		f.soldOut, round(f.soldOutCPU), f.health, round(f.healthCPU), b.opts.concurrency, b.opts.duration)
+	fmt.Fprintln(b.out, "CPU/ANSWER: the service's CPU (user and system, all its instances) per answer of the run's")
+	fmt.Fprintln(b.out, "    measured stretch, from /proc; MariaDB, Redis and the driver use the same 2 cores besides.")
 	fmt.Fprintf(b.out, "after the catalogue run: RSS %.0f MB, GET /metrics %.0f KB\n\n", float64(f.cat.rss)/(1<<20), float64(f.cat.metrics)/1024)
 	return nil
 }
@@ -334,6 +365,16 @@ func (b *bench) writeRatios(f *figures) {
 		float64(f.cat.rss)/(1<<20), aim(f.cat.rss < 200<<20), float64(f.cat.metrics)/1024, aim(f.cat.metrics < 256<<10))
 	fmt.Fprintf(b.out, "  IP limit on / off (redlock default)    %5.2fx  (one Redis round trip per purchase; p99 %s)\n",
 		f.limited.perSecond/f.batched.perSecond, round(f.limited.p99))
+	fmt.Fprintf(b.out, "  CPU/ANSWER, hot product / GET /healthz %5.2fx  (two instances / one %.2fx; catalogue / hot product %.2fx)\n",
+		ratio(f.batched.cpu, f.healthCPU), ratio(f.two.cpu, f.batched.cpu), ratio(f.cat.row.cpu, f.batched.cpu))
+}
+
+// ratio is a / b, 0 when b is.
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // anchorResult is what an anchor measured.
@@ -513,36 +554,40 @@ func (b *bench) startProcess(ctx context.Context, dsn, token string, env ...stri
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	b.pids[url] = cmd.Process.Pid
 	return url, stop, cmd.Process.Pid, nil
 }
 
 // soldOutAgainstHealth measures, on one instance, the rate of purchases of
 // a product it knows is sold out, then that of GET /healthz, each at the
-// same concurrency for the same time.
-func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string) (soldOut, health float64, err error) {
+// same concurrency for the same time, and the service's CPU per answer of
+// each.
+func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string, f *figures) error {
 	c := &client.Client{BaseURL: url, AdminToken: token}
 	p, err := c.CreateProduct(ctx, "sold out", 1)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	if _, err := c.SetStock(ctx, p.ID, 0); err != nil {
-		return 0, 0, err
+		return err
 	}
-	out, err := driver.Run(ctx, driver.Config{URLs: []string{url}, AdminToken: token, ProductID: p.ID, Strategies: []string{""},
-		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency})
+	pids := b.pidsOf([]string{url})
+	res, cpu, err := measured(ctx, driver.Config{URLs: []string{url}, AdminToken: token, ProductID: p.ID, Strategies: []string{""},
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency}, pids)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sold-out answers: %w", err)
+		return fmt.Errorf("sold-out answers: %w", err)
 	}
-	res := out.Results[0]
 	if res.Outcomes[driver.OutcomeSoldOut] != res.Requests {
-		return 0, 0, fmt.Errorf("sold-out answers: %d of %d were sold_out", res.Outcomes[driver.OutcomeSoldOut], res.Requests)
+		return fmt.Errorf("sold-out answers: %d of %d were sold_out", res.Outcomes[driver.OutcomeSoldOut], res.Requests)
 	}
-	h, err := driver.Run(ctx, driver.Config{URLs: []string{url}, Endpoint: "/healthz",
-		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency})
+	f.soldOut, f.soldOutCPU = res.Throughput, cpu
+	h, cpu, err := measured(ctx, driver.Config{URLs: []string{url}, Endpoint: "/healthz",
+		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency}, pids)
 	if err != nil {
-		return 0, 0, fmt.Errorf("GET /healthz: %w", err)
+		return fmt.Errorf("GET /healthz: %w", err)
 	}
-	return res.Throughput, h.Results[0].Throughput, nil
+	f.health, f.healthCPU = h.Throughput, cpu
+	return nil
 }
 
 // The catalogue run: many products, a few hot ones.
@@ -568,19 +613,16 @@ func (b *bench) catalogue(ctx context.Context, dsn, token string) (catalogueResu
 		return catalogueResult{}, err
 	}
 	defer stop()
-	rep, err := driver.Run(ctx, driver.Config{
+	what := fmt.Sprintf("service redlock, default batch, %d products, Zipf(%.1f)", catalogueProducts, catalogueZipf)
+	rw, err := b.run(ctx, what, driver.Config{
 		URLs: []string{url}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
 		Products: catalogueProducts, Zipf: catalogueZipf,
 		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency,
 	})
 	if err != nil {
-		return catalogueResult{}, fmt.Errorf("the catalogue: %w", err)
+		return catalogueResult{}, err
 	}
-	res := rep.Results[0]
-	out := catalogueResult{row: row{
-		what:      fmt.Sprintf("service redlock, default batch, %d products, Zipf(%.1f)", catalogueProducts, catalogueZipf),
-		perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99, unanswered: res.Requests - res.Successes,
-	}}
+	out := catalogueResult{row: rw}
 	if out.rss, err = residentBytes(pid); err != nil {
 		return catalogueResult{}, err
 	}
