@@ -31,3 +31,16 @@ func (r *Redlock) Pipelined() (pipelines, commands int64) {
 	}
 	return pipelines, commands
 }
+
+// NotifyValue wakes key's waiters as a release of value announced on a
+// node does.
+func (r *Releases) NotifyValue(key, value string) { r.notify(key, value) }
+
+// HandingOver says whether r remembers key as given back after a
+// contended hold: its next Lock of key yields first.
+func (r *Redlock) HandingOver(key string) bool {
+	r.handover.mu.Lock()
+	defer r.handover.mu.Unlock()
+	_, ok := r.handover.keys[key]
+	return ok
+}

@@ -59,6 +59,10 @@ type Options struct {
 	// default is each kind's range: token 25-75 ms, setnx 50-200 ms, redlock
 	// 50-250 ms.
 	Fallback time.Duration
+	// Yield is how long a Redlock's Lock of a key it gave back after a
+	// contended hold first waits for another holder to take the key and
+	// give it back (handover.go). The default is 10 ms; negative: never.
+	Yield time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -67,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Wait <= 0 {
 		o.Wait = 5 * time.Second
+	}
+	if o.Yield == 0 {
+		o.Yield = defaultYield
 	}
 	return o
 }

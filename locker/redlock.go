@@ -27,6 +27,8 @@ type Redlock struct {
 	pools []redsyncredis.Pool
 	pipes []*nodePipe
 	opts  Options
+	// handover remembers the keys given back after a contended hold.
+	handover handover
 }
 
 var _ Locker = (*Redlock)(nil)
@@ -84,11 +86,20 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 
 // Lock tries TryLock again at each release of key or, when none is heard,
 // after a fallback of 50-250 ms (redsync's own delay between rounds), until
-// it holds key or the wait runs out.
+// it holds key or the wait runs out. When it gave key back after a
+// contended hold a moment ago, it first lets another waiter have it
+// (handover.go).
 func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, r.opts, key, 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	contended := r.handover.yield(ctx, r.opts.Releases, key, r.quorum(), r.opts.Yield)
+	tries := 0
+	lease, err := retry(ctx, r.opts, key, r.quorum(), 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
+		tries++
 		return r.TryLock(ctx, key)
 	})
+	if l, ok := lease.(*redlockLease); ok && err == nil {
+		l.handover, l.contended = &r.handover, contended || tries > 1
+	}
+	return lease, err
 }
 
 // quorum is the majority of the nodes: N/2+1.
@@ -119,6 +130,11 @@ func nodesDown(err error) int {
 
 type redlockLease struct {
 	m *redsync.Mutex
+	// handover is the locker's memory of contended keys (nil for a
+	// TryLock's lease), and contended says this lease's Lock waited for
+	// another holder: its release is remembered there.
+	handover  *handover
+	contended bool
 }
 
 var _ Renewable = (*redlockLease)(nil)
@@ -147,6 +163,9 @@ func (l *redlockLease) Unlock(ctx context.Context) error {
 	switch {
 	case ok:
 		// A majority released it; a node that was down forgets it at expiry.
+		if l.contended && l.handover != nil {
+			l.handover.released(l.m.Name(), l.m.Value())
+		}
 		return nil
 	case errors.Is(err, redsync.ErrLockAlreadyExpired), errors.As(err, &taken):
 		// Expired, or a majority now holds another holder's value.

@@ -53,7 +53,7 @@ func (r *Releases) Subscribe(ctx context.Context, clients []redis.UniversalClien
 		ch := sub.Channel(redis.WithChannelSize(256))
 		r.wg.Go(func() {
 			for msg := range ch {
-				r.Notify(msg.Channel)
+				r.notify(msg.Channel, msg.Payload)
 			}
 		})
 	}
@@ -82,13 +82,24 @@ func (r *Releases) Close() error {
 }
 
 // Notify wakes every waiter of key.
-func (r *Releases) Notify(key string) {
+func (r *Releases) Notify(key string) { r.notify(key, "") }
+
+// notify wakes every waiter of key but those that watch for another
+// holder's release than the one of value (WatchOthers).
+func (r *Releases) notify(key, value string) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for w := range r.watchers[key] {
+		if w.except != "" && w.except == value {
+			continue
+		}
+		if w.heard++; w.heard < w.need {
+			continue
+		}
+		w.heard = 0
 		select {
 		case w.c <- struct{}{}:
 		default: // already woken, not yet awake
@@ -101,12 +112,26 @@ type Watch struct {
 	r   *Releases
 	key string
 	c   chan struct{}
+	// except is the value whose release does not wake it (none when
+	// empty).
+	except string
+	// need is how many messages wake it, heard how many came since it
+	// last woke (guarded by r.mu).
+	need, heard int
 }
 
 // Watch registers interest in key's releases until Stop. Register before
 // trying the lock, so that a release in between is not missed.
-func (r *Releases) Watch(key string) *Watch {
-	w := &Watch{r: r, key: key, c: make(chan struct{}, 1)}
+func (r *Releases) Watch(key string) *Watch { return r.WatchOthers(key, "", 1) }
+
+// WatchOthers is Watch, for the releases of key by holders of any value
+// but value (none when empty): a Redis lock that announces its value
+// (release.lua) does not wake a watch for the others with its own release.
+// It wakes at every need-th message: a Redlock release announces itself
+// on each node, and a waiter woken by the first node, before the others
+// have released too, would try a round that cannot take a majority yet.
+func (r *Releases) WatchOthers(key, value string, need int) *Watch {
+	w := &Watch{r: r, key: key, c: make(chan struct{}, 1), except: value, need: max(need, 1)}
 	if r == nil {
 		return w
 	}

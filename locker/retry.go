@@ -11,16 +11,17 @@ import (
 // retry calls try until it returns a lease, fails with anything but plain
 // contention (ErrUnavailable, or an error that is not ErrNotAcquired), ctx
 // ends or wait runs out. Between calls it waits for key's next release
-// (opts.Releases) or, when no release is announced, a random fallback delay
+// (opts.Releases: need messages of it, one per node that must have
+// released) or, when no release is announced, a random fallback delay
 // from [minDelay, maxDelay). It is the one retry loop the Redis kinds share
 // (Local queues its waiters itself).
-func retry(ctx context.Context, opts Options, key string, minDelay, maxDelay time.Duration, try func(context.Context) (Lease, error)) (Lease, error) {
+func retry(ctx context.Context, opts Options, key string, need int, minDelay, maxDelay time.Duration, try func(context.Context) (Lease, error)) (Lease, error) {
 	if opts.Fallback > 0 {
 		minDelay, maxDelay = opts.Fallback/2, opts.Fallback
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Wait)
 	defer cancel()
-	watch := opts.Releases.Watch(key) // before the first try: a release in between wakes us
+	watch := opts.Releases.WatchOthers(key, "", need) // before the first try: a release in between wakes us
 	defer watch.Stop()
 	for {
 		lease, err := try(ctx)

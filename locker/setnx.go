@@ -125,7 +125,7 @@ func (s *SetNX) try(ctx context.Context, key, expires string) (ok, wrote bool, e
 // Lock tries TryLock again at each release of key or after a fallback of
 // 50-200 ms when none is heard, until it holds key or the wait runs out.
 func (s *SetNX) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, s.opts, key, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	return retry(ctx, s.opts, key, 1, 50*time.Millisecond, 200*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		return s.TryLock(ctx, key)
 	})
 }

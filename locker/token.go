@@ -82,7 +82,7 @@ func (t *Token) TryLock(ctx context.Context, key string) (Lease, error) {
 // unlock, or after a fallback of 25-75 ms (article 002 polls every 50 ms)
 // when none is heard, until it holds key or the wait runs out.
 func (t *Token) Lock(ctx context.Context, key string) (Lease, error) {
-	return retry(ctx, t.opts, key, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (Lease, error) {
+	return retry(ctx, t.opts, key, 1, 25*time.Millisecond, 75*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		return t.TryLock(ctx, key)
 	})
 }
