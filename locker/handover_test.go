@@ -101,6 +101,20 @@ func receive(t *testing.T, ch <-chan locker.Lease, what string) locker.Lease {
 	return nil
 }
 
+// lockedOut runs l.Lock(key) in a goroutine, as lockAsync, and returns
+// once its first round has failed, the key held by another: three SET NX
+// and redsync's release on every node sent, so that the Lock now waits.
+func lockedOut(t *testing.T, l *locker.Redlock, key string) <-chan locker.Lease {
+	t.Helper()
+	_, before := l.Pipelined()
+	ch := lockAsync(l, key)
+	testenv.Eventually(t, 10*time.Second, "a first round that failed", func() bool {
+		_, sent := l.Pipelined()
+		return sent >= before+6
+	})
+	return ch
+}
+
 // unlock gives lease back, failing t when it cannot.
 func unlock(t *testing.T, lease locker.Lease, what string) {
 	t.Helper()
@@ -127,12 +141,10 @@ func TestRedlockHandsOverContendedKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
-	a1c := lockAsync(a, key) // waits for B: contended
-	time.Sleep(100 * time.Millisecond)
+	a1c := lockedOut(t, a, key) // waits for B: contended
 	unlock(t, b1, "B's first hold")
 	a1 := receive(t, a1c, "A's first hold")
-	b2c := lockAsync(b, key) // B waits for A
-	time.Sleep(100 * time.Millisecond)
+	b2c := lockedOut(t, b, key) // B waits for A
 	unlock(t, a1, "A's first hold")
 	if !a.HandingOver(key) {
 		t.Fatal("A gave back a key it had waited for and does not remember it")
@@ -175,8 +187,7 @@ func TestRedlockYieldRunsOutAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
-	a1c := lockAsync(a, key)
-	time.Sleep(100 * time.Millisecond)
+	a1c := lockedOut(t, a, key)
 	unlock(t, b1, "B's hold")
 	unlock(t, receive(t, a1c, "A's first hold"), "A's first hold")
 	if !a.HandingOver(key) {
