@@ -12,7 +12,10 @@ import (
 )
 
 // TestWatchOthers: a watch for the others' releases is not woken by the
-// value it excepts, and wakes at every need-th message of the others.
+// value it excepts, and wakes once per release at the need-th message of
+// the value released (the nodes' announcements of one release); a message
+// that names no value (in process, or "released" from a single-node lock)
+// wakes it at once.
 func TestWatchOthers(t *testing.T) {
 	r := locker.NewReleases()
 	w := r.WatchOthers("k", "mine", 2)
@@ -31,16 +34,31 @@ func TestWatchOthers(t *testing.T) {
 	r.NotifyValue("other key", "theirs")
 	r.NotifyValue("k", "theirs")
 	if woken() {
-		t.Fatal("woken by its own value's releases, another key's and one of the others' messages; want asleep until two")
+		t.Fatal("woken by its own value's releases, another key's and one node's message of another release; want asleep until two")
 	}
 	r.NotifyValue("k", "theirs")
 	if !woken() {
-		t.Fatal("not woken by two messages of another holder's release")
+		t.Fatal("not woken by two nodes' messages of another holder's release")
 	}
-	r.Notify("k") // a release that names no value (Local, setnx)
+	r.NotifyValue("k", "theirs") // the third node's message of the same release
+	if woken() {
+		t.Fatal("woken again by the third node's message of a release it woke for")
+	}
+	r.NotifyValue("k", "next")
+	if woken() {
+		t.Fatal("woken by one node's message of the next release")
+	}
+	r.NotifyValue("k", "next")
+	if !woken() {
+		t.Fatal("not woken by two nodes' messages of the next release (the count of the one before carried over)")
+	}
 	r.Notify("k")
 	if !woken() {
-		t.Fatal("not woken by two releases that name no value")
+		t.Fatal("not woken at once by a release in process")
+	}
+	r.NotifyValue("k", "released")
+	if !woken() {
+		t.Fatal(`not woken at once by a single-node lock's "released"`)
 	}
 }
 
@@ -103,14 +121,15 @@ func receive(t *testing.T, ch <-chan locker.Lease, what string) locker.Lease {
 
 // lockedOut runs l.Lock(key) in a goroutine, as lockAsync, and returns
 // once its first round has failed, the key held by another: three SET NX
-// and redsync's release on every node sent, so that the Lock now waits.
-func lockedOut(t *testing.T, l *locker.Redlock, key string) <-chan locker.Lease {
+// and redsync's release on every one of the nodes sent, so that the Lock
+// now waits.
+func lockedOut(t *testing.T, l *locker.Redlock, nodes int, key string) <-chan locker.Lease {
 	t.Helper()
 	_, before := l.Pipelined()
 	ch := lockAsync(l, key)
 	testenv.Eventually(t, 10*time.Second, "a first round that failed", func() bool {
 		_, sent := l.Pipelined()
-		return sent >= before+6
+		return sent >= before+int64(2*nodes)
 	})
 	return ch
 }
@@ -141,10 +160,10 @@ func TestRedlockHandsOverContendedKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
-	a1c := lockedOut(t, a, key) // waits for B: contended
+	a1c := lockedOut(t, a, len(addrs), key) // waits for B: contended
 	unlock(t, b1, "B's first hold")
 	a1 := receive(t, a1c, "A's first hold")
-	b2c := lockedOut(t, b, key) // B waits for A
+	b2c := lockedOut(t, b, len(addrs), key) // B waits for A
 	unlock(t, a1, "A's first hold")
 	if !a.HandingOver(key) {
 		t.Fatal("A gave back a key it had waited for and does not remember it")
@@ -187,15 +206,19 @@ func TestRedlockYieldRunsOutAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B: Lock = %v", err)
 	}
-	a1c := lockedOut(t, a, key)
+	a1c := lockedOut(t, a, len(addrs), key)
 	unlock(t, b1, "B's hold")
 	unlock(t, receive(t, a1c, "A's first hold"), "A's first hold")
 	if !a.HandingOver(key) {
 		t.Fatal("A gave back a key it had waited for and does not remember it")
 	}
+	start := time.Now()
 	a2, err := a.Lock(ctx, key) // nobody else wants it: the yield runs out
 	if err != nil {
 		t.Fatalf("A: Lock after the yield = %v", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Errorf("A took the key back after %v; want it to wait out its yield of 50ms first", waited)
 	}
 	unlock(t, a2, "A's second hold")
 	if a.HandingOver(key) {

@@ -190,8 +190,9 @@ type announcement struct{}
 // announcing returns ctx marked so that each node's compare-and-delete
 // (pipedConn.Eval) runs as releaseScript, which publishes on the key's
 // channel when it deletes, as token's unlock script does, with no round
-// trip of its own. A waiter woken by the first node to release may find
-// the others still held and tries again at the next node's message.
+// trip of its own, the value released as the message. A Redlock waiter
+// tries again once a majority of the nodes has announced the release
+// (Releases.WatchOthers).
 func announcing(ctx context.Context) context.Context {
 	return context.WithValue(ctx, announcement{}, true)
 }

@@ -54,7 +54,9 @@ func NewRedlock(clients []goredislib.UniversalClient, opts Options) *Redlock {
 		pipes[i] = &nodePipe{client: c}
 		pools[i] = newPipedPool(c, pipes[i])
 	}
-	return &Redlock{rs: redsync.New(pools...), pools: pools, pipes: pipes, opts: opts.withDefaults()}
+	r := &Redlock{rs: redsync.New(pools...), pools: pools, pipes: pipes, opts: opts.withDefaults()}
+	r.handover = handover{releases: r.opts.Releases, need: r.quorum(), wait: r.opts.Yield}
+	return r
 }
 
 // TryLock runs one Redlock round of redsync for key: SET NX PX on every
@@ -84,13 +86,15 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 	return lease, nil
 }
 
-// Lock tries TryLock again at each release of key or, when none is heard,
-// after a fallback of 50-250 ms (redsync's own delay between rounds), until
-// it holds key or the wait runs out. When it gave key back after a
-// contended hold a moment ago, it first lets another waiter have it
-// (handover.go).
+// Lock tries TryLock again at each release of key a majority of the nodes
+// announced or, when none is heard, after a fallback of 50-250 ms
+// (redsync's own delay between rounds), until it holds key or the wait
+// runs out. When it gave key back after a contended hold a moment ago, it
+// first lets another waiter have it (handover.go), within the same wait.
 func (r *Redlock) Lock(ctx context.Context, key string) (Lease, error) {
-	contended := r.handover.yield(ctx, r.opts.Releases, key, r.quorum(), r.opts.Yield)
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Wait)
+	defer cancel()
+	contended := r.handover.yield(ctx, key)
 	tries := 0
 	lease, err := retry(ctx, r.opts, key, r.quorum(), 50*time.Millisecond, 250*time.Millisecond, func(ctx context.Context) (Lease, error) {
 		tries++

@@ -81,11 +81,16 @@ func (r *Releases) Close() error {
 	return nil
 }
 
-// Notify wakes every waiter of key.
+// Notify wakes every waiter of key (a release in process, which names no
+// value).
 func (r *Releases) Notify(key string) { r.notify(key, "") }
 
-// notify wakes every waiter of key but those that watch for another
-// holder's release than the one of value (WatchOthers).
+// notify tells key's waiters of a release message: value is the value
+// released, "released" from the single-node kinds, empty in process. A
+// watch wakes at once, unless it waits for others' releases only and
+// value is the one it excepts, or it needs more than one message and value
+// names a holder's value: then it wakes at the need-th message of that
+// value (one release announced by that many nodes), once.
 func (r *Releases) notify(key, value string) {
 	if r == nil {
 		return
@@ -96,10 +101,14 @@ func (r *Releases) notify(key, value string) {
 		if w.except != "" && w.except == value {
 			continue
 		}
-		if w.heard++; w.heard < w.need {
-			continue
+		if w.need > 1 && value != "" && value != "released" {
+			if value != w.value {
+				w.value, w.heard = value, 0
+			}
+			if w.heard++; w.heard != w.need {
+				continue // not yet a majority, or past it: woken already
+			}
 		}
-		w.heard = 0
 		select {
 		case w.c <- struct{}{}:
 		default: // already woken, not yet awake
@@ -115,9 +124,10 @@ type Watch struct {
 	// except is the value whose release does not wake it (none when
 	// empty).
 	except string
-	// need is how many messages wake it, heard how many came since it
-	// last woke (guarded by r.mu).
+	// need is how many messages of one release wake it; heard counts
+	// those of the release of value, the last one heard (guarded by r.mu).
 	need, heard int
+	value       string
 }
 
 // Watch registers interest in key's releases until Stop. Register before
@@ -127,9 +137,12 @@ func (r *Releases) Watch(key string) *Watch { return r.WatchOthers(key, "", 1) }
 // WatchOthers is Watch, for the releases of key by holders of any value
 // but value (none when empty): a Redis lock that announces its value
 // (release.lua) does not wake a watch for the others with its own release.
-// It wakes at every need-th message: a Redlock release announces itself
-// on each node, and a waiter woken by the first node, before the others
-// have released too, would try a round that cannot take a majority yet.
+// It wakes at the need-th message of each release: a Redlock release
+// announces its value on each node, and a waiter woken by the first node,
+// before the others have released too, would try a round that cannot take
+// a majority yet. A release whose messages do not reach need (a message
+// lost, a node down while the holder held only a majority) leaves the
+// waiter to its fallback delay.
 func (r *Releases) WatchOthers(key, value string, need int) *Watch {
 	w := &Watch{r: r, key: key, c: make(chan struct{}, 1), except: value, need: max(need, 1)}
 	if r == nil {
@@ -144,7 +157,8 @@ func (r *Releases) WatchOthers(key, value string, need int) *Watch {
 	return w
 }
 
-// Released is ready after each release of the key (at most one pending).
+// Released is ready after each release of the key that wakes the watch
+// (at most one pending).
 func (w *Watch) Released() <-chan struct{} { return w.c }
 
 // Stop ends the watch.
