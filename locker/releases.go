@@ -81,12 +81,16 @@ func (r *Releases) Close() error {
 	return nil
 }
 
+// releasedMessage is the release message of the single-node kinds
+// (setnx's, token's unlock.lua), which names no value.
+const releasedMessage = "released"
+
 // Notify wakes every waiter of key (a release in process, which names no
 // value).
 func (r *Releases) Notify(key string) { r.notify(key, "") }
 
 // notify tells key's waiters of a release message: value is the value
-// released, "released" from the single-node kinds, empty in process. A
+// released, releasedMessage from the single-node kinds, empty in process. A
 // watch wakes at once, unless it waits for others' releases only and
 // value is the one it excepts, or it needs more than one message and value
 // names a holder's value: then it wakes at the need-th message of that
@@ -101,7 +105,7 @@ func (r *Releases) notify(key, value string) {
 		if w.except != "" && w.except == value {
 			continue
 		}
-		if w.need > 1 && value != "" && value != "released" {
+		if w.need > 1 && value != "" && value != releasedMessage {
 			if value != w.value {
 				w.value, w.heard = value, 0
 			}

@@ -146,7 +146,7 @@ func (l *setnxLease) Unlock(ctx context.Context) error {
 	// The DEL and the announcement of the release go in one round trip.
 	pipe := l.s.client.Pipeline()
 	del := pipe.Del(ctx, l.key)
-	pipe.Publish(ctx, l.key, "released")
+	pipe.Publish(ctx, l.key, releasedMessage)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("locker: setnx unlock %s: %w", l.key, err)
 	}
