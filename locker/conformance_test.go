@@ -91,6 +91,7 @@ var conformanceCases = []conformanceCase{
 	{"UnlockTwice", locker.Options{TTL: 20 * time.Second, Wait: time.Second}, testUnlockTwice},
 	{"TryLock", locker.Options{TTL: 20 * time.Second, Wait: 20 * time.Second}, testTryLock},
 	{"GiveUpMidAttempt", locker.Options{TTL: time.Minute, Wait: 20 * time.Second}, testGiveUpMidAttempt},
+	{"Held", locker.Options{TTL: 500 * time.Millisecond, Wait: 10 * time.Second}, testHeld},
 }
 
 // TestConformance runs every case against every kind of lock on real
@@ -259,6 +260,29 @@ func testUnlockAfterTakeover(t *testing.T, k kind, newLocker newLockerFunc, key 
 	}
 	if err := b.Unlock(context.Background()); err != nil {
 		t.Errorf("B Unlock() = %v; want nil (A's unlock must leave B's lock alone)", err)
+	}
+}
+
+// testHeld: a lease says it is held while it is, and not once it ran out
+// and another holder took the key, nor once given back.
+func testHeld(t *testing.T, _ kind, newLocker newLockerFunc, key string, _ locker.Options) {
+	ctx := context.Background()
+	a := mustLock(t, newLocker(time.Now), key)
+	if held, err := a.Held(ctx); !held || err != nil {
+		t.Errorf("A Held() just after Lock = %t, %v; want true, nil", held, err)
+	}
+	b := mustLock(t, newLocker(time.Now), key) // waits out A's lease
+	if held, err := a.Held(ctx); held || err != nil {
+		t.Errorf("A Held() after its lease ran out and B took the key = %t, %v; want false, nil", held, err)
+	}
+	if held, err := b.Held(ctx); !held || err != nil {
+		t.Errorf("B Held() = %t, %v; want true, nil", held, err)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatalf("B Unlock() = %v; want nil", err)
+	}
+	if held, err := b.Held(ctx); held || err != nil {
+		t.Errorf("B Held() after Unlock = %t, %v; want false, nil", held, err)
 	}
 }
 

@@ -159,6 +159,15 @@ type localLease struct {
 	expiry *time.Timer // guarded by l.mu
 }
 
+// Held says whether the key is still this lease's: not run out, not
+// unlocked.
+func (le *localLease) Held(context.Context) (bool, error) {
+	le.l.mu.Lock()
+	defer le.l.mu.Unlock()
+	k, ok := le.l.keys[le.key]
+	return ok && k.holder == le, nil
+}
+
 // Unlock releases the key, or wraps ErrNotHeld when the lease already ran
 // out (or was unlocked before).
 func (le *localLease) Unlock(context.Context) error {

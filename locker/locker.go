@@ -28,6 +28,11 @@ type Lease interface {
 	// Unlock gives the lock back. It wraps ErrNotHeld when the lease had
 	// already run out or been taken over, so that nothing was released.
 	Unlock(ctx context.Context) error
+	// Held says whether the lock is still this lease's: not run out, not
+	// given back, not taken over, as the kind itself can tell (each kind's
+	// doc says how). An error means it could not tell (a node did not
+	// answer).
+	Held(ctx context.Context) (bool, error)
 }
 
 var (

@@ -23,10 +23,11 @@ import (
 // without persistence forgets the locks it granted, which can hand the same
 // lock to two holders.
 type Redlock struct {
-	rs    *redsync.Redsync
-	pools []redsyncredis.Pool
-	pipes []*nodePipe
-	opts  Options
+	rs      *redsync.Redsync
+	clients []goredislib.UniversalClient
+	pools   []redsyncredis.Pool
+	pipes   []*nodePipe
+	opts    Options
 	// handover remembers the keys given back after a contended hold.
 	handover handover
 }
@@ -54,7 +55,7 @@ func NewRedlock(clients []goredislib.UniversalClient, opts Options) *Redlock {
 		pipes[i] = &nodePipe{client: c}
 		pools[i] = newPipedPool(c, pipes[i])
 	}
-	r := &Redlock{rs: redsync.New(pools...), pools: pools, pipes: pipes, opts: opts.withDefaults()}
+	r := &Redlock{rs: redsync.New(pools...), clients: clients, pools: pools, pipes: pipes, opts: opts.withDefaults()}
 	r.handover = handover{releases: r.opts.Releases, need: r.quorum(), wait: r.opts.Yield}
 	return r
 }
@@ -79,7 +80,7 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m}
+	lease := &redlockLease{m: m, clients: r.clients}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
@@ -134,6 +135,8 @@ func nodesDown(err error) int {
 
 type redlockLease struct {
 	m *redsync.Mutex
+	// clients are the nodes, for Held.
+	clients []goredislib.UniversalClient
 	// handover is the locker's memory of contended keys (nil for a
 	// TryLock's lease), and contended says this lease's Lock waited for
 	// another holder: its release is remembered there.
@@ -156,6 +159,39 @@ func (l *redlockLease) Extend(ctx context.Context) error {
 		return fmt.Errorf("%w: redlock %s: %v", ErrNotHeld, l.m.Name(), err)
 	}
 	return fmt.Errorf("locker: redlock extend %s: %w", l.m.Name(), err)
+}
+
+// Held says whether the lease is still valid by redsync's reckoning (its
+// Until: the grant's start plus the TTL, less the time the round took and
+// the clock drift, moved on by each Extend) and a majority of the nodes
+// still hold its value: a node that restarted empty and granted the key to
+// another holder counts against it.
+func (l *redlockLease) Held(ctx context.Context) (bool, error) {
+	if !time.Now().Before(l.m.Until()) {
+		return false, nil
+	}
+	holding, answered := 0, 0
+	var errs []error
+	for _, c := range l.clients {
+		v, err := c.Get(ctx, l.m.Name()).Result()
+		switch {
+		case errors.Is(err, goredislib.Nil):
+			answered++
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			answered++
+			if v == l.m.Value() {
+				holding++
+			}
+		}
+	}
+	quorum := len(l.clients)/2 + 1
+	if holding < quorum && len(l.clients)-answered+holding >= quorum {
+		// Those that did not answer could make a majority: it cannot tell.
+		return false, fmt.Errorf("locker: redlock %s: read the holder: %w", l.m.Name(), errors.Join(errs...))
+	}
+	return holding >= quorum && time.Now().Before(l.m.Until()), nil
 }
 
 // Unlock releases the lock on every node (redsync's compare-and-delete),

@@ -136,6 +136,26 @@ type setnxLease struct {
 	until int64 // this holder's expiry, unix ms
 }
 
+// Held says whether the key still holds this holder's expiry and that
+// time has not passed by its own clock: the recipe's own view. A client
+// whose clock runs ahead and took the lock over with GETSET has written
+// its own expiry, so the holder it took over from can tell; a GETSET that
+// lost the race overwrote the winner's expiry too (a flaw), and then the
+// winner cannot tell it still holds.
+func (l *setnxLease) Held(ctx context.Context) (bool, error) {
+	if l.s.now().UnixMilli() >= l.until {
+		return false, nil
+	}
+	v, err := l.s.client.Get(ctx, l.key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("locker: setnx %s: read the holder: %w", l.key, err)
+	}
+	return v == strconv.FormatInt(l.until, 10), nil
+}
+
 // Unlock DELs the key if this holder's expiry has not passed by its clock,
 // and announces the release. The DEL does not look at the value: see the
 // flaws in SetNX.

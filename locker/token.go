@@ -109,6 +109,19 @@ func (l *tokenLease) Extend(ctx context.Context) error {
 	return nil
 }
 
+// Held says whether the key still holds this lease's token: the node
+// expires the key, so a token still there is a lease still running.
+func (l *tokenLease) Held(ctx context.Context) (bool, error) {
+	v, err := l.client.Get(ctx, l.key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("locker: token %s: read the holder: %w", l.key, err)
+	}
+	return v == l.token, nil
+}
+
 // Unlock deletes the key if it still holds this lease's token, or wraps
 // ErrNotHeld when it expired or holds another holder's token.
 func (l *tokenLease) Unlock(ctx context.Context) error {

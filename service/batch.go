@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,7 +62,7 @@ type ticket struct {
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
-func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *locker.Watchdog) error {
+func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, lease locker.Lease, wd *locker.Watchdog) error {
 	id := ts[0].p.ProductID
 	busy, work := batchWork(ctx, ts, wd)
 	if st.RowLock {
@@ -69,53 +70,91 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, wd *
 	}
 	fenced := s.fencing(st, ts[0].p)
 	if fenced && busy == 0 {
-		// Nothing happens between the grant and the write, so the claim is
-		// folded into the write: its first statement moves the fence on
-		// and holds the row until the commit, claim and write one atomic
-		// step, with no commit of its own.
-		if len(ts) == 1 {
-			return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
-		}
-		if done, err := s.sellInTrips(ctx, st, ts); done {
+		return s.sellClaiming(ctx, st, ts)
+	}
+	// What the hold sells from (unfenced), or, before any work, a way to
+	// spare the work when nothing is left; and the generation it began in.
+	start, enough, err := s.stockAtStart(ctx, ts)
+	if err != nil || !enough {
+		return err
+	}
+	if !fenced {
+		if err := work(); err != nil {
 			return err
 		}
-		return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
-			return s.claimInWrite(tx, id)
+		return s.writeBatch(ctx, st, ts, false, 0, func(tx *gorm.DB) (int64, error) {
+			// Unfenced: sell from the stock read before the work. The row
+			// lock is taken first all the same, as every writer does, so
+			// that two holders at once oversell rather than deadlock.
+			if err := forUpdate(tx).Select("id").Take(&model.Product{}, id).Error; err != nil {
+				return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
+			}
+			return start.Stock, nil
 		})
 	}
-	var token int64
-	if fenced {
-		var err error
-		if token, err = s.claim(ctx, id); err != nil {
-			return err
-		}
-	}
-	var stock int64
-	if !fenced || busy > 0 {
-		var enough bool
-		var err error
-		if stock, enough, err = s.stockAtStart(ctx, ts); err != nil || !enough {
-			return err
-		}
+	token, err := s.claim(ctx, id)
+	if err != nil {
+		return err
 	}
 	if err := work(); err != nil {
 		return err
 	}
-	if fenced && len(ts) == 1 {
-		return s.sellOne(ctx, st, ts[0], fenceWrite{token: &token})
+	if len(ts) == 1 {
+		err = s.sellOne(ctx, st, ts[0], fenceWrite{token: &token})
+	} else {
+		err = s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
+			return s.checkFence(tx, id, token)
+		})
 	}
-	return s.writeBatch(ctx, st, ts, fenced, 0, func(tx *gorm.DB) (int64, error) {
-		if fenced {
-			return s.checkFence(ctx, tx, st, id, token)
-		}
-		// Unfenced: sell from the stock read before the work. The row lock
-		// is taken first all the same, as every writer does, so that two
-		// holders at once oversell rather than deadlock.
-		if err := forUpdate(tx).Select("id").Take(&model.Product{}, id).Error; err != nil {
-			return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
-		}
-		return stock, nil
+	if moved, ok := errors.AsType[*fenceMoved](err); ok {
+		return s.overtaken(ctx, st, ts, lease, token, start.Generation, moved)
+	}
+	return err
+}
+
+// sellClaiming is a fenced hold with nothing to do between its grant and
+// its write: the claim is folded into the write, whose first statement
+// moves the fence on and holds the row until the commit, claim and write
+// one atomic step, with no commit of its own.
+func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ts []*ticket) error {
+	if len(ts) == 1 {
+		return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
+	}
+	if done, err := s.sellInTrips(ctx, st, ts); done {
+		return err
+	}
+	id := ts[0].p.ProductID
+	return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
+		return s.claimInWrite(tx, id)
 	})
+}
+
+// overtaken answers a fenced hold whose write found the product's fence
+// moved on from its token (moved). Three things move it: a holder of the
+// same lock kind that took the lock after this hold's lease ran out, a
+// stock reset, and a holder of another kind, which this hold's lock does
+// not exclude (kinds keep keys of their own: a rolling change of
+// SECKILL_LOCK mixes them). Only the last leaves the generation the hold
+// began in and its lease still held: the hold then sells with the claim
+// folded into the write, one atomic step that needs no lease, from the
+// stock it reads under the row lock. Otherwise, or when the lock's nodes
+// cannot tell, it is lock_lost: nothing was written.
+func (s *Seckill) overtaken(ctx context.Context, st Strategy, ts []*ticket, lease locker.Lease, token, gen int64, moved *fenceMoved) error {
+	id := ts[0].p.ProductID
+	if moved.generation != gen || lease == nil {
+		return s.lockLost(st, id, token)
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	held, err := lease.Held(hctx)
+	cancel()
+	if err != nil {
+		s.log.WarnContext(ctx, "fence moved on and the lease could not be checked", "strategy", st.Name, "product", id, "err", err)
+	}
+	if !held {
+		return s.lockLost(st, id, token)
+	}
+	s.log.DebugContext(ctx, "fence moved on by another lock kind's holder: selling with the claim in the write", "strategy", st.Name, "product", id)
+	return s.sellClaiming(ctx, st, ts)
 }
 
 // batchWork is what a hold does between its grant and its write, and how
@@ -161,26 +200,27 @@ func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, ts []*ticket, 
 	})
 }
 
-// stockAtStart reads the stock as a hold starts: what an unfenced hold
-// sells from, and, before any work, a way to spare the work when nothing is
-// left. enough is false when less is left than any ticket asks for: each is
-// then sold out, and its buyer looks up its request ID.
-func (s *Seckill) stockAtStart(ctx context.Context, ts []*ticket) (stock int64, enough bool, err error) {
+// stockAtStart reads the product as a hold starts: the stock an unfenced
+// hold sells from, the generation a fenced one begins in, and, before any
+// work, a way to spare the work when nothing is left. enough is false when
+// less is left than any ticket asks for: each is then sold out, and its
+// buyer looks up its request ID.
+func (s *Seckill) stockAtStart(ctx context.Context, ts []*ticket) (prod model.Product, enough bool, err error) {
 	id := ts[0].p.ProductID
 	rctx, cancel := s.dbCtx(ctx, 0)
-	prod, err := s.product(rctx, s.db, id)
+	prod, err = s.product(rctx, s.db, id)
 	cancel()
 	if err != nil {
-		return 0, false, err
+		return model.Product{}, false, err
 	}
 	s.sawStock(id, prod.Stock, prod.Generation)
 	if least := leastQuantity(ts); prod.Stock < least {
 		for _, t := range ts {
 			t.soldOut, t.stock = true, prod.Stock // its buyer looks up its request ID
 		}
-		return 0, false, nil
+		return prod, false, nil
 	}
-	return prod.Stock, true, nil
+	return prod, true, nil
 }
 
 // leastQuantity is the smallest quantity the tickets ask for.

@@ -64,7 +64,7 @@ func benchBatchSell(b *testing.B, n int, trips bool) {
 				RequestID: fmt.Sprintf("r-%d-%d", i, j)}
 			ts[j] = &ticket{p: p, done: make(chan struct{}), arrived: time.Now()}
 		}
-		if err := s.sellBatch(ctx, st, ts, nil); err != nil {
+		if err := s.sellBatch(ctx, st, ts, nil, nil); err != nil {
 			b.Fatalf("sellBatch(%d purchases) = %v", n, err)
 		}
 		for _, t := range ts {

@@ -228,7 +228,10 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 		args = append(args, ids...)
 	}
 	if s.cfg.PerUserLimit > 0 {
-		b.WriteString("; " + stmtUnitsHeld + sqlList(len(ts))) // a plain read, as unitsHeld's
+		b.WriteString("; " + stmtUnitsHeld + sqlList(len(ts)))
+		if s.lockingReads { // as unitsHeld's
+			b.WriteString(" FOR UPDATE")
+		}
 		args = append(args, id)
 		for _, t := range ts {
 			args = append(args, t.p.UserID)

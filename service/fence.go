@@ -79,13 +79,13 @@ func (s *Seckill) claimInWrite(tx *gorm.DB, id int64) (int64, error) {
 	return stock, nil
 }
 
-// checkFence reads the product's stock and fence under its row lock
-// (SELECT ... FOR UPDATE): a fence that is no longer token means a later
-// holder claimed it, or the stock was reset, after this hold's claim:
-// ErrLockLost, nothing written.
-func (s *Seckill) checkFence(ctx context.Context, tx *gorm.DB, st Strategy, id, token int64) (int64, error) {
+// checkFence reads the product's stock, fence and generation under its
+// row lock (SELECT ... FOR UPDATE): a fence that is no longer token means
+// somebody claimed it, or the stock was reset, after this hold's claim
+// (*fenceMoved), and nothing is written.
+func (s *Seckill) checkFence(tx *gorm.DB, id, token int64) (int64, error) {
 	var prod model.Product
-	err := forUpdate(tx).Select("id", "stock", "fence").Take(&prod, id).Error
+	err := forUpdate(tx).Select("id", "stock", "fence", "generation").Take(&prod, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return 0, notFound(id)
 	}
@@ -93,9 +93,20 @@ func (s *Seckill) checkFence(ctx context.Context, tx *gorm.DB, st Strategy, id, 
 		return 0, fmt.Errorf("read the stock of product %d: %w", id, err)
 	}
 	if prod.Fence != token {
-		return 0, s.lockLost(st, id, token)
+		return 0, &fenceMoved{generation: prod.Generation}
 	}
 	return prod.Stock, nil
+}
+
+// fenceMoved is a fenced write's refusal: the product's fence is no longer
+// the hold's token. generation is the product's generation then: a reset
+// moves both. The hold decides what it answers (overtaken).
+type fenceMoved struct {
+	generation int64
+}
+
+func (e *fenceMoved) Error() string {
+	return fmt.Sprintf("the fence moved on (generation %d)", e.generation)
 }
 
 // lockLost is the answer of a hold whose token went stale.

@@ -123,16 +123,17 @@ func (s *Seckill) leaderBudget() time.Duration {
 }
 
 // PurchaseBudget is the longest a purchase can take, with a lock wait of
-// lockWait and database calls bounded by dbTimeout (0: the default): the
-// wait, the longest work and pause, and the hold's database calls
-// (the claim, a read, the transaction, and the look-up that settles a
-// COMMIT whose outcome is unknown). Servers size their write timeout and
-// their drain on it.
+// lockWait and calls to the stores bounded by dbTimeout (0: the default):
+// the wait, the longest work and pause, and the hold's calls (a read, the
+// claim, the transaction; when another lock kind's holder moved the fence
+// on, the check of the lease and the transaction again; and the look-up
+// that settles a COMMIT whose outcome is unknown). Servers size their
+// write timeout and their drain on it.
 func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 	if dbTimeout <= 0 {
 		dbTimeout = DefaultDBTimeout
 	}
-	return lockWait + 2*MaxHold + 4*dbTimeout
+	return lockWait + 2*MaxHold + 6*dbTimeout
 }
 
 // lead serves line l until nobody waits in it.
@@ -305,7 +306,7 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	if lease != nil && st.Watchdog && s.cfg.Watchdog {
 		wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
 	}
-	err := s.sellBatch(ctx, st, batch, wd)
+	err := s.sellBatch(ctx, st, batch, lease, wd)
 	wd.Stop()
 	if err == nil {
 		// What was sold is committed, and giving the lock back can no

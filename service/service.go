@@ -7,12 +7,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
+	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/locker"
@@ -77,12 +79,28 @@ type hooks struct {
 // DefaultDBTimeout is Config.DBTimeout's default.
 const DefaultDBTimeout = 3 * time.Second
 
+// readsAtStart says db is a server whose plain reads in a transaction see
+// its start (TiDB), as gorm's MySQL dialector read its version at open.
+func readsAtStart(db *gorm.DB) bool {
+	d, ok := db.Dialector.(*gormmysql.Dialector)
+	return ok && strings.Contains(d.ServerVersion, "TiDB")
+}
+
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
 	db *gorm.DB
 	// mysql says db is MySQL (or MariaDB), not the embedded SQLite: a few
 	// statements differ.
 	mysql bool
+	// lockingReads says a plain read inside a transaction sees the
+	// database as it was when the transaction began, not what committed
+	// while it waited for a row lock: TiDB's reads are at the transaction's
+	// start_ts. The reads a batch decides on under the product's row lock
+	// (the units users hold) are then locking reads, which read the latest
+	// commit. InnoDB (MariaDB, MySQL) takes a transaction's snapshot at its
+	// first plain read, after the row lock, and SQLite has one writer at a
+	// time: there they stay plain (see unitsHeld).
+	lockingReads bool
 	// oneTrip says purchases may go in one multi-statement (MySQL, a pool
 	// that takes them): see buyOneTrip.
 	oneTrip atomic.Bool
@@ -126,7 +144,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = DefaultDBTimeout
 	}
-	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
+	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockingReads: readsAtStart(db), lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
 	s.oneTrip.Store(s.mysql)
 	ctx, stop := context.WithCancel(context.Background())

@@ -79,7 +79,7 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceW
 					return err
 				}
 				if fw.token != nil && prod.Fence != *fw.token {
-					return s.lockLost(st, p.ProductID, *fw.token)
+					return &fenceMoved{generation: prod.Generation}
 				}
 				s.sawStock(p.ProductID, prod.Stock, prod.Generation)
 				return soldOut(p.ProductID, prod.Stock)

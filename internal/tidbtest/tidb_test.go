@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -25,7 +26,9 @@ var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
 // under each safe strategy, with one lock per purchase and with batches of
 // 50, every unit is sold exactly once and the answers are linearizable; a
 // replayed request ID answers the first order from the other instance; a
-// user's second purchase is over the limit.
+// user's second purchase is over the limit, one after the other and when
+// 10 users send 8 purchases each at once (apptest.LimitRuns: every safe
+// strategy, redlock one purchase per hold, and their mix).
 func TestTiDB(t *testing.T) {
 	dsn := testenv.TiDB(t)
 	// A long lock wait: the machine is shared and slow, and a lock_timeout
@@ -46,6 +49,9 @@ func TestTiDB(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { sale(t, a, b, batch) })
 	}
 	t.Run("replay and limit", func(t *testing.T) { replayAndLimit(t, a, b) })
+	for _, run := range apptest.LimitRuns() {
+		t.Run("limit under fire/"+run.Name(), func(t *testing.T) { apptest.CheckPerUserLimit(t, []*apptest.Instance{a, b}, run) })
+	}
 }
 
 // sale sells one product from both instances under every safe strategy in
@@ -184,7 +190,7 @@ func replayAndLimit(t *testing.T, a, b *apptest.Instance) {
 			t.Fatalf("%s: first purchase = %d %q %+v; want 201 leaving %d", st, first.status, first.code, first.order, stock-i-1)
 		}
 		replay := buy(t, b, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: rid})
-		if replay.status != http.StatusOK || replay.order != first.order {
+		if replay.status != http.StatusOK || !reflect.DeepEqual(replay.order, first.order) {
 			t.Errorf("%s: replay on the other instance = %d %q %+v; want 200 with the first order %+v", st, replay.status, replay.code, replay.order, first.order)
 		}
 		for _, in := range []*apptest.Instance{a, b} {

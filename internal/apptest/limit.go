@@ -1,0 +1,145 @@
+package apptest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/loadtest/client"
+)
+
+// LimitRun is a per-user limit under fire: Users buyers each send Tries
+// purchases of one unit at once, spread over the instances in turn,
+// purchase i under Strategies[i%len(Strategies)], with Hold as hold_ms for
+// the lock strategies (token, redlock) and Batch as batch.
+type LimitRun struct {
+	Users, Tries int
+	Strategies   []string
+	Hold         time.Duration
+	Batch        int
+}
+
+// Name says what the run mixes, for a subtest.
+func (r LimitRun) Name() string {
+	name := strings.Join(r.Strategies, "+")
+	if r.Hold > 0 {
+		name += fmt.Sprintf(" hold=%v", r.Hold)
+	}
+	if r.Batch > 0 {
+		name += fmt.Sprintf(" batch=%d", r.Batch)
+	}
+	return name
+}
+
+// CheckPerUserLimit plays run against a product of its own with stock to
+// spare, on instances that run with a per-user limit of one unit (the
+// default), and fails t unless every user holds exactly one unit, counted
+// from the database's orders and its users' units: one 201 per user, every
+// other answer 409 limit_exceeded, and the audit consistent.
+func CheckPerUserLimit(t *testing.T, ins []*Instance, run LimitRun) {
+	t.Helper()
+	ctx := t.Context()
+	a := ins[0]
+	admin := &client.Client{BaseURL: a.URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
+	stock := int64(run.Users * run.Tries * 2)
+	prod, err := admin.CreateProduct(ctx, "limit "+run.Name(), stock)
+	if err != nil {
+		t.Fatalf("CreateProduct = %v", err)
+	}
+	type answer struct {
+		user string
+		err  error
+	}
+	answers := make([]answer, run.Users*run.Tries)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range answers {
+		user := fmt.Sprintf("u-%d", i%run.Users)
+		o := client.Override{Strategy: run.Strategies[i%len(run.Strategies)], Batch: run.Batch}
+		if o.Strategy == "token" || o.Strategy == "redlock" {
+			o.Hold = run.Hold
+		}
+		c := &client.Client{BaseURL: ins[(i/run.Users)%len(ins)].URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
+		wg.Go(func() {
+			<-start
+			_, err := c.Buy(ctx, prod.ID, client.Purchase{UserID: user, Quantity: 1}, o)
+			answers[i] = answer{user, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	sold := map[string]int{}
+	for _, an := range answers {
+		var e *client.Error
+		switch {
+		case an.err == nil:
+			sold[an.user]++
+		case !errors.As(an.err, &e) || e.Code != "limit_exceeded":
+			t.Errorf("purchase by %s = %v; want 201 or 409 limit_exceeded", an.user, an.err)
+		}
+	}
+	ordered, held := unitsPerUser(t, a, prod.ID)
+	for u := range run.Users {
+		user := fmt.Sprintf("u-%d", u)
+		if sold[user] != 1 || ordered[user] != 1 || held[user] != 1 {
+			t.Errorf("%s: %d purchases answered 201, orders of %d units, %d units counted; want 1 each",
+				user, sold[user], ordered[user], held[user])
+		}
+	}
+	if len(ordered) != run.Users {
+		t.Errorf("orders for %d users; want %d", len(ordered), run.Users)
+	}
+	au, err := admin.Audit(ctx, prod.ID)
+	if err != nil {
+		t.Fatalf("Audit = %v", err)
+	}
+	if n := int64(run.Users); !au.Held() || au.Orders != n || au.UnitsSold != n || au.Stock != stock-n {
+		t.Errorf("audit %+v; want %d orders of one unit, %d left", au, n, stock-n)
+	}
+}
+
+// unitsPerUser reads, from the instance's database, the units each user's
+// orders of product id hold and the units the per-user limit counts.
+func unitsPerUser(t *testing.T, in *Instance, id int64) (ordered, held map[string]int64) {
+	t.Helper()
+	db := in.Stores.DB.WithContext(t.Context())
+	type row struct {
+		UserID string
+		Units  int64
+	}
+	var rows []row
+	if err := db.Raw("SELECT user_id, SUM(quantity) AS units FROM orders WHERE product_id = ? GROUP BY user_id", id).Scan(&rows).Error; err != nil {
+		t.Fatalf("count the units of each user's orders: %v", err)
+	}
+	ordered = map[string]int64{}
+	for _, r := range rows {
+		ordered[r.UserID] = r.Units
+	}
+	rows = nil
+	if err := db.Raw("SELECT user_id, units FROM user_units WHERE product_id = ?", id).Scan(&rows).Error; err != nil {
+		t.Fatalf("read the units the limit counts: %v", err)
+	}
+	held = map[string]int64{}
+	for _, r := range rows {
+		held[r.UserID] = r.Units
+	}
+	return ordered, held
+}
+
+// LimitRuns are the runs a store is held to: every safe strategy alone,
+// redlock one purchase per hold, and all four mixed with work inside the
+// Redis locks (a rolling change of SECKILL_LOCK).
+func LimitRuns() []LimitRun {
+	safe := []string{"token", "redlock", "pessimistic", "optimistic"}
+	var runs []LimitRun
+	for _, st := range safe {
+		runs = append(runs, LimitRun{Users: 10, Tries: 8, Strategies: []string{st}})
+	}
+	return append(runs,
+		LimitRun{Users: 10, Tries: 8, Strategies: []string{"redlock"}, Batch: 1},
+		LimitRun{Users: 10, Tries: 8, Strategies: safe, Hold: 20 * time.Millisecond})
+}
