@@ -122,7 +122,7 @@ func (s *Seckill) batchOnConn(ctx context.Context, dc any, st Strategy, ts []*ti
 	if len(sl.orders) == 0 {
 		return read.stock, true, rollback(ctx, ex)
 	}
-	query, args := s.saleStatements(ts[0].p.ProductID, sl, read.units)
+	query, args := s.saleStatements(ts[0].p.ProductID, sl)
 	named, err := namedValues(args)
 	if err != nil {
 		return 0, false, errors.Join(fmt.Errorf("sell %d orders: %w", len(sl.orders), err), rollback(ctx, ex))
@@ -243,7 +243,7 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 // saleStatements is the second trip's multi-statement and its arguments:
 // the decrement, which claims the fence, the users' new units (under a
 // limit) and the orders.
-func (s *Seckill) saleStatements(id int64, sl sale, units map[string]int64) (string, []any) {
+func (s *Seckill) saleStatements(id int64, sl batchSale) (string, []any) {
 	decrement, args := s.decrementSQL(id, sl.total, fenceWrite{claim: true})
 	var b strings.Builder
 	b.WriteString(decrement)
@@ -253,7 +253,7 @@ func (s *Seckill) saleStatements(id int64, sl sale, units map[string]int64) (str
 		for _, t := range sl.sold {
 			if user := t.p.UserID; !seen[user] {
 				seen[user] = true
-				args = append(args, id, user, units[user])
+				args = append(args, id, user, sl.units[user])
 				n++
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/sale"
 )
 
 // The batch's transaction: once a hold knows the stock it sells from,
@@ -131,69 +132,82 @@ func (s *Seckill) decideAndWrite(tx *gorm.DB, st Strategy, ts []*ticket, stock i
 	if len(sl.orders) == 0 {
 		return stock, nil
 	}
-	return s.writeSale(tx, ts, sl, units, exact)
+	return s.writeSale(tx, ts, sl, exact)
 }
 
-// sale is what a batch decided to sell: orders[i] is sold[i]'s, total is
-// their quantity and left the stock they leave.
-type sale struct {
+// batchSale is what a batch decided to sell: orders[i] is sold[i]'s, total
+// is their quantity, left the stock they leave and units the units of the
+// users sold to, after the sale.
+type batchSale struct {
 	orders      []model.Order
 	sold        []*ticket
 	left, total int64
+	units       map[string]int64
 }
 
-// decide answers the tickets one by one in line order, against stock, the
-// request IDs already used and the units each user holds (which it raises
-// by what it sells): a replay, a refusal, or a place in the sale.
-func (s *Seckill) decide(st Strategy, ts []*ticket, stock int64, used map[string]model.Order, units map[string]int64) sale {
+// decide asks the sale rule (package sale) to answer the tickets in line
+// order, against stock, the orders already made with their request IDs
+// (used) and the units each user holds, and answers those it does not
+// sell: a replay, a refusal. A ticket whose own lock wait ran out before
+// the hold got the row lock answers lock_timeout and is left out.
+func (s *Seckill) decide(st Strategy, ts []*ticket, stock int64, used map[string]model.Order, units map[string]int64) batchSale {
 	id := ts[0].p.ProductID
-	accepted := map[string]*ticket{} // by request ID
-	sl := sale{left: stock}
+	state := sale.State{Product: id, Stock: stock, Limit: s.cfg.PerUserLimit, Units: units}
+	if len(used) > 0 {
+		state.Used = make(map[string]sale.Prior, len(used))
+		for rid, o := range used {
+			state.Used[rid] = sale.Prior{Product: o.ProductID, User: string(o.UserID), Quantity: o.Quantity}
+		}
+	}
+	ps := make([]sale.Purchase, 0, len(ts))
+	in := make([]*ticket, 0, len(ts)) // in[i] is ps[i]'s ticket
 	for _, t := range ts {
 		t.r, t.err, t.order, t.first = Receipt{}, nil, nil, nil
 		if t.expired {
 			t.err = ErrLockTimeout.because(fmt.Errorf("row lock of product %d: its wait ran out", id))
 			continue
 		}
-		p := t.p
-		if p.RequestID != "" {
-			if o, ok := used[p.RequestID]; ok {
-				t.r, t.err = replayOf(p, o)
-				continue
-			}
-			if first, ok := accepted[p.RequestID]; ok {
-				t.first = first
-				if _, err := replayOf(p, newOrder(first.p, st.Name, 0)); err != nil {
-					t.err, t.first = err, nil
-				}
-				continue
-			}
-		}
-		if p.Quantity > sl.left {
-			t.err = soldOut(id, sl.left)
-			continue
-		}
-		if limit := s.cfg.PerUserLimit; limit > 0 && units[p.UserID]+p.Quantity > limit {
-			t.err = errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, units[p.UserID], id, limit)
-			continue
-		}
-		sl.left -= p.Quantity
-		sl.total += p.Quantity
-		units[p.UserID] += p.Quantity
-		sl.orders = append(sl.orders, newOrder(p, st.Name, sl.left))
-		sl.sold = append(sl.sold, t)
-		if p.RequestID != "" {
-			accepted[p.RequestID] = t
+		ps = append(ps, sale.Purchase{RequestID: t.p.RequestID, User: t.p.UserID, Quantity: t.p.Quantity})
+		in = append(in, t)
+	}
+	out := sale.Decide(state, ps)
+	sl := batchSale{left: out.Left, total: out.Sold, units: out.Units}
+	for i, d := range out.Decisions {
+		t := in[i]
+		switch d.Verdict {
+		case sale.Sold:
+			sl.orders = append(sl.orders, newOrder(t.p, st.Name, d.Left))
+			sl.sold = append(sl.sold, t)
+		case sale.ReplayOf:
+			t.first = in[d.Of]
+		default:
+			t.r, t.err = s.refusal(t.p, d, used[t.p.RequestID])
 		}
 	}
 	return sl
+}
+
+// refusal is the answer to a purchase the sale rule did not sell (d): a
+// replay of prior, the order its request ID made, or an error.
+func (s *Seckill) refusal(p Purchase, d sale.Decision, prior model.Order) (Receipt, error) {
+	switch d.Verdict {
+	case sale.Replay:
+		return Receipt{Order: prior, Replayed: true}, nil
+	case sale.SoldOut:
+		return Receipt{}, soldOut(p.ProductID, d.Left)
+	case sale.OverLimit:
+		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, d.Units, p.ProductID, s.cfg.PerUserLimit)
+	case sale.Reused:
+		return Receipt{}, requestIDReused(p)
+	}
+	return Receipt{}, fmt.Errorf("purchase of product %d: the sale rule answered %v", p.ProductID, d.Verdict)
 }
 
 // writeSale writes what decide sold: one decrement (conditional on the
 // stock when exact), the users' new units and the orders; then it answers
 // the tickets sold and those replaying them. It returns the stock it
 // leaves.
-func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl sale, units map[string]int64, exact bool) (int64, error) {
+func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl batchSale, exact bool) (int64, error) {
 	id := ts[0].p.ProductID
 	orders, left, total := sl.orders, sl.left, sl.total
 	q := tx.Model(&model.Product{}).Where("id = ?", id)
@@ -219,7 +233,7 @@ func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl sale, units map[string
 		}
 		left = after
 	}
-	if err := s.setUnits(tx, id, sl.sold, units); err != nil {
+	if err := s.setUnits(tx, id, sl.sold, sl.units); err != nil {
 		return 0, err
 	}
 	if err := tx.Create(&orders).Error; err != nil {
@@ -231,7 +245,7 @@ func (s *Seckill) writeSale(tx *gorm.DB, ts []*ticket, sl sale, units map[string
 
 // answer gives the tickets sold their orders, final now, their IDs
 // included, and those replaying them theirs.
-func (sl sale) answer(ts []*ticket) {
+func (sl batchSale) answer(ts []*ticket) {
 	for i, t := range sl.sold {
 		t.order = &sl.orders[i]
 	}

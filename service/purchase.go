@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/sale"
 )
 
 // Limits of a purchase request.
@@ -234,10 +235,17 @@ func (s *Seckill) replay(ctx context.Context, db *gorm.DB, p Purchase) (Receipt,
 // replayOf answers p with o, the order its request ID already made: o
 // itself when p asks for the same thing, ErrRequestIDReused otherwise.
 func replayOf(p Purchase, o model.Order) (Receipt, error) {
-	if o.ProductID != p.ProductID || string(o.UserID) != p.UserID || o.Quantity != p.Quantity {
-		return Receipt{}, errorf(CodeRequestIDReused, "request_id %q was used by another purchase", p.RequestID)
+	prior := sale.Prior{Product: o.ProductID, User: string(o.UserID), Quantity: o.Quantity}
+	if !sale.Replays(prior, p.ProductID, sale.Purchase{RequestID: p.RequestID, User: p.UserID, Quantity: p.Quantity}) {
+		return Receipt{}, requestIDReused(p)
 	}
 	return Receipt{Order: o, Replayed: true}, nil
+}
+
+// requestIDReused is the answer to p, whose request ID made an order for
+// another purchase.
+func requestIDReused(p Purchase) error {
+	return errorf(CodeRequestIDReused, "request_id %q was used by another purchase", p.RequestID)
 }
 
 // doWork does the simulated business work: it waits d or until ctx ends.
