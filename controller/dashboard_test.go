@@ -13,10 +13,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	api "github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/browser"
 	"github.com/seckill/seckill/internal/testenv"
-	api "github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/service"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // The queue and the batch: the same sale under redlock, one lock per

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/locker"
 )
 

@@ -7,7 +7,7 @@
 // SECKILL_REDIS_ADDRS; a scenario that stops or restarts nodes always gets
 // embedded nodes of its own, so that the demo never touches a real server)
 // and instances of the service started in process over them. The demo
-// talks to the instances only through loadtest/client, as any outside
+// talks to the instances only through package client, as any outside
 // client would, and injects its faults for real: an embedded Redis node
 // closed and started again empty (store.MiniRedis), the clock that setnx's
 // lock reads moved ahead (app.Options.Clock), an instance's lease

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // The instance that dies holding the lock: how long its product stays

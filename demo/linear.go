@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
-	"github.com/seckill/seckill/loadtest/history"
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 )
 
 // The answers checked: the same sale under none and redlock, every answer

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // The Redis node faults. Node 1 (index 0) is the one setnx and token live

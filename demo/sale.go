@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/service"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // setnx's scenarios: instance 2's clock runs a minute ahead of instance

@@ -15,9 +15,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/demo"
 	"github.com/seckill/seckill/internal/browser"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 // shownSeries is a row of the page's live table, as the page shows it.

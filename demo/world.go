@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/store"
 )
 

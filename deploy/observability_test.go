@@ -22,9 +22,9 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 // The observability files, relative to this package's directory.

@@ -24,8 +24,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 const stackScript = "../scripts/stack.sh"

@@ -36,8 +36,8 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/loadtest/driver"
-	"github.com/seckill/seckill/loadtest/history"
 )
 
 func main() {

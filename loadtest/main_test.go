@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
 )
 

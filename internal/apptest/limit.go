@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // LimitRun is a per-user limit under fire: Users buyers each send Tries

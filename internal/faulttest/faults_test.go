@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 // TestWatchdogKeepsLongWorkPauseLosesIt, with two instances and a lease of

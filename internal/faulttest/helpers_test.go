@@ -17,8 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 // binary is the seckill program the tests run, built once by TestMain.

@@ -21,10 +21,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/sqlproxy"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/client"
-	"github.com/seckill/seckill/loadtest/history"
 )
 
 // The fault soak (make soak): buyers write a history against two instances

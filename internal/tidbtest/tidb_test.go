@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
-	"github.com/seckill/seckill/loadtest/history"
 )
 
 // safeStrategies are the strategies the contract promises exact together.

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
-	"github.com/seckill/seckill/loadtest/history"
 )
 
 // The catalogue of TestRunCatalogue: five products of 20 units each, and

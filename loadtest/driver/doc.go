@@ -21,7 +21,7 @@
 // driver spends about as much CPU per request as wrk and does not become the
 // bottleneck (scripts/bench-driver.sh measures it). The driver's own calls
 // (health, strategies, products, stock resets, audits) go through
-// loadtest/client, over net/http.
+// package client, over net/http.
 //
 // The products on sale are Config.ProductID, the product named
 // Config.ProductName (found in the product list, created when missing), or

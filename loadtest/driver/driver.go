@@ -18,8 +18,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/seckill/seckill/loadtest/client"
-	"github.com/seckill/seckill/loadtest/history"
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 )
 
 // ErrOverrideDisabled is wrapped by Run's error when an instance answered

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/client"
 	"github.com/seckill/seckill/loadtest/driver"
-	"github.com/seckill/seckill/loadtest/history"
 )
 
 // dbFigures reads what the database holds for a product: its order rows,

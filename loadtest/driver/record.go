@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/history"
+	"github.com/seckill/seckill/history"
 )
 
 // recorder keeps the history of a run (-history): every purchase as it is

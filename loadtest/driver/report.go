@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 )
 
 // Audit is the server's audit of a product (see client.Audit).

@@ -49,7 +49,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/loadtest/client"
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/store"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/client"
 )
 
 func TestClient(t *testing.T) {

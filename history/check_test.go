@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/history"
+	"github.com/seckill/seckill/history"
 )
 
 // h builds hand-made histories: times in microseconds from 0.

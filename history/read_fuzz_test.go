@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/history"
+	"github.com/seckill/seckill/history"
 )
 
 // FuzzRead: any input is read into lines or refused with a *ParseError
