@@ -84,19 +84,41 @@ type Config struct {
 // which also bounds a purchase's batch=.
 const MaxBatch = api.MaxBatch
 
-// DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's default: seven
-// instances keep 140 connections open, within the 151 a MySQL or MariaDB
-// server allows by default (max_connections).
-const DefaultMySQLMaxConns = 20
+// The defaults, in one place: Load gives them to the variables left unset,
+// and the packages that take these settings (service, the IP limiter of
+// controller, internal/app) fall back on them when given none.
+const (
+	DefaultAddr     = "127.0.0.1:8080" // SECKILL_ADDR
+	DefaultStrategy = "redlock"        // SECKILL_LOCK
+	// DefaultLockTTL is SECKILL_LOCK_TTL's: the lease of a lock.
+	DefaultLockTTL = 2 * time.Second
+	// DefaultLockWait is SECKILL_LOCK_WAIT's: how long a purchase waits for
+	// its lock.
+	DefaultLockWait = 5 * time.Second
+	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells.
+	DefaultBatch = 100
+	// DefaultPerUserLimit is SECKILL_PER_USER_LIMIT's.
+	DefaultPerUserLimit = 1
+	// DefaultDrainDelay is SECKILL_DRAIN_DELAY's.
+	DefaultDrainDelay = 5 * time.Second
+	// DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's: seven instances
+	// keep 140 connections open, within the 151 a MySQL or MariaDB server
+	// allows by default (max_connections).
+	DefaultMySQLMaxConns = 20
+	// DefaultKeyPrefix starts every Redis key an instance makes.
+	DefaultKeyPrefix = "seckill:"
+	// DefaultDBTimeout bounds every call to the database (not a setting).
+	DefaultDBTimeout = 3 * time.Second
+)
 
 // Load reads the configuration through getenv. demo changes the default of
 // SECKILL_STRATEGY_OVERRIDE to true. The variables are read group by group;
 // the error names the first that is wrong.
 func Load(getenv func(string) string, demo bool) (Config, error) {
 	c := Config{
-		Addr:     orDefault(getenv("SECKILL_ADDR"), "127.0.0.1:8080"),
+		Addr:     orDefault(getenv("SECKILL_ADDR"), DefaultAddr),
 		MySQLDSN: strings.TrimSpace(getenv("SECKILL_MYSQL_DSN")),
-		Strategy: orDefault(getenv("SECKILL_LOCK"), "redlock"),
+		Strategy: orDefault(getenv("SECKILL_LOCK"), DefaultStrategy),
 	}
 	if err := c.loadStores(getenv); err != nil {
 		return Config{}, err
@@ -143,13 +165,13 @@ func (c *Config) loadStores(getenv func(string) string) error {
 // loadLocks reads SECKILL_LOCK_TTL, SECKILL_WATCHDOG and SECKILL_LOCK_WAIT.
 func (c *Config) loadLocks(getenv func(string) string) error {
 	var err error
-	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", 2*time.Second); err != nil {
+	if c.LockTTL, err = positiveDuration(getenv, "SECKILL_LOCK_TTL", DefaultLockTTL); err != nil {
 		return err
 	}
 	if c.Watchdog, err = boolean(getenv, "SECKILL_WATCHDOG", true); err != nil {
 		return err
 	}
-	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", 5*time.Second); err != nil {
+	if c.LockWait, err = positiveDuration(getenv, "SECKILL_LOCK_WAIT", DefaultLockWait); err != nil {
 		return err
 	}
 	return nil
@@ -179,7 +201,7 @@ func (c *Config) loadSale(getenv func(string) string) error {
 	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
 		return err
 	}
-	c.Batch = 100
+	c.Batch = DefaultBatch
 	if v := strings.TrimSpace(getenv("SECKILL_BATCH")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxBatch {
@@ -194,7 +216,7 @@ func (c *Config) loadSale(getenv func(string) string) error {
 		}
 		c.PerUserLimit = n
 	} else {
-		c.PerUserLimit = 1
+		c.PerUserLimit = DefaultPerUserLimit
 	}
 	return nil
 }
@@ -216,7 +238,7 @@ func (c *Config) loadOperation(getenv func(string) string) error {
 		}
 		c.MySQLMaxConns = n
 	}
-	if c.DrainDelay, err = duration(getenv, "SECKILL_DRAIN_DELAY", 5*time.Second); err != nil {
+	if c.DrainDelay, err = duration(getenv, "SECKILL_DRAIN_DELAY", DefaultDrainDelay); err != nil {
 		return err
 	}
 	if c.IPLimit, c.IPWindow, err = parseIPLimit(getenv("SECKILL_IP_LIMIT")); err != nil {

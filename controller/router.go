@@ -45,7 +45,7 @@ type Options struct {
 	Drain *Drain
 	// IPLimiter, when not nil, limits the purchase requests of each client
 	// IP (SECKILL_IP_LIMIT).
-	IPLimiter *service.IPLimiter
+	IPLimiter *IPLimiter
 	// TrustedProxies are the peers (CIDRs or addresses) whose
 	// X-Forwarded-For names the client; from any other peer the header is
 	// ignored and the peer is the client.
@@ -153,7 +153,7 @@ func isAdmin(c *gin.Context, token string) bool {
 
 // limitIP answers 429 rate_limited, with Retry-After, to a client IP over
 // SECKILL_IP_LIMIT, before anything of its purchase is read or written.
-func limitIP(log *slog.Logger, limiter *service.IPLimiter) gin.HandlerFunc {
+func limitIP(log *slog.Logger, limiter *IPLimiter) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if limiter == nil {
 			return

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/locker"
 )
 
@@ -131,7 +132,7 @@ func (s *Seckill) leaderBudget() time.Duration {
 // write timeout and their drain on it.
 func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 	if dbTimeout <= 0 {
-		dbTimeout = DefaultDBTimeout
+		dbTimeout = config.DefaultDBTimeout
 	}
 	return lockWait + 2*MaxHold + 6*dbTimeout
 }

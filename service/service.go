@@ -17,6 +17,7 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/locker"
 )
 
@@ -33,14 +34,14 @@ type Config struct {
 	// LockWait bounds the wait for a lock, pessimistic's row lock included.
 	LockWait time.Duration
 	// KeyPrefix starts every Redis key the service makes. The default is
-	// "seckill:".
+	// config.DefaultKeyPrefix.
 	KeyPrefix string
 	// EmbeddedSQL says the database is the embedded SQLite, which changes
 	// what pessimistic means (SQLite has no SELECT ... FOR UPDATE).
 	EmbeddedSQL bool
 	// Batch is the most purchases of one product sold under one hold of its
 	// lock: the buyers waiting on this instance are combined. The default
-	// is 100; 1 is one lock per purchase.
+	// is config.DefaultBatch; 1 is one lock per purchase.
 	Batch int
 	// LockTTL is the lease of the locks; Watchdog renews the leases of the
 	// strategies that have one every LockTTL/3 while their holder works.
@@ -49,7 +50,7 @@ type Config struct {
 	// DBTimeout bounds every database call (the wait for a pooled
 	// connection included), beyond the purchases' work and pause and the
 	// lock wait a call may have to include. The default is
-	// DefaultDBTimeout.
+	// config.DefaultDBTimeout.
 	DBTimeout time.Duration
 
 	// hooks are for tests only.
@@ -75,9 +76,6 @@ type hooks struct {
 	// the memory hears of it.
 	batchTrips func(product int64)
 }
-
-// DefaultDBTimeout is Config.DBTimeout's default.
-const DefaultDBTimeout = 3 * time.Second
 
 // readsAtStart says db is a server whose plain reads in a transaction see
 // its start (TiDB), as gorm's MySQL dialector read its version at open.
@@ -130,19 +128,19 @@ type Seckill struct {
 // Close stops them.
 func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = "seckill:"
+		cfg.KeyPrefix = config.DefaultKeyPrefix
 	}
 	if cfg.LockWait <= 0 {
-		cfg.LockWait = 5 * time.Second
+		cfg.LockWait = config.DefaultLockWait
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 100
+		cfg.Batch = config.DefaultBatch
 	}
 	if cfg.LockTTL <= 0 {
-		cfg.LockTTL = 2 * time.Second
+		cfg.LockTTL = config.DefaultLockTTL
 	}
 	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = DefaultDBTimeout
+		cfg.DBTimeout = config.DefaultDBTimeout
 	}
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockingReads: readsAtStart(db), lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}

@@ -64,7 +64,7 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 	// A statement waits at most the lock wait (a row lock) and a database
 	// call's bound: past both, the connection is given up on.
 	db, closeDB, err := store.OpenSQL(openCtx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns),
-		store.MySQLIOTimeout(cfg.LockWait+service.DefaultDBTimeout))
+		store.MySQLIOTimeout(cfg.LockWait+config.DefaultDBTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -101,7 +101,7 @@ func (s *Stores) Share(ctx context.Context, cfg config.Config) (*Stores, error) 
 		db, err = store.Reopen(ctx, s.DB)
 	} else {
 		db, err = store.OpenMySQL(ctx, cfg.MySQLDSN, store.MySQLMaxConns(cfg.MySQLMaxConns),
-			store.MySQLIOTimeout(cfg.LockWait+service.DefaultDBTimeout))
+			store.MySQLIOTimeout(cfg.LockWait+config.DefaultDBTimeout))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("share the database: %w", err)
@@ -127,7 +127,7 @@ func (s *Stores) Share(ctx context.Context, cfg config.Config) (*Stores, error) 
 // give.
 type Options struct {
 	// KeyPrefix starts every Redis key the instance makes; instances that
-	// sell the same products must share it. The default is "seckill:".
+	// sell the same products must share it. The default is config.DefaultKeyPrefix.
 	KeyPrefix string
 	// Clock is the clock setnx's lock reads (the recipe trusts every
 	// client's clock); nil is time.Now. The demo moves it to show a clock
@@ -151,7 +151,7 @@ type Server struct {
 // the Server after its HTTP server has shut down.
 func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Logger, opts Options) *Server {
 	if opts.KeyPrefix == "" {
-		opts.KeyPrefix = "seckill:"
+		opts.KeyPrefix = config.DefaultKeyPrefix
 	}
 	releases := locker.NewReleases()
 	subCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -174,11 +174,11 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		LockTTL:      cfg.LockTTL,
 		Watchdog:     cfg.Watchdog,
 	}, service.NewMetrics(reg), log)
-	var limiter *service.IPLimiter
+	var limiter *controller.IPLimiter
 	if cfg.IPLimit > 0 {
 		// One count for every instance: on the first node, as the
 		// single-node locks.
-		limiter = service.NewIPLimiter(st.Redis[0], cfg.IPLimit, cfg.IPWindow, opts.KeyPrefix, reg, log)
+		limiter = controller.NewIPLimiter(st.Redis[0], cfg.IPLimit, cfg.IPWindow, opts.KeyPrefix, reg, log)
 	}
 	drain := &controller.Drain{}
 	router := controller.NewRouter(svc, log, controller.Options{

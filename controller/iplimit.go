@@ -1,4 +1,4 @@
-package service
+package controller
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/config"
 )
 
 // The per-IP limit (SECKILL_IP_LIMIT): at most N purchase requests per
@@ -52,11 +54,11 @@ type IPLimiter struct {
 }
 
 // NewIPLimiter limits each IP to limit requests per window, counted on
-// node under keyPrefix ("seckill:" when empty), its metric registered with
+// node under keyPrefix (config.DefaultKeyPrefix when empty), its metric registered with
 // reg: seckill_ip_limit_total{result} (allowed, limited, unavailable).
 func NewIPLimiter(node redis.UniversalClient, limit int, window time.Duration, keyPrefix string, reg prometheus.Registerer, log *slog.Logger) *IPLimiter {
 	if keyPrefix == "" {
-		keyPrefix = "seckill:"
+		keyPrefix = config.DefaultKeyPrefix
 	}
 	l := &IPLimiter{node: node, limit: int64(limit), window: window, prefix: keyPrefix + "ip:", log: log,
 		counts: prometheus.NewCounterVec(prometheus.CounterOpts{

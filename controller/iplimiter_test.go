@@ -1,4 +1,4 @@
-package service_test
+package controller_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/service"
 )
 
 // TestIPLimitRedisDown: a limit whose Redis does not answer lets every
@@ -20,7 +20,7 @@ func TestIPLimitRedisDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: node.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	reg := prometheus.NewRegistry()
-	l := service.NewIPLimiter(c, 1, time.Minute, testenv.RandomName("t:")+":", reg, slog.New(slog.DiscardHandler))
+	l := controller.NewIPLimiter(c, 1, time.Minute, testenv.RandomName("t:")+":", reg, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	if ok, _ := l.Allow(ctx, "192.0.2.1"); !ok {
 		t.Fatal("the first request was refused")
