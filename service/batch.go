@@ -12,34 +12,6 @@ import (
 	"github.com/seckill/seckill/model"
 )
 
-// ticket is one purchase in line and in a hold: what it asked for and what
-// it got.
-type ticket struct {
-	p   Purchase
-	r   Receipt
-	err error
-	// done is closed once r and err are its answer.
-	done chan struct{}
-	// arrived is when it joined the line: its lock wait runs from there.
-	arrived time.Time
-	// taken says it left the line for a hold or an answer (guarded by
-	// lines.mu).
-	taken bool
-	// soldOut says the hold, or the memory, found less than its quantity
-	// left (stock): its buyer answers sold out, after looking up its
-	// request ID on its own time.
-	soldOut bool
-	stock   int64
-	// order is the order the purchase made, once written.
-	order *model.Order
-	// first is the ticket of this hold with the same request ID that was
-	// accepted before this one: this one replays its order.
-	first *ticket
-	// expired says its own lock wait ran out before the hold got the
-	// product's row lock (pessimistic): it answers lock_timeout.
-	expired bool
-}
-
 // sellBatch is the critical section of a hold: it sells the tickets, all
 // of one product and strategy, in line order, as if one by one, in one
 // transaction.
@@ -62,70 +34,111 @@ type ticket struct {
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
-func (s *Seckill) sellBatch(ctx context.Context, st Strategy, ts []*ticket, lease locker.Lease, wd *locker.Watchdog) error {
-	id := ts[0].p.ProductID
-	busy, work := batchWork(ctx, ts, wd)
+func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer, error) {
+	ps := h.ps
+	id := ps[0].ProductID
+	busy, work := batchWork(ctx, ps, h.wd)
 	if st.RowLock {
-		return s.sellRowLocked(ctx, st, ts, busy, work)
+		return s.sellRowLocked(ctx, st, h, busy, work)
 	}
-	fenced := s.fencing(st, ts[0].p)
+	fenced := s.fencing(st, ps[0])
 	if fenced && busy == 0 {
-		return s.sellClaiming(ctx, st, ts)
+		return s.sellClaiming(ctx, st, ps)
 	}
 	// What the hold sells from (unfenced), or, before any work, a way to
 	// spare the work when nothing is left; and the generation it began in.
-	start, enough, err := s.stockAtStart(ctx, ts)
-	if err != nil || !enough {
-		return err
+	start, err := s.stockAtStart(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	if least := leastQuantity(ps); start.Stock < least {
+		return soldOutAt(len(ps), start.Stock), nil
 	}
 	if !fenced {
 		if err := work(); err != nil {
-			return err
+			return nil, err
 		}
-		return s.writeBatch(ctx, st, ts, false, 0, func(tx *gorm.DB) (int64, error) {
+		return s.writeBatch(ctx, st, ps, false, 0, func(tx *gorm.DB) (int64, []bool, error) {
 			// Unfenced: sell from the stock read before the work. The row
 			// lock is taken first all the same, as every writer does, so
 			// that two holders at once oversell rather than deadlock.
 			if err := forUpdate(tx).Select("id").Take(&model.Product{}, id).Error; err != nil {
-				return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
+				return 0, nil, fmt.Errorf("lock the row of product %d: %w", id, err)
 			}
-			return start.Stock, nil
+			return start.Stock, nil, nil
 		})
 	}
 	token, err := s.claim(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := work(); err != nil {
-		return err
+		return nil, err
 	}
-	if len(ts) == 1 {
-		err = s.sellOne(ctx, st, ts[0], fenceWrite{token: &token})
+	var as []answer
+	if len(ps) == 1 {
+		var a answer
+		a, err = s.sellOne(ctx, st, ps[0], fenceWrite{token: &token})
+		as = []answer{a}
 	} else {
-		err = s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
-			return s.checkFence(tx, id, token)
+		as, err = s.writeBatch(ctx, st, ps, true, 0, func(tx *gorm.DB) (int64, []bool, error) {
+			stock, err := s.checkFence(tx, id, token)
+			return stock, nil, err
 		})
 	}
 	if moved, ok := errors.AsType[*fenceMoved](err); ok {
-		return s.overtaken(ctx, st, ts, lease, token, start.Generation, moved)
+		return s.overtaken(ctx, st, ps, h.lease, token, start.Generation, moved)
 	}
-	return err
+	return as, err
+}
+
+// hold is one tenure of a product's lock: the purchases it sells, in line
+// order, and when each joined the line (its lock wait runs from there);
+// the lease (nil for pessimistic, whose lock is the row's) and the
+// watchdog that renews it (nil: none).
+type hold struct {
+	ps      []Purchase
+	arrived []time.Time
+	lease   locker.Lease
+	wd      *locker.Watchdog
+}
+
+// answer is what one purchase of a hold is answered: a receipt or an
+// error; or, when soldOut, that only stock units were left, too few: its
+// buyer then answers sold out after looking up its request ID, on its own
+// time rather than the hold's.
+type answer struct {
+	r       Receipt
+	err     error
+	soldOut bool
+	stock   int64
+}
+
+// soldOutAt is the answer of n purchases that found only stock units left.
+func soldOutAt(n int, stock int64) []answer {
+	as := make([]answer, n)
+	for i := range as {
+		as[i] = answer{soldOut: true, stock: stock}
+	}
+	return as
 }
 
 // sellClaiming is a fenced hold with nothing to do between its grant and
 // its write: the claim is folded into the write, whose first statement
 // moves the fence on and holds the row until the commit, claim and write
 // one atomic step, with no commit of its own.
-func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ts []*ticket) error {
-	if len(ts) == 1 {
-		return s.sellOne(ctx, st, ts[0], fenceWrite{claim: true})
+func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ps []Purchase) ([]answer, error) {
+	if len(ps) == 1 {
+		a, err := s.sellOne(ctx, st, ps[0], fenceWrite{claim: true})
+		return []answer{a}, err
 	}
-	if done, err := s.sellInTrips(ctx, st, ts); done {
-		return err
+	if as, done, err := s.sellInTrips(ctx, st, ps); done {
+		return as, err
 	}
-	id := ts[0].p.ProductID
-	return s.writeBatch(ctx, st, ts, true, 0, func(tx *gorm.DB) (int64, error) {
-		return s.claimInWrite(tx, id)
+	id := ps[0].ProductID
+	return s.writeBatch(ctx, st, ps, true, 0, func(tx *gorm.DB) (int64, []bool, error) {
+		stock, err := s.claimInWrite(tx, id)
+		return stock, nil, err
 	})
 }
 
@@ -139,10 +152,10 @@ func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ts []*ticket) e
 // folded into the write, one atomic step that needs no lease, from the
 // stock it reads under the row lock. Otherwise, or when the lock's nodes
 // cannot tell, it is lock_lost: nothing was written.
-func (s *Seckill) overtaken(ctx context.Context, st Strategy, ts []*ticket, lease locker.Lease, token, gen int64, moved *fenceMoved) error {
-	id := ts[0].p.ProductID
+func (s *Seckill) overtaken(ctx context.Context, st Strategy, ps []Purchase, lease locker.Lease, token, gen int64, moved *fenceMoved) ([]answer, error) {
+	id := ps[0].ProductID
 	if moved.generation != gen || lease == nil {
-		return s.lockLost(st, id, token)
+		return nil, s.lockLost(st, id, token)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	held, err := lease.Held(hctx)
@@ -151,20 +164,20 @@ func (s *Seckill) overtaken(ctx context.Context, st Strategy, ts []*ticket, leas
 		s.log.WarnContext(ctx, "fence moved on and the lease could not be checked", "strategy", st.Name, "product", id, "err", err)
 	}
 	if !held {
-		return s.lockLost(st, id, token)
+		return nil, s.lockLost(st, id, token)
 	}
 	s.log.DebugContext(ctx, "fence moved on by another lock kind's holder: selling with the claim in the write", "strategy", st.Name, "product", id)
-	return s.sellClaiming(ctx, st, ts)
+	return s.sellClaiming(ctx, st, ps)
 }
 
 // batchWork is what a hold does between its grant and its write, and how
 // long that lasts (busy): the longest Work of the batch, then its longest
 // Pause, during which the whole holder stops, its watchdog included. work
 // does it once per hold: a transaction tried again does not work again.
-func batchWork(ctx context.Context, ts []*ticket, wd *locker.Watchdog) (busy time.Duration, work func() error) {
+func batchWork(ctx context.Context, ps []Purchase, wd *locker.Watchdog) (busy time.Duration, work func() error) {
 	var longest, pause time.Duration
-	for _, t := range ts {
-		longest, pause = max(longest, t.p.Work), max(pause, t.p.Pause)
+	for _, p := range ps {
+		longest, pause = max(longest, p.Work), max(pause, p.Pause)
 	}
 	worked := false
 	return longest + pause, func() error {
@@ -187,47 +200,38 @@ func batchWork(ctx context.Context, ts []*ticket, wd *locker.Watchdog) (busy tim
 // each purchase's lock wait, which began when it joined the line: the hold
 // waits as long as the youngest may, and those whose own wait ran out
 // meanwhile answer lock_timeout.
-func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, ts []*ticket, busy time.Duration, work func() error) error {
-	id := ts[0].p.ProductID
-	until := ts[len(ts)-1].arrived.Add(s.cfg.LockWait)
-	return s.writeBatch(ctx, st, ts, true, s.cfg.LockWait+busy, func(tx *gorm.DB) (int64, error) {
+func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold, busy time.Duration, work func() error) ([]answer, error) {
+	id := h.ps[0].ProductID
+	until := h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait)
+	return s.writeBatch(ctx, st, h.ps, true, s.cfg.LockWait+busy, func(tx *gorm.DB) (int64, []bool, error) {
 		stock, err := s.lockRow(ctx, tx, st, id, until)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		s.expire(st, ts, time.Now())
-		return stock, work()
+		return stock, s.expired(st, h.arrived, time.Now()), work()
 	})
 }
 
 // stockAtStart reads the product as a hold starts: the stock an unfenced
 // hold sells from, the generation a fenced one begins in, and, before any
-// work, a way to spare the work when nothing is left. enough is false when
-// less is left than any ticket asks for: each is then sold out, and its
-// buyer looks up its request ID.
-func (s *Seckill) stockAtStart(ctx context.Context, ts []*ticket) (prod model.Product, enough bool, err error) {
-	id := ts[0].p.ProductID
+// work, a way to spare the work when nothing is left.
+func (s *Seckill) stockAtStart(ctx context.Context, ps []Purchase) (model.Product, error) {
+	id := ps[0].ProductID
 	rctx, cancel := s.dbCtx(ctx, 0)
-	prod, err = s.product(rctx, s.db, id)
+	prod, err := s.product(rctx, s.db, id)
 	cancel()
 	if err != nil {
-		return model.Product{}, false, err
+		return model.Product{}, err
 	}
 	s.sawStock(id, prod.Stock, prod.Generation)
-	if least := leastQuantity(ts); prod.Stock < least {
-		for _, t := range ts {
-			t.soldOut, t.stock = true, prod.Stock // its buyer looks up its request ID
-		}
-		return prod, false, nil
-	}
-	return prod, true, nil
+	return prod, nil
 }
 
-// leastQuantity is the smallest quantity the tickets ask for.
-func leastQuantity(ts []*ticket) int64 {
-	least := ts[0].p.Quantity
-	for _, t := range ts[1:] {
-		least = min(least, t.p.Quantity)
+// leastQuantity is the smallest quantity the purchases ask for.
+func leastQuantity(ps []Purchase) int64 {
+	least := ps[0].Quantity
+	for _, p := range ps[1:] {
+		least = min(least, p.Quantity)
 	}
 	return least
 }

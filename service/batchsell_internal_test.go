@@ -58,18 +58,19 @@ func benchBatchSell(b *testing.B, n int, trips bool) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
-		ts := make([]*ticket, n)
-		for j := range ts {
-			p := Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d-%d", i, j), Quantity: 1, Strategy: st.Name,
+		h := hold{ps: make([]Purchase, n), arrived: make([]time.Time, n)}
+		for j := range h.ps {
+			h.ps[j] = Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d-%d", i, j), Quantity: 1, Strategy: st.Name,
 				RequestID: fmt.Sprintf("r-%d-%d", i, j)}
-			ts[j] = &ticket{p: p, done: make(chan struct{}), arrived: time.Now()}
+			h.arrived[j] = time.Now()
 		}
-		if err := s.sellBatch(ctx, st, ts, nil, nil); err != nil {
+		as, err := s.sellBatch(ctx, st, h)
+		if err != nil {
 			b.Fatalf("sellBatch(%d purchases) = %v", n, err)
 		}
-		for _, t := range ts {
-			if t.err != nil || t.r.Order.ID == 0 {
-				b.Fatalf("purchase %s: %+v, %v; want an order", show(t.p), t.r, t.err)
+		for j, a := range as {
+			if a.err != nil || a.r.Order.ID == 0 {
+				b.Fatalf("purchase %s: %+v, %v; want an order", show(h.ps[j]), a.r, a.err)
 			}
 		}
 	}

@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/seckill/seckill/model"
 )
 
 // A batch in three round trips. On MySQL, the default hold (fenced, with
@@ -22,7 +20,7 @@ import (
 //  1. START TRANSACTION; the product's stock under its row lock (SELECT
 //     ... FOR UPDATE); the orders already made with the batch's request IDs;
 //     the units the batch's users hold (a plain read: see unitsHeld);
-//  2. once decide has answered every ticket, as writeBatch's would: the
+//  2. once decide has answered every purchase, as writeBatch's would: the
 //     decrement, which moves the fence on as well (the claim folded into
 //     the write, under the row lock held since the first trip), the users'
 //     new units and the orders, one statement each;
@@ -37,59 +35,61 @@ import (
 // back too: its answers were decided under the row lock. A COMMIT that
 // fails is settled as writeBatch's is.
 
-// sellInTrips sells ts, a fenced hold with nothing between its grant and
-// its write, in three round trips (see above). done is false when it wrote
-// nothing and the batch is to be sold step by step.
-func (s *Seckill) sellInTrips(ctx context.Context, st Strategy, ts []*ticket) (done bool, err error) {
+// sellInTrips sells ps, a fenced hold with nothing between its grant and
+// its write, in three round trips (see above), and answers each. done is
+// false when it wrote nothing and the batch is to be sold step by step.
+func (s *Seckill) sellInTrips(ctx context.Context, st Strategy, ps []Purchase) (as []answer, done bool, err error) {
 	if !s.mysql || !s.oneTrip.Load() {
-		return false, nil
+		return nil, false, nil
 	}
-	id := ts[0].p.ProductID
+	id := ps[0].ProductID
 	gen := s.memory.generation(id)
 	tctx, cancel := s.dbCtx(ctx, 0)
-	left, done, err := s.batchTrips(tctx, st, ts)
+	d, done, err := s.batchTrips(tctx, st, ps)
 	cancel()
 	var my *mysql.MySQLError
 	switch {
 	case uncommitted(err):
-		return true, s.settleBatch(ctx, ts, err)
+		as, err := s.settleBatch(ctx, ps, d, err)
+		return as, true, err
 	case errors.Is(err, driver.ErrSkip) || errors.As(err, &my) && my.Number == erParse:
 		// A pool opened without interpolateParams or multiStatements.
 		s.oneTrip.Store(false)
 		s.log.WarnContext(ctx, "the MySQL pool takes no multi-statements: a batch takes nine round trips", "err", err)
-		return false, nil
+		return nil, false, nil
 	case errors.As(err, &my):
 		// A statement failed (a deadlock, a duplicate key) and the
 		// transaction rolled back: writeBatch finds every answer.
-		return false, nil
+		return nil, false, nil
 	case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
 		// The connection failed before any COMMIT (one the pool kept from
 		// before the server restarted, say): nothing was written, and
 		// writeBatch goes on another, as database/sql would have retried.
 		s.log.WarnContext(ctx, "a batch's three-trip transaction did not go through: it is sold step by step", "product", id, "err", err)
-		return false, nil
+		return nil, false, nil
 	case err != nil:
-		return true, storeErr(fmt.Sprintf("sell a batch of product %d", id), err)
-	case done:
-		if h := s.cfg.hooks.batchTrips; h != nil {
-			h(id)
-		}
-		s.wrote(id, left, gen)
+		return nil, true, storeErr(fmt.Sprintf("sell a batch of product %d", id), err)
+	case !done:
+		return nil, false, nil
 	}
-	return done, nil
+	if h := s.cfg.hooks.batchTrips; h != nil {
+		h(id)
+	}
+	s.wrote(id, d.left, gen)
+	return d.answers, true, nil
 }
 
 // batchTrips runs the batch's three trips on a connection of its own. done
-// says every ticket has its answer: committed, or nothing to write. Its
-// error is a *commitError when the COMMIT failed.
-func (s *Seckill) batchTrips(ctx context.Context, st Strategy, ts []*ticket) (left int64, done bool, err error) {
+// says every purchase has its answer in d: committed, or nothing to write.
+// Its error is a *commitError when the COMMIT failed.
+func (s *Seckill) batchTrips(ctx context.Context, st Strategy, ps []Purchase) (d decided, done bool, err error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
-		return 0, false, fmt.Errorf("the mysql pool: %w", err)
+		return d, false, fmt.Errorf("the mysql pool: %w", err)
 	}
 	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
-		return 0, false, storeErr("take a connection", err)
+		return d, false, storeErr("take a connection", err)
 	}
 	defer func() {
 		// A connection that went (driver.ErrBadConn) is closed already.
@@ -99,55 +99,56 @@ func (s *Seckill) batchTrips(ctx context.Context, st Strategy, ts []*ticket) (le
 	}()
 	err = conn.Raw(func(dc any) error {
 		var err error
-		left, done, err = s.batchOnConn(ctx, dc, st, ts)
+		d, done, err = s.batchOnConn(ctx, dc, st, ps)
 		return err
 	})
-	return left, done, err
+	return d, done, err
 }
 
 // batchOnConn is batchTrips on the driver connection dc. An error that
 // leaves the connection's state unknown wraps driver.ErrBadConn, so that
 // the pool closes it.
-func (s *Seckill) batchOnConn(ctx context.Context, dc any, st Strategy, ts []*ticket) (left int64, done bool, err error) {
+func (s *Seckill) batchOnConn(ctx context.Context, dc any, st Strategy, ps []Purchase) (d decided, done bool, err error) {
 	ex, isExecer := dc.(driver.ExecerContext)
 	q, isQueryer := dc.(driver.QueryerContext)
 	if !isExecer || !isQueryer {
-		return 0, false, nil
+		return d, false, nil
 	}
-	read, err := s.readBatch(ctx, q, ts)
+	read, err := s.readBatch(ctx, q, ps)
 	if err != nil || !read.fine {
-		return 0, false, errors.Join(err, rollback(ctx, ex))
+		return d, false, errors.Join(err, rollback(ctx, ex))
 	}
-	sl := s.decide(st, ts, read.stock, map[string]model.Order{}, read.units)
-	if len(sl.orders) == 0 {
-		return read.stock, true, rollback(ctx, ex)
+	d = s.decide(st, ps, nil, read.stock, nil, read.units)
+	if len(d.orders) == 0 {
+		return d, true, rollback(ctx, ex)
 	}
-	query, args := s.saleStatements(ts[0].p.ProductID, sl)
+	query, args := s.saleStatements(ps, d)
 	named, err := namedValues(args)
 	if err != nil {
-		return 0, false, errors.Join(fmt.Errorf("sell %d orders: %w", len(sl.orders), err), rollback(ctx, ex))
+		return d, false, errors.Join(fmt.Errorf("sell %d orders: %w", len(d.orders), err), rollback(ctx, ex))
 	}
 	res, err := ex.ExecContext(ctx, query, named)
 	if err != nil {
-		return 0, false, errors.Join(fmt.Errorf("write %d orders: %w", len(sl.orders), err), rollback(ctx, ex))
+		return d, false, errors.Join(fmt.Errorf("write %d orders: %w", len(d.orders), err), rollback(ctx, ex))
 	}
 	r, isResult := res.(mysql.Result)
-	if !isResult || !wroteSale(r, len(sl.orders)) {
-		return 0, false, rollback(ctx, ex)
+	if !isResult || !wroteSale(r, len(d.orders)) {
+		return d, false, rollback(ctx, ex)
 	}
 	ids := r.AllLastInsertIds()
 	first := ids[len(ids)-1]
-	for i := range sl.orders {
+	for i := range d.orders {
 		// A multi-row INSERT's rows take consecutive IDs from the first
 		// (auto_increment_increment 1), as GORM assumes too.
-		sl.orders[i].ID = first + int64(i)
+		d.orders[i].ID = first + int64(i)
 	}
-	sl.answer(ts)
+	d.left = ids[0] // the decrement's LAST_INSERT_ID: the stock it left
+	d.finish()
 	if _, err := ex.ExecContext(ctx, stmtCommit, nil); err != nil {
-		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(sl.orders), ts[0].p.ProductID, err)}
-		return 0, false, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
+		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), ps[0].ProductID, err)}
+		return d, false, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
 	}
-	return ids[0], true, nil
+	return d, true, nil
 }
 
 // batchRead is what the first trip read: the stock under the row lock and
@@ -161,20 +162,20 @@ type batchRead struct {
 }
 
 // readBatch sends the first trip: START TRANSACTION and the batch's reads.
-func (s *Seckill) readBatch(ctx context.Context, q driver.QueryerContext, ts []*ticket) (read batchRead, err error) {
+func (s *Seckill) readBatch(ctx context.Context, q driver.QueryerContext, ps []Purchase) (read batchRead, err error) {
 	read.units = map[string]int64{}
-	query, args, requestIDs := s.readStatements(ts)
+	query, args, requestIDs := s.readStatements(ps)
 	named, err := namedValues(args)
 	if err != nil {
-		return read, fmt.Errorf("read a batch of product %d: %w", ts[0].p.ProductID, err)
+		return read, fmt.Errorf("read a batch of product %d: %w", ps[0].ProductID, err)
 	}
 	rows, err := q.QueryContext(ctx, query, named)
 	if err != nil {
-		return read, fmt.Errorf("read a batch of product %d: %w", ts[0].p.ProductID, err)
+		return read, fmt.Errorf("read a batch of product %d: %w", ps[0].ProductID, err)
 	}
 	defer func() {
 		if cerr := rows.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("read a batch of product %d: %w", ts[0].p.ProductID, cerr))
+			err = errors.Join(err, fmt.Errorf("read a batch of product %d: %w", ps[0].ProductID, cerr))
 		}
 	}()
 	next, isMulti := rows.(driver.RowsNextResultSet)
@@ -186,7 +187,7 @@ func (s *Seckill) readBatch(ctx context.Context, q driver.QueryerContext, ts []*
 		return read, err // no such product: writeBatch says so
 	}
 	if read.stock, err = stocks[0][0].num(); err != nil {
-		return read, fmt.Errorf("the stock of product %d: %w", ts[0].p.ProductID, err)
+		return read, fmt.Errorf("the stock of product %d: %w", ps[0].ProductID, err)
 	}
 	if requestIDs {
 		used, err := nextCells(next, 1)
@@ -212,15 +213,15 @@ func (s *Seckill) readBatch(ctx context.Context, q driver.QueryerContext, ts []*
 // readStatements is the first trip's multi-statement and its arguments;
 // requestIDs says it reads the orders of the batch's request IDs (those
 // the buyers chose: the server's own cannot have been used).
-func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, requestIDs bool) {
-	id := ts[0].p.ProductID
+func (s *Seckill) readStatements(ps []Purchase) (query string, args []any, requestIDs bool) {
+	id := ps[0].ProductID
 	var b strings.Builder
 	b.WriteString(stmtBegin + "; " + stmtStockForUpdate)
 	args = append(args, id)
 	var ids []any
-	for _, t := range ts {
-		if t.p.RequestID != "" && !t.p.serverRequestID {
-			ids = append(ids, t.p.RequestID)
+	for _, p := range ps {
+		if p.RequestID != "" && !p.serverRequestID {
+			ids = append(ids, p.RequestID)
 		}
 	}
 	if len(ids) > 0 {
@@ -228,13 +229,13 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 		args = append(args, ids...)
 	}
 	if s.cfg.PerUserLimit > 0 {
-		b.WriteString("; " + stmtUnitsHeld + sqlList(len(ts)))
+		b.WriteString("; " + stmtUnitsHeld + sqlList(len(ps)))
 		if s.lockingReads { // as unitsHeld's
 			b.WriteString(" FOR UPDATE")
 		}
 		args = append(args, id)
-		for _, t := range ts {
-			args = append(args, t.p.UserID)
+		for _, p := range ps {
+			args = append(args, p.UserID)
 		}
 	}
 	return b.String(), args, len(ids) > 0
@@ -243,25 +244,21 @@ func (s *Seckill) readStatements(ts []*ticket) (query string, args []any, reques
 // saleStatements is the second trip's multi-statement and its arguments:
 // the decrement, which claims the fence, the users' new units (under a
 // limit) and the orders.
-func (s *Seckill) saleStatements(id int64, sl batchSale) (string, []any) {
-	decrement, args := s.decrementSQL(id, sl.total, fenceWrite{claim: true})
+func (s *Seckill) saleStatements(ps []Purchase, d decided) (string, []any) {
+	id := ps[0].ProductID
+	decrement, args := s.decrementSQL(id, d.total, fenceWrite{claim: true})
 	var b strings.Builder
 	b.WriteString(decrement)
 	if s.cfg.PerUserLimit > 0 {
-		seen := map[string]bool{}
-		var n int
-		for _, t := range sl.sold {
-			if user := t.p.UserID; !seen[user] {
-				seen[user] = true
-				args = append(args, id, user, sl.units[user])
-				n++
-			}
+		users := d.soldUsers(ps)
+		for _, user := range users {
+			args = append(args, id, user, d.units[user])
 		}
-		b.WriteString("; " + stmtSetUnits + sqlRows(n, 3) + stmtSetUnitsUpdate)
+		b.WriteString("; " + stmtSetUnits + sqlRows(len(users), 3) + stmtSetUnitsUpdate)
 	}
 	now := s.db.NowFunc()
-	for i := range sl.orders {
-		o := &sl.orders[i]
+	for i := range d.orders {
+		o := &d.orders[i]
 		o.CreatedAt = now
 		var rid any // NULL when the purchase has no request ID
 		if o.RequestID != nil {
@@ -269,7 +266,7 @@ func (s *Seckill) saleStatements(id int64, sl batchSale) (string, []any) {
 		}
 		args = append(args, o.ProductID, string(o.UserID), o.Quantity, rid, o.Strategy, o.RemainingStock, o.CreatedAt)
 	}
-	b.WriteString("; " + stmtOrders + sqlRows(len(sl.orders), 7))
+	b.WriteString("; " + stmtOrders + sqlRows(len(d.orders), 7))
 	return b.String(), args
 }
 

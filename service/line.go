@@ -20,6 +20,19 @@ import (
 // polls in a retry storm. A batch never waits to fill: it takes who is
 // there.
 
+// ticket is one purchase waiting in line, then in a hold: what it asked
+// for and when it joined the line (its lock wait runs from there); once
+// done is closed, a is its answer, which the line alone writes.
+type ticket struct {
+	p       Purchase
+	arrived time.Time
+	// taken says it left the line for a hold or an answer (guarded by
+	// lines.mu).
+	taken bool
+	done  chan struct{}
+	a     answer
+}
+
 // lineKey names a line.
 type lineKey struct {
 	product  int64
@@ -102,10 +115,10 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 // found sold out, sold out unless its request ID made an order (looked up
 // on the buyer's own time, not the leader's).
 func (s *Seckill) answered(ctx context.Context, t *ticket) (Receipt, error) {
-	if !t.soldOut {
-		return t.r, t.err
+	if !t.a.soldOut {
+		return t.a.r, t.a.err
 	}
-	return s.answerSoldOut(ctx, t.p, t.stock)
+	return s.answerSoldOut(ctx, t.p, t.a.stock)
 }
 
 // remove takes t out of the line. The caller holds lines.mu.
@@ -184,12 +197,13 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		// A store error is left to the hold to meet and answer.
 	}
 	var soldOut []*ticket
+	var stocks []int64
 	s.lines.mu.Lock()
 	kept := l.waiting[:0]
 	for _, t := range l.waiting {
 		if stock, out := s.memory.soldOut(key.product, t.p.Quantity); out {
-			t.taken, t.soldOut, t.stock = true, true, stock
-			soldOut = append(soldOut, t)
+			t.taken = true
+			soldOut, stocks = append(soldOut, t), append(stocks, stock)
 			continue
 		}
 		kept = append(kept, t)
@@ -202,8 +216,8 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	}
 	s.lines.mu.Unlock()
 
-	for _, t := range soldOut {
-		t.answer(Receipt{}, nil) // t.soldOut: its buyer answers
+	for i, t := range soldOut {
+		t.answer(answer{soldOut: true, stock: stocks[i]}) // its buyer answers
 	}
 	return !empty
 }
@@ -222,7 +236,7 @@ func (s *Seckill) answerAll(l *line, err error, each func(*ticket)) {
 		if each != nil {
 			each(t)
 		}
-		t.answer(Receipt{}, err)
+		t.answer(answer{err: err})
 	}
 }
 
@@ -303,17 +317,22 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	s.lines.mu.Lock()
 	l.overdue = start.Add(due)
 	s.lines.mu.Unlock()
-	var wd *locker.Watchdog
-	if lease != nil && st.Watchdog && s.cfg.Watchdog {
-		wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
+	h := hold{ps: make([]Purchase, len(batch)), arrived: make([]time.Time, len(batch)), lease: lease}
+	for i, t := range batch {
+		h.ps[i], h.arrived[i] = t.p, t.arrived
 	}
-	err := s.sellBatch(ctx, st, batch, lease, wd)
-	wd.Stop()
+	if lease != nil && st.Watchdog && s.cfg.Watchdog {
+		h.wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
+	}
+	as, err := s.sellBatch(ctx, st, h)
+	h.wd.Stop()
 	if err == nil {
 		// What was sold is committed, and giving the lock back can no
 		// longer change an answer (unlock reports its own failure): the
 		// buyers are answered first, so that none waits for the release.
-		answerBatch(batch, nil)
+		for i, t := range batch {
+			t.answer(as[i])
+		}
 	}
 	if lease != nil {
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
@@ -324,24 +343,15 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	l.overdue = time.Time{}
 	s.lines.mu.Unlock()
 	if err != nil {
-		answerBatch(batch, err)
-	}
-}
-
-// answerBatch answers every purchase of a hold: each its own answer, or
-// all the hold's error when it failed.
-func answerBatch(batch []*ticket, err error) {
-	for _, t := range batch {
-		if err != nil {
-			t.answer(Receipt{}, storeErr("sell a batch", err))
-		} else {
-			t.answer(t.r, t.err)
+		err = storeErr("sell a batch", err)
+		for _, t := range batch {
+			t.answer(answer{err: err})
 		}
 	}
 }
 
 // answer gives t its answer; its buyer is waiting for it (or has gone).
-func (t *ticket) answer(r Receipt, err error) {
-	t.r, t.err = r, err
+func (t *ticket) answer(a answer) {
+	t.a = a
 	close(t.done)
 }

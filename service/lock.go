@@ -88,12 +88,15 @@ func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int6
 	return prod.Stock, nil
 }
 
-// expire marks the tickets whose own lock wait ran out before now.
-func (s *Seckill) expire(st Strategy, ts []*ticket, now time.Time) {
-	for _, t := range ts {
-		t.expired = now.After(t.arrived.Add(s.cfg.LockWait))
-		if t.expired {
+// expired says which of the purchases that joined the line at arrived
+// have waited longer than their lock wait by now.
+func (s *Seckill) expired(st Strategy, arrived []time.Time, now time.Time) []bool {
+	out := make([]bool, len(arrived))
+	for i, a := range arrived {
+		out[i] = now.After(a.Add(s.cfg.LockWait))
+		if out[i] {
 			s.metrics.lockFailed(st.Name, "timeout")
 		}
 	}
+	return out
 }

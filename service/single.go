@@ -16,28 +16,27 @@ import (
 // fence is still the hold's token (fw), and says what it left; then the
 // user's units are raised within the limit and the order written. A
 // purchase it refuses, or whose request ID was used, is answered as one by
-// one would: its request ID's order first.
-func (s *Seckill) sellOne(ctx context.Context, st Strategy, t *ticket, fw fenceWrite) error {
-	o, err := s.buyOne(ctx, st, t.p, fw)
+// one would: its request ID's order first. An error is the hold's.
+func (s *Seckill) sellOne(ctx context.Context, st Strategy, p Purchase, fw fenceWrite) (answer, error) {
+	o, err := s.buyOne(ctx, st, p, fw)
 	if err == nil {
-		t.r = Receipt{Order: o}
-		return nil
+		return answer{r: Receipt{Order: o}}, nil
 	}
 	switch ErrorCode(err) {
 	case CodeSoldOut, CodeLimitExceeded, CodeRequestIDReused, CodeNotFound:
 		// The purchase's own answer (after its request ID's order, if any).
 	default:
 		if !errors.Is(err, gorm.ErrDuplicatedKey) {
-			return err // the hold's: the lock lost, the store down
+			return answer{}, err // the hold's: the lock lost, the store down
 		}
 	}
 	rctx, rcancel := s.dbCtx(ctx, 0)
 	defer rcancel()
-	t.r, t.err = s.replayRaced(rctx, t.p, err)
-	if errors.Is(t.err, gorm.ErrDuplicatedKey) {
-		return t.err
+	r, err := s.replayRaced(rctx, p, err)
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return answer{}, err
 	}
-	return nil
+	return answer{r: r, err: err}, nil
 }
 
 // buyOne is one purchase's transaction: the conditional decrement (doing
