@@ -11,11 +11,11 @@
 # a catalogue of 10,000 products with Zipf(1.1) demand (then the instance's
 # RSS and the size of its /metrics).
 # Prints one table and the ratios the project aims for. FLAGs go to
-# loadtest/salebench (-duration, -concurrency).
+# cmd/salebench (-duration, -concurrency).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/seckill" .
-go build -o "$work/salebench" ./loadtest/salebench
+go build -o "$work/salebench" ./cmd/salebench
 scripts/testenv.sh "$work/salebench" -service "$work/seckill" "$@"
