@@ -11,15 +11,7 @@ import (
 // Waiting returns how many purchases of product wait in this instance's
 // lines (not yet taken into a hold).
 func (s *Seckill) Waiting(product int64) int {
-	s.lines.mu.Lock()
-	defer s.lines.mu.Unlock()
-	n := 0
-	for key, l := range s.lines.m {
-		if key.product == product {
-			n += len(l.waiting)
-		}
-	}
-	return n
+	return s.lines.Waiting(func(key lineKey) bool { return key.product == product })
 }
 
 // BuyOneTrip is the two-round-trip transaction of one purchase with the

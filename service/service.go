@@ -114,7 +114,7 @@ type Seckill struct {
 	metrics      *Metrics
 	log          *slog.Logger
 
-	lines      lines
+	lines      *lines
 	memory     *stockMemory
 	ordersOnce singleflight.Group
 	stop       context.CancelFunc
@@ -143,7 +143,8 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		cfg.DBTimeout = config.DefaultDBTimeout
 	}
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockingReads: readsAtStart(db), lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
-		lines: lines{m: make(map[lineKey]*line)}, memory: newStockMemory()}
+		memory: newStockMemory()}
+	s.lines = s.newLines()
 	s.oneTrip.Store(s.mysql)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -170,10 +171,7 @@ func (s *Seckill) dbCtx(ctx context.Context, extra time.Duration) (context.Conte
 // finished: call it after the last purchase has returned. A purchase that
 // would wait in line after Close has begun answers unavailable.
 func (s *Seckill) Close() {
-	s.lines.mu.Lock()
-	s.lines.closed = true
-	s.lines.mu.Unlock()
-	s.lines.wg.Wait()
+	s.lines.Close()
 	s.stop()
 	s.background.Wait()
 }
