@@ -56,7 +56,8 @@ type purchaseBody struct {
 	hasUser, hasQuantity bool
 }
 
-// decodePurchaseSlow decodes body with decodeJSON, as every body was once.
+// decodePurchaseSlow decodes body with decodeJSON: every body the fast
+// decoder does not take.
 func decodePurchaseSlow(body []byte) (purchaseBody, error) {
 	var req purchaseRequest
 	if err := decodeJSON(body, &req); err != nil {

@@ -8,11 +8,9 @@ import (
 
 // Handing a contended key over. When two instances want one key, each
 // waits for the other's release and then tries; but the instance that has
-// just released it tries again at once too, and one of the two Redlock
-// rounds fails: three SET NX that take nothing, then redsync's release on
-// every node. Over two instances selling one hot product that was more
-// than one failed round per hold, and the Redlock rounds took 29% of an
-// instance's CPU against 8% with one instance.
+// just released it would try again at once too, and one of the two Redlock
+// rounds would fail: three SET NX that take nothing, then redsync's
+// release on every node (docs/figures.md has what that cost).
 //
 // So a Redlock that gives back a key it had to wait for (its Lock tried
 // more than once, or was woken by another holder's release) starts

@@ -36,12 +36,11 @@ var _ Locker = (*Redlock)(nil)
 
 // nodeTimeoutFactor is how long, as a share of the lease, each node has to
 // answer a step (SET NX, the extension, the release): 15%, 300 ms for the
-// default 2 s lease. redsync's own default, 5% (100 ms), was missed by two
-// of three healthy nodes on a loaded 2-core machine, which answered 503
-// unavailable for a lock that was there to take. The time spent waiting is
-// taken off the lock's validity as before, so a slow round never lengthens
-// what a holder is promised. A node that is down (its port closed) refuses
-// at once; one that hangs costs a round 300 ms instead of 100.
+// default 2 s lease, three times redsync's own default (5%), which healthy
+// nodes on a loaded machine miss. The time spent waiting is taken off the
+// lock's validity, so a slow round never lengthens what a holder is
+// promised. A node that is down (its port closed) refuses at once; one
+// that hangs costs a round 300 ms.
 const nodeTimeoutFactor = 0.15
 
 // NewRedlock returns a Redlock over clients, one per independent node.

@@ -82,7 +82,8 @@ func (r *Releases) Close() error {
 }
 
 // releasedMessage is the release message of the single-node kinds
-// (setnx's, token's unlock.lua), which names no value.
+// (setnx's unlock, and unlock.lua, which takes it as an argument): it
+// names no value.
 const releasedMessage = "released"
 
 // Notify wakes every waiter of key (a release in process, which names no

@@ -70,7 +70,7 @@ func (s *SetNX) TryLock(ctx context.Context, key string) (Lease, error) {
 		if wrote {
 			cctx, cancel := detached(ctx, cleanupBudget)
 			defer cancel()
-			if cerr := unlockScript.Run(cctx, s.client, []string{key}, expires).Err(); cerr != nil {
+			if cerr := unlockScript.Run(cctx, s.client, []string{key}, expires, releasedMessage).Err(); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("locker: setnx %s: take back an unanswered write: %w", key, cerr))
 			}
 		}

@@ -125,7 +125,7 @@ func (l *tokenLease) Held(ctx context.Context) (bool, error) {
 // Unlock deletes the key if it still holds this lease's token, or wraps
 // ErrNotHeld when it expired or holds another holder's token.
 func (l *tokenLease) Unlock(ctx context.Context) error {
-	n, err := unlockScript.Run(ctx, l.client, []string{l.key}, l.token).Int()
+	n, err := unlockScript.Run(ctx, l.client, []string{l.key}, l.token, releasedMessage).Int()
 	if err != nil {
 		return fmt.Errorf("locker: token unlock %s: %w", l.key, err)
 	}

@@ -55,8 +55,9 @@ type Order struct {
 	Quantity  int64        `gorm:"not null"`
 	// RequestID is unique where present: the buyer's, or one the service
 	// made for a purchase that came without (so that every order can be
-	// looked up when a COMMIT's outcome is unknown). NULL only in orders
-	// written before the service made them.
+	// looked up when a COMMIT's outcome is unknown). It may be NULL: the
+	// column allows it, and an order written by another program may have
+	// none.
 	RequestID *BinaryString `gorm:"uniqueIndex"`
 	Strategy  string        `gorm:"size:16;not null"`
 	// RemainingStock is the product's stock right after this order, kept

@@ -34,11 +34,8 @@ import (
 // purchase wrote meanwhile (a duplicate key), or a deadlock, makes it
 // decide again.
 func (s *Seckill) writeBatch(ctx context.Context, st Strategy, ps []Purchase, exact bool, extra time.Duration, stockFor func(tx *gorm.DB) (int64, []bool, error)) ([]answer, error) {
-	// A deadlock's victim rolled back and runs again. Batches of two hot
-	// products whose users' rows share an index gap deadlock there (each
-	// locks the gap reading rows that do not exist yet, then inserts into
-	// it): with 3 attempts a 10,000-product catalogue answered a few
-	// purchases in 25,000 503, all three attempts deadlocked.
+	// A deadlock's victim rolled back and runs again, up to five times in
+	// all: batches of neighbouring hot products can deadlock in a row.
 	const attempts = 5
 	id := ps[0].ProductID
 	gen := s.memory.generation(id)

@@ -37,7 +37,7 @@ import (
 // other's rows in a cycle, with one COMMIT for all when every purchase in
 // it did what it needs. Otherwise the group rolls back: those that failed
 // go their own step-by-step way, and the others are sent once more as a
-// group of their own. A purchase alone in its group is sent as before.
+// group of their own. A purchase alone in its group is sent alone.
 
 // erParse is MySQL's ER_PARSE_ERROR: a pool opened without multiStatements
 // reads the multi-statement as one bad statement.
