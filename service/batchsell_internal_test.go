@@ -48,7 +48,7 @@ func benchBatchSell(b *testing.B, n int, trips bool) {
 	}
 	s := New(db, nil, nil, Config{PerUserLimit: 1, Fencing: true}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	b.Cleanup(s.Close)
-	s.oneTrip.Store(trips)
+	s.multiStatements.Store(trips)
 	prod, err := s.CreateProduct(ctx, "bench", int64(n)*int64(b.N+1))
 	if err != nil {
 		b.Fatalf("CreateProduct: %v", err)

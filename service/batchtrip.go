@@ -39,7 +39,7 @@ import (
 // its write, in three round trips (see above), and answers each. done is
 // false when it wrote nothing and the batch is to be sold step by step.
 func (s *Seckill) sellInTrips(ctx context.Context, st Strategy, ps []Purchase) (as []answer, done bool, err error) {
-	if !s.mysql || !s.oneTrip.Load() {
+	if !s.mysql || !s.multiStatements.Load() {
 		return nil, false, nil
 	}
 	id := ps[0].ProductID
@@ -54,7 +54,7 @@ func (s *Seckill) sellInTrips(ctx context.Context, st Strategy, ps []Purchase) (
 		return as, true, err
 	case errors.Is(err, driver.ErrSkip) || errors.As(err, &my) && my.Number == erParse:
 		// A pool opened without interpolateParams or multiStatements.
-		s.oneTrip.Store(false)
+		s.multiStatements.Store(false)
 		s.log.WarnContext(ctx, "the MySQL pool takes no multi-statements: a batch takes nine round trips", "err", err)
 		return nil, false, nil
 	case errors.As(err, &my):
@@ -115,7 +115,7 @@ func (s *Seckill) batchOnConn(ctx context.Context, dc any, st Strategy, ps []Pur
 		return d, false, nil
 	}
 	read, err := s.readBatch(ctx, q, ps)
-	if err != nil || !read.fine {
+	if err != nil || !read.complete {
 		return d, false, errors.Join(err, rollback(ctx, ex))
 	}
 	d = s.decide(st, ps, nil, read.stock, nil, read.units)
@@ -152,13 +152,13 @@ func (s *Seckill) batchOnConn(ctx context.Context, dc any, st Strategy, ps []Pur
 }
 
 // batchRead is what the first trip read: the stock under the row lock and
-// the units each user holds. fine is false when the batch is to be sold
+// the units each user holds. complete is false when the batch is to be sold
 // step by step: the product is not there, or one of its request IDs was
 // used already.
 type batchRead struct {
-	stock int64
-	units map[string]int64
-	fine  bool
+	stock    int64
+	units    map[string]int64
+	complete bool
 }
 
 // readBatch sends the first trip: START TRANSACTION and the batch's reads.
@@ -206,7 +206,7 @@ func (s *Seckill) readBatch(ctx context.Context, q driver.QueryerContext, ps []P
 			}
 		}
 	}
-	read.fine = true
+	read.complete = true
 	return read, nil
 }
 

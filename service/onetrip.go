@@ -58,7 +58,7 @@ const (
 // failed, it may have taken), or the context's.
 func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o model.Order, ok bool, err error) {
 	limit := s.cfg.PerUserLimit
-	if !s.oneTrip.Load() || (limit > 0 && p.Quantity > limit) {
+	if !s.multiStatements.Load() || (limit > 0 && p.Quantity > limit) {
 		return o, false, nil
 	}
 	ctx, cancel := s.dbCtx(ctx, 0)
@@ -88,19 +88,19 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 // tripOutcome is what sending a one-trip purchase came to: committed, with
 // the stock left and the order's ID; or a COMMIT that failed (commitErr:
 // whether it took is not known, so the step-by-step path must not try
-// again); or neither, nothing written. fine says it did all a purchase
+// again); or neither, nothing written. complete says it did all a purchase
 // needs in a group that rolled back for another purchase's sake.
 type tripOutcome struct {
 	committed bool
 	left, id  int64
 	commitErr error
-	fine      bool
+	complete  bool
 }
 
-// tripPart is one purchase handed to a sender: its statements, the
+// tripRequest is one purchase handed to a sender: its statements, the
 // deadline of its database call, and, once done is closed, its outcome.
-type tripPart struct {
-	trip     oneTrip
+type tripRequest struct {
+	trip     tripStatements
 	deadline time.Time
 	out      tripOutcome
 	err      error
@@ -110,9 +110,9 @@ type tripPart struct {
 // sendTrip hands trip to a sender and waits for its outcome. A purchase
 // whose context ends before a sender takes it, or that finds the senders
 // stopped, is not sent.
-func (s *Seckill) sendTrip(ctx context.Context, trip oneTrip) (tripOutcome, error) {
+func (s *Seckill) sendTrip(ctx context.Context, trip tripStatements) (tripOutcome, error) {
 	deadline, _ := ctx.Deadline()
-	part := &tripPart{trip: trip, deadline: deadline, done: make(chan struct{})}
+	part := &tripRequest{trip: trip, deadline: deadline, done: make(chan struct{})}
 	s.tripsWaiting.Add(1)
 	handed := false
 	select {
@@ -134,13 +134,13 @@ func (s *Seckill) sendTrip(ctx context.Context, trip oneTrip) (tripOutcome, erro
 // ends.
 func (s *Seckill) sendTrips(ctx context.Context) {
 	for {
-		var first *tripPart
+		var first *tripRequest
 		select {
 		case <-ctx.Done():
 			return
 		case first = <-s.trips:
 		}
-		group := []*tripPart{first}
+		group := []*tripRequest{first}
 	gather:
 		for len(group) < maxTripGroup {
 			select {
@@ -160,8 +160,8 @@ func (s *Seckill) sendTrips(ctx context.Context) {
 // sendGroup sends group as one transaction and answers every purchase in
 // it; those that did all they need in a group that rolled back are sent
 // once more, as a group of their own, and are otherwise not sent.
-func (s *Seckill) sendGroup(group []*tripPart) {
-	slices.SortStableFunc(group, func(a, b *tripPart) int { return cmp.Compare(a.trip.product, b.trip.product) })
+func (s *Seckill) sendGroup(group []*tripRequest) {
+	slices.SortStableFunc(group, func(a, b *tripRequest) int { return cmp.Compare(a.trip.product, b.trip.product) })
 	deadline := group[0].deadline
 	for _, p := range group[1:] {
 		if p.deadline.Before(deadline) {
@@ -172,14 +172,14 @@ func (s *Seckill) sendGroup(group []*tripPart) {
 	defer cancel()
 	for attempt := 1; len(group) > 0; attempt++ {
 		outs, err := s.sendTripsOnce(ctx, group)
-		var again []*tripPart
+		var again []*tripRequest
 		for i, p := range group {
-			if outs[i].fine && attempt == 1 {
+			if outs[i].complete && attempt == 1 {
 				again = append(again, p)
 				continue
 			}
 			p.out, p.err = outs[i], err
-			p.out.fine = false
+			p.out.complete = false
 			close(p.done)
 		}
 		group = again
@@ -189,7 +189,7 @@ func (s *Seckill) sendGroup(group []*tripPart) {
 // sendTripsOnce sends the group's purchases as one multi-statement on a
 // connection of the pool: outs[i] is group[i]'s outcome. Its error says
 // the connection went (driver.ErrBadConn) before COMMIT.
-func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripPart) (outs []tripOutcome, err error) {
+func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripRequest) (outs []tripOutcome, err error) {
 	outs = make([]tripOutcome, len(group))
 	sqlDB, err := s.db.DB()
 	if err != nil {
@@ -219,7 +219,7 @@ func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripPart) (outs []
 
 // groupStatements is the group's multi-statement: START TRANSACTION, then
 // each purchase's statements, in the group's order.
-func groupStatements(group []*tripPart) (string, []driver.NamedValue, error) {
+func groupStatements(group []*tripRequest) (string, []driver.NamedValue, error) {
 	var b strings.Builder
 	b.WriteString(stmtBegin)
 	var args []any
@@ -239,18 +239,18 @@ func groupStatements(group []*tripPart) (string, []driver.NamedValue, error) {
 // then COMMIT when every purchase did what it needs, else ROLLBACK. A
 // connection that cannot take the multi-statement turns the one trip off.
 // Its error says the connection is to go (driver.ErrBadConn).
-func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripPart, query string, args []driver.NamedValue) ([]tripOutcome, error) {
+func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripRequest, query string, args []driver.NamedValue) ([]tripOutcome, error) {
 	outs := make([]tripOutcome, len(group))
 	ex, isExecer := dc.(driver.ExecerContext)
 	if !isExecer {
-		s.oneTrip.Store(false)
+		s.multiStatements.Store(false)
 		return outs, nil
 	}
 	res, err := ex.ExecContext(ctx, query, args)
 	if err != nil {
 		var my *mysql.MySQLError
 		if errors.As(err, &my) && my.Number == erParse {
-			s.oneTrip.Store(false)
+			s.multiStatements.Store(false)
 			s.log.WarnContext(ctx, "the MySQL pool takes no multi-statements: a purchase takes five round trips", "err", err)
 		}
 		// A statement failed (a request ID used, a deadlock): the
@@ -259,18 +259,18 @@ func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripPart,
 	}
 	r, isResult := res.(mysql.Result)
 	if !isResult {
-		s.oneTrip.Store(false)
+		s.multiStatements.Store(false)
 		return outs, rollback(ctx, ex)
 	}
 	rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
 	all := true
 	at := 1 // past START TRANSACTION
 	for i, p := range group {
-		outs[i].fine = p.trip.did(rows, at) && len(ids) == len(rows)
-		if outs[i].fine {
+		outs[i].complete = p.trip.tookEffect(rows, at) && len(ids) == len(rows)
+		if outs[i].complete {
 			outs[i].left, outs[i].id = ids[at], ids[at+p.trip.n-1]
 		}
-		all = all && outs[i].fine
+		all = all && outs[i].complete
 		at += p.trip.n
 	}
 	if !all || at != len(rows) {
@@ -286,15 +286,15 @@ func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripPart,
 		return outs, driver.ErrBadConn // the connection goes
 	}
 	for i := range outs {
-		outs[i].committed, outs[i].fine = true, false
+		outs[i].committed, outs[i].complete = true, false
 	}
 	return outs, nil
 }
 
-// oneTrip is a one-trip purchase's statements, joined by "; ", with their
+// tripStatements is a one-trip purchase's statements, joined by "; ", with their
 // arguments: its product's conditional decrement, the units' upsert when
 // there is a limit, its order.
-type oneTrip struct {
+type tripStatements struct {
 	product int64
 	query   string
 	args    []any
@@ -306,7 +306,7 @@ type oneTrip struct {
 // did says the purchase's statements, whose results start at rows[at], did
 // what a purchase needs: the decrement took the stock, the units stayed
 // within the limit, the order was written.
-func (t oneTrip) did(rows []int64, at int) bool {
+func (t tripStatements) tookEffect(rows []int64, at int) bool {
 	if at+t.n > len(rows) {
 		return false
 	}
@@ -316,11 +316,11 @@ func (t oneTrip) did(rows []int64, at int) bool {
 // oneTripStatements is buyOneTrip's statements for p (the units' upsert
 // only under a limit), with the order it writes, whose ID and remaining
 // stock the results will tell.
-func (s *Seckill) oneTripStatements(p Purchase, fw fenceWrite, limit int64) (model.Order, oneTrip) {
+func (s *Seckill) oneTripStatements(p Purchase, fw fenceWrite, limit int64) (model.Order, tripStatements) {
 	o := newOrder(p, p.Strategy, 0)
 	o.CreatedAt = s.db.NowFunc()
 	decrement, args := s.decrementSQL(p.ProductID, p.Quantity, fw)
-	trip := oneTrip{product: p.ProductID, query: decrement, n: 2}
+	trip := tripStatements{product: p.ProductID, query: decrement, n: 2}
 	if limit > 0 {
 		trip.query += "; " + stmtRaiseUnits.mysql
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)

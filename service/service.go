@@ -99,12 +99,12 @@ type Seckill struct {
 	// first plain read, after the row lock, and SQLite has one writer at a
 	// time: there they stay plain (see unitsHeld).
 	lockingReads bool
-	// oneTrip says purchases may go in one multi-statement (MySQL, a pool
-	// that takes them): see buyOneTrip.
-	oneTrip atomic.Bool
+	// multiStatements says a transaction may go as one multi-statement
+	// (MySQL, a pool that takes them): see buyOneTrip and sellInTrips.
+	multiStatements atomic.Bool
 	// trips hands one-trip purchases to their senders (sendTrips), which
 	// have stopped once tripsStopped is closed.
-	trips        chan *tripPart
+	trips        chan *tripRequest
 	tripsStopped <-chan struct{}
 	// tripsWaiting counts the purchases waiting for a sender to take them.
 	tripsWaiting atomic.Int64
@@ -145,11 +145,11 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockingReads: readsAtStart(db), lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
 		memory: newStockMemory()}
 	s.lines = s.newLines()
-	s.oneTrip.Store(s.mysql)
+	s.multiStatements.Store(s.mysql)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.refresh(ctx) })
-	s.trips, s.tripsStopped = make(chan *tripPart), ctx.Done()
+	s.trips, s.tripsStopped = make(chan *tripRequest), ctx.Done()
 	if s.mysql {
 		for range tripSenders {
 			s.background.Go(func() { s.sendTrips(ctx) })

@@ -54,8 +54,8 @@ const maxRememberedOrders = 100_000
 // unknownGeneration is the generation of a product the memory has not seen.
 const unknownGeneration = -1
 
-// memo is what the memory knows of one product.
-type memo struct {
+// stockEntry is what the memory knows of one product.
+type stockEntry struct {
 	// stock is the least stock seen in generation gen.
 	stock, gen int64
 	// out is the sold-out answer for stock (soldOut's), made when the
@@ -71,18 +71,18 @@ type memo struct {
 	loaded bool
 }
 
-// stockMemory is the memory of every product. Its map and every memo in
+// stockMemory is the memory of every product. Its map and every stockEntry in
 // it are read under mu's read lock and changed only under its write lock
 // (observe, loadOrders): every purchase reads it (soldOutAnswer), so
 // buyers of different products, or of one sold-out product, do not wait on
 // one another.
 type stockMemory struct {
 	mu sync.RWMutex
-	m  map[int64]*memo
+	m  map[int64]*stockEntry
 }
 
 func newStockMemory() *stockMemory {
-	return &stockMemory{m: make(map[int64]*memo)}
+	return &stockMemory{m: make(map[int64]*stockEntry)}
 }
 
 // soldOut reports whether a purchase of q units of the product is sure to
@@ -98,7 +98,7 @@ func (m *stockMemory) soldOut(product, q int64) (int64, bool) {
 
 // soldOutAnswer returns the answer to a purchase of q units of the product
 // when the memory is sure it is sold out, nil otherwise: soldOut's answer
-// for the stock the memory has seen, made once per stock (see memo.out).
+// for the stock the memory has seen, made once per stock (see stockEntry.out).
 func (m *stockMemory) soldOutAnswer(product, q int64) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -112,8 +112,8 @@ func (m *stockMemory) soldOutAnswer(product, q int64) error {
 	return soldOut(product, e.stock)
 }
 
-// memoAnswer is a memo's sold-out answer (memo.out) for stock.
-func memoAnswer(product, stock int64) error {
+// soldOutAnswerAt is a stockEntry's sold-out answer (stockEntry.out) for stock.
+func soldOutAnswerAt(product, stock int64) error {
 	if stock >= MaxQuantity {
 		return nil
 	}
@@ -154,10 +154,10 @@ func (m *stockMemory) observe(product, stock, gen int64) bool {
 	e, ok := m.m[product]
 	switch {
 	case !ok || gen > e.gen:
-		m.m[product] = &memo{stock: stock, gen: gen, out: memoAnswer(product, stock)}
+		m.m[product] = &stockEntry{stock: stock, gen: gen, out: soldOutAnswerAt(product, stock)}
 		return true
 	case gen == e.gen && stock < e.stock:
-		e.stock, e.out = stock, memoAnswer(product, stock)
+		e.stock, e.out = stock, soldOutAnswerAt(product, stock)
 		return true
 	}
 	return false
