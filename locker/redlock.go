@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -79,7 +80,8 @@ func (r *Redlock) TryLock(ctx context.Context, key string) (Lease, error) {
 		}
 		return nil, fmt.Errorf("%w: redlock %s: %w", ErrNotAcquired, key, err)
 	}
-	lease := &redlockLease{m: m, clients: r.clients}
+	lease := &redlockLease{m: m, clients: r.clients, until: m.Until(),
+		nodeTimeout: time.Duration(float64(r.opts.TTL) * nodeTimeoutFactor)}
 	if ctx.Err() != nil {
 		return nil, handBack(ctx, "redlock", key, lease)
 	}
@@ -134,8 +136,13 @@ func nodesDown(err error) int {
 
 type redlockLease struct {
 	m *redsync.Mutex
-	// clients are the nodes, for Held.
-	clients []goredislib.UniversalClient
+	// clients are the nodes, for Held, which gives each nodeTimeout.
+	clients     []goredislib.UniversalClient
+	nodeTimeout time.Duration
+	// until is redsync's Until as of the grant or the last Extend, kept
+	// under mu: the watchdog extends while the holder may ask Held.
+	mu    sync.Mutex
+	until time.Time
 	// handover is the locker's memory of contended keys (nil for a
 	// TryLock's lease), and contended says this lease's Lock waited for
 	// another holder: its release is remembered there.
@@ -151,6 +158,9 @@ var _ Renewable = (*redlockLease)(nil)
 func (l *redlockLease) Extend(ctx context.Context) error {
 	ok, err := l.m.ExtendContext(ctx)
 	if ok {
+		l.mu.Lock()
+		l.until = l.m.Until()
+		l.mu.Unlock()
 		return nil
 	}
 	var taken *redsync.ErrTaken
@@ -164,33 +174,57 @@ func (l *redlockLease) Extend(ctx context.Context) error {
 // Until: the grant's start plus the TTL, less the time the round took and
 // the clock drift, moved on by each Extend) and a majority of the nodes
 // still hold its value: a node that restarted empty and granted the key to
-// another holder counts against it.
+// another holder counts against it. The nodes are asked at once, each
+// within the share of the lease a Redlock round gives a node.
 func (l *redlockLease) Held(ctx context.Context) (bool, error) {
-	if !time.Now().Before(l.m.Until()) {
+	if !time.Now().Before(l.validUntil()) {
 		return false, nil
 	}
-	holding, answered := 0, 0
-	var errs []error
-	for _, c := range l.clients {
-		v, err := c.Get(ctx, l.m.Name()).Result()
-		switch {
-		case errors.Is(err, goredislib.Nil):
-			answered++
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			answered++
-			if v == l.m.Value() {
-				holding++
+	type reply struct {
+		holds bool
+		err   error
+	}
+	replies := make([]reply, len(l.clients))
+	var wg sync.WaitGroup
+	for i, c := range l.clients {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, l.nodeTimeout)
+			defer cancel()
+			v, err := c.Get(nctx, l.m.Name()).Result()
+			switch {
+			case errors.Is(err, goredislib.Nil):
+			case err != nil:
+				replies[i].err = err
+			default:
+				replies[i].holds = v == l.m.Value()
 			}
+		})
+	}
+	wg.Wait()
+	holding, unknown := 0, 0
+	var errs []error
+	for _, r := range replies {
+		switch {
+		case r.err != nil:
+			unknown++
+			errs = append(errs, r.err)
+		case r.holds:
+			holding++
 		}
 	}
 	quorum := len(l.clients)/2 + 1
-	if holding < quorum && len(l.clients)-answered+holding >= quorum {
+	if holding < quorum && holding+unknown >= quorum {
 		// Those that did not answer could make a majority: it cannot tell.
 		return false, fmt.Errorf("locker: redlock %s: read the holder: %w", l.m.Name(), errors.Join(errs...))
 	}
-	return holding >= quorum && time.Now().Before(l.m.Until()), nil
+	return holding >= quorum && time.Now().Before(l.validUntil()), nil
+}
+
+// validUntil is redsync's Until as of the grant or the last Extend.
+func (l *redlockLease) validUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
 }
 
 // Unlock releases the lock on every node (redsync's compare-and-delete),

@@ -68,3 +68,32 @@ func TestRedlockTakenIsNotUnavailable(t *testing.T) {
 		t.Errorf("TryLock(held key) with 1 of 3 nodes down = %v, %v; want %v without %v", lease, err, locker.ErrNotAcquired, locker.ErrUnavailable)
 	}
 }
+
+// TestRedlockHeldWhileRenewed: a holder asks Held while its watchdog
+// renews the lease, as a hold whose fence moved does (the race detector
+// watches the lease's validity time); the lease stays held past its first
+// TTL, and not once given back.
+func TestRedlockHeldWhileRenewed(t *testing.T) {
+	addrs := testenv.RedisAddrs(t)
+	key := testenv.KeyPrefix(t, addrs) + "lock"
+	const ttl = 300 * time.Millisecond
+	l := locker.NewRedlock(testenv.Clients(t, addrs), locker.Options{TTL: ttl, Wait: time.Second})
+	ctx := context.Background()
+	lease, err := l.Lock(ctx, key)
+	if err != nil {
+		t.Fatalf("Lock() = %v; want nil", err)
+	}
+	wd := locker.StartWatchdog(ctx, lease, 10*time.Millisecond)
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); {
+		if held, err := lease.Held(ctx); !held || err != nil {
+			t.Fatalf("Held() while the watchdog renews = %t, %v; want true, nil", held, err)
+		}
+	}
+	wd.Stop()
+	if err := lease.Unlock(ctx); err != nil {
+		t.Errorf("Unlock() = %v; want nil", err)
+	}
+	if held, err := lease.Held(ctx); held || err != nil {
+		t.Errorf("Held() after Unlock = %t, %v; want false, nil", held, err)
+	}
+}

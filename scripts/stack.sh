@@ -148,7 +148,7 @@ stop() {
 	pid=$(pid_of "$part")
 	if [ -n "$pid" ] && alive "$pid"; then
 		# An instance drains: SECKILL_DRAIN_DELAY, then the longest purchase
-		# and its unlock (app.DrainBudget: 51 s with these settings).
+		# and its unlock (app.DrainBudget: 54 s with these settings).
 		case $part in seckill*) grace=60 ;; esac
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < grace * 10; i++)); do

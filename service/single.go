@@ -73,7 +73,14 @@ func (s *Seckill) buyOne(ctx context.Context, st Strategy, p Purchase, fw fenceW
 				return err
 			}
 			if !ok {
-				prod, err := s.product(ctx, tx, p.ProductID)
+				// What stopped it, read as it is now: on TiDB a plain
+				// read would see the transaction's start (see
+				// lockingReads), before the write it waited for.
+				read := tx
+				if s.lockingReads {
+					read = forUpdate(tx)
+				}
+				prod, err := s.product(ctx, read, p.ProductID)
 				if err != nil {
 					return err
 				}

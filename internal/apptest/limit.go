@@ -131,8 +131,9 @@ func unitsPerUser(t *testing.T, in *Instance, id int64) (ordered, held map[strin
 }
 
 // LimitRuns are the runs a store is held to: every safe strategy alone,
-// redlock one purchase per hold, and all four mixed with work inside the
-// Redis locks (a rolling change of SECKILL_LOCK).
+// redlock one purchase per hold, all four mixed with work inside the Redis
+// locks (a rolling change of SECKILL_LOCK), and token and redlock mixed one
+// purchase per hold (their fence claims collide on every purchase).
 func LimitRuns() []LimitRun {
 	safe := []string{"token", "redlock", "pessimistic", "optimistic"}
 	var runs []LimitRun
@@ -141,5 +142,6 @@ func LimitRuns() []LimitRun {
 	}
 	return append(runs,
 		LimitRun{Users: 10, Tries: 8, Strategies: []string{"redlock"}, Batch: 1},
-		LimitRun{Users: 10, Tries: 8, Strategies: safe, Hold: 20 * time.Millisecond})
+		LimitRun{Users: 10, Tries: 8, Strategies: safe, Hold: 20 * time.Millisecond},
+		LimitRun{Users: 10, Tries: 8, Strategies: []string{"token", "redlock"}, Hold: 10 * time.Millisecond, Batch: 1})
 }
