@@ -12,20 +12,22 @@ import (
 	"github.com/seckill/seckill/model"
 )
 
-// sellBatch is the critical section of a hold: it sells the tickets, all
-// of one product and strategy, in line order, as if one by one, in one
-// transaction.
+// sellBatch is the critical section of a hold: it sells the hold's
+// purchases, all of one product and strategy, in line order, as if one by
+// one, in one transaction, and returns one answer per purchase (an error
+// is the whole hold's).
 //
 //   - pessimistic reads the stock with SELECT ... FOR UPDATE and keeps the
 //     row lock to the commit, the batch's work included.
-//   - A fenced hold claims the product's next fencing token the moment it
-//     is granted the lock (one short statement: fence = fence + 1, read
-//     back), which makes every earlier holder's token stale. Its write
-//     applies only while the fence is still its token, and sells from the
-//     stock it reads under the row lock: a holder overtaken by a later
-//     holder's claim, or by a stock reset, writes nothing and gets
-//     ErrLockLost, and no decrement can take the stock below zero whoever
-//     else writes. A hold with nothing to do between its grant and its
+//   - A fenced hold with work to do reads the product (its stock and
+//     generation), then claims the product's next fencing token (one short
+//     statement: fence = fence + 1, read back), which makes every earlier
+//     holder's token stale. Its write applies only while the fence is
+//     still its token, and sells from the stock it reads under the row
+//     lock: a hold overtaken by a later holder of its lock, or by a stock
+//     reset, writes nothing and gets ErrLockLost; one whose fence another
+//     lock kind's holder moved sells again (overtaken). No decrement can
+//     take the stock below zero whoever else writes. A hold with nothing to do between its grant and its
 //     write (no Work, no Pause) folds the claim into the write: the
 //     write's first statement moves the fence on, so claim and write are
 //     one atomic step and a holder that read or claimed before is fenced

@@ -13,8 +13,8 @@ import (
 )
 
 // LimitRun is a per-user limit under fire: Users buyers each send Tries
-// purchases of one unit at once, spread over the instances in turn,
-// purchase i under Strategies[i%len(Strategies)], with Hold as hold_ms for
+// purchases of one unit at once, spread over the instances in turn, each
+// buyer's tries going through Strategies in turn, with Hold as hold_ms for
 // the lock strategies (token, redlock) and Batch as batch.
 type LimitRun struct {
 	Users, Tries int
@@ -59,11 +59,12 @@ func CheckPerUserLimit(t *testing.T, ins []*Instance, run LimitRun) {
 	var wg sync.WaitGroup
 	for i := range answers {
 		user := fmt.Sprintf("u-%d", i%run.Users)
-		o := client.Override{Strategy: run.Strategies[i%len(run.Strategies)], Batch: run.Batch}
+		try := i / run.Users
+		o := client.Override{Strategy: run.Strategies[(i+try)%len(run.Strategies)], Batch: run.Batch}
 		if o.Strategy == "token" || o.Strategy == "redlock" {
 			o.Hold = run.Hold
 		}
-		c := &client.Client{BaseURL: ins[(i/run.Users)%len(ins)].URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
+		c := &client.Client{BaseURL: ins[try%len(ins)].URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
 		wg.Go(func() {
 			<-start
 			_, err := c.Buy(ctx, prod.ID, client.Purchase{UserID: user, Quantity: 1}, o)
