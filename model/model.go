@@ -71,7 +71,7 @@ type Order struct {
 // transaction that writes the order, so that two purchases of one user can
 // never both pass it, whatever instance or strategy sells them. It has no
 // AUTO_INCREMENT column: a one-trip purchase reads the stock it left from
-// LAST_INSERT_ID() after writing this row (service.buyOneTrip).
+// LAST_INSERT_ID() after writing this row (service/onetrip.go).
 type UserUnits struct {
 	ProductID int64        `gorm:"primaryKey;autoIncrement:false"`
 	UserID    BinaryString `gorm:"primaryKey"`

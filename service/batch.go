@@ -3,10 +3,7 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-
-	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
@@ -22,23 +19,21 @@ import (
 //   - A fenced hold with work to do reads the product (its stock and
 //     generation), then claims the product's next fencing token (one short
 //     statement: fence = fence + 1, read back), which makes every earlier
-//     holder's token stale. Its write applies only while the fence is
-//     still its token, and sells from the stock it reads under the row
-//     lock: a hold overtaken by a later holder of its lock, or by a stock
+//     holder's token stale. Its sale writes only while the fence is still
+//     its token, read under the row lock with the stock it sells from: a hold overtaken by a later holder of its lock, or by a stock
 //     reset, writes nothing and gets ErrLockLost; one whose fence another
 //     lock kind's holder moved sells again (overtaken). No decrement can
-//     take the stock below zero whoever else writes. A hold with nothing to do between its grant and its
-//     write (no Work, no Pause) folds the claim into the write: the
-//     write's first statement moves the fence on, so claim and write are
-//     one atomic step and a holder that read or claimed before is fenced
-//     off all the same.
+//     take the stock below zero whoever else writes. A hold with nothing
+//     to do between its grant and its write (no Work, no Pause) folds the
+//     claim into the write, under the row lock its sale read the stock
+//     under: claim and write are one atomic step, and a holder that read
+//     or claimed before is fenced off all the same.
 //   - An unfenced hold (local, setnx and the others with fencing off)
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
 func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer, error) {
 	ps := h.ps
-	id := ps[0].ProductID
 	busy, work := batchWork(ctx, ps, h.wd)
 	if st.RowLock {
 		return s.sellRowLocked(ctx, st, h, busy, work)
@@ -60,38 +55,40 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer,
 		if err := work(); err != nil {
 			return nil, err
 		}
-		return s.writeBatch(ctx, st, ps, false, 0, func(tx *gorm.DB) (int64, []bool, error) {
-			// Unfenced: sell from the stock read before the work. The row
-			// lock is taken first all the same, as every writer does, so
-			// that two holders at once oversell rather than deadlock.
-			if err := forUpdate(tx).Select("id").Take(&model.Product{}, id).Error; err != nil {
-				return 0, nil, fmt.Errorf("lock the row of product %d: %w", id, err)
-			}
-			return start.Stock, nil, nil
-		})
+		// Unfenced: sell from the stock read before the work. The row
+		// lock is taken first all the same, as every writer does, so that
+		// two holders at once oversell rather than deadlock.
+		return s.sell(ctx, st, ps, stockRead{trusted: &start.Stock})
 	}
-	token, err := s.claim(ctx, id)
+	token, err := s.sales.claim(ctx, ps[0].ProductID)
 	if err != nil {
 		return nil, err
 	}
 	if err := work(); err != nil {
 		return nil, err
 	}
-	var as []answer
-	if len(ps) == 1 {
-		var a answer
-		a, err = s.sellOne(ctx, st, ps[0], fenceWrite{token: &token})
-		as = []answer{a}
-	} else {
-		as, err = s.writeBatch(ctx, st, ps, true, 0, func(tx *gorm.DB) (int64, []bool, error) {
-			stock, err := s.checkFence(tx, id, token)
-			return stock, nil, err
-		})
-	}
+	as, err := s.sell(ctx, st, ps, stockRead{token: &token})
 	if moved, ok := errors.AsType[*fenceMoved](err); ok {
 		return s.overtaken(ctx, st, ps, h.lease, token, start.Generation, moved)
 	}
 	return as, err
+}
+
+// sell has the sale store sell ps, deciding with the rule, and tells the
+// stock cache what the sale left.
+func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockRead) ([]answer, error) {
+	id := ps[0].ProductID
+	gen := s.memory.generation(id)
+	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
+		return s.decide(st, ps, expired, stock, used, units)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.final {
+		s.wrote(id, d.left, gen)
+	}
+	return d.answers, nil
 }
 
 // hold is one tenure of a product's lock: the purchases it sells, in line
@@ -126,22 +123,16 @@ func soldOutAt(n int, stock int64) []answer {
 }
 
 // sellClaiming is a fenced hold with nothing to do between its grant and
-// its write: the claim is folded into the write, whose first statement
-// moves the fence on and holds the row until the commit, claim and write
-// one atomic step, with no commit of its own.
+// its write: the claim is folded into the write, which moves the fence on
+// under the row lock it read the stock under, claim and sale one atomic
+// step, with no commit of its own. A hold of one purchase tries the store's
+// cheapest form first.
 func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ps []Purchase) ([]answer, error) {
 	if len(ps) == 1 {
-		a, err := s.sellOne(ctx, st, ps[0], fenceWrite{claim: true})
+		a, err := s.sellOne(ctx, st, ps[0], true)
 		return []answer{a}, err
 	}
-	if as, done, err := s.sellInTrips(ctx, st, ps); done {
-		return as, err
-	}
-	id := ps[0].ProductID
-	return s.writeBatch(ctx, st, ps, true, 0, func(tx *gorm.DB) (int64, []bool, error) {
-		stock, err := s.claimInWrite(tx, id)
-		return stock, nil, err
-	})
+	return s.sell(ctx, st, ps, stockRead{claim: true})
 }
 
 // overtaken answers a fenced hold whose write found the product's fence
@@ -203,15 +194,20 @@ func batchWork(ctx context.Context, ps []Purchase, wd *locker.Watchdog) (busy ti
 // waits as long as the youngest may, and those whose own wait ran out
 // meanwhile answer lock_timeout.
 func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold, busy time.Duration, work func() error) ([]answer, error) {
-	id := h.ps[0].ProductID
-	until := h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait)
-	return s.writeBatch(ctx, st, h.ps, true, s.cfg.LockWait+busy, func(tx *gorm.DB) (int64, []bool, error) {
-		stock, err := s.lockRow(ctx, tx, st, id, until)
-		if err != nil {
-			return 0, nil, err
-		}
-		return stock, s.expired(st, h.arrived, time.Now()), work()
+	as, err := s.sell(ctx, st, h.ps, stockRead{
+		lockUntil: h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait),
+		extra:     s.cfg.LockWait + busy,
+		underLock: func(waited time.Duration) ([]bool, error) {
+			s.metrics.lockWaited(st.Name, "acquired", waited)
+			return s.expired(st, h.arrived, time.Now()), work()
+		},
 	})
+	if timeout, ok := errors.AsType[*rowLockTimeout](err); ok {
+		s.metrics.lockWaited(st.Name, "timeout", timeout.waited)
+		s.metrics.lockFailed(st.Name, "timeout")
+		return nil, ErrLockTimeout.because(timeout)
+	}
+	return as, err
 }
 
 // stockAtStart reads the product as a hold starts: the stock an unfenced

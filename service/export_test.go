@@ -14,11 +14,21 @@ func (s *Seckill) Waiting(product int64) int {
 	return s.lines.Waiting(func(key lineKey) bool { return key.product == product })
 }
 
-// BuyOneTrip is the two-round-trip transaction of one purchase with the
-// fence claim folded in (a lock holder's): ok says it committed, !ok with a
-// nil error that it rolled back and wrote nothing.
+// BuyOneTrip is the sale store's cheapest form of one purchase with the
+// fence claim folded in (a lock holder's), the MySQL form's two round
+// trips: ok says it committed, !ok with a nil error that it wrote nothing
+// (always, in the portable form).
 func (s *Seckill) BuyOneTrip(ctx context.Context, p Purchase) (model.Order, bool, error) {
-	return s.buyOneTrip(ctx, p, fenceWrite{claim: true})
+	return s.sales.buy(ctx, p, true)
+}
+
+// SaleForm names the form of the sale store New chose: "mysql" or
+// "portable".
+func (s *Seckill) SaleForm() string {
+	if _, ok := s.sales.(*mysqlSales); ok {
+		return "mysql"
+	}
+	return "portable"
 }
 
 // Hooks are the points where a test forces an interleaving (see hooks).
@@ -32,8 +42,8 @@ type Hooks struct {
 	// TripGroup runs when a sender has gathered a group of one-trip
 	// purchases (its size), before it sends them.
 	TripGroup func(size int)
-	// BatchTrips runs when a batch was answered by its three-trip
-	// transaction (committed, or nothing to write).
+	// BatchTrips runs when a sale was answered by the MySQL form's three
+	// trips (committed, or nothing to write).
 	BatchTrips func(product int64)
 }
 
@@ -49,7 +59,12 @@ func ResetMessage(product, stock, gen int64) string { return resetMessage(produc
 
 // TripsWaiting is how many one-trip purchases wait for a sender to take
 // them.
-func (s *Seckill) TripsWaiting() int { return int(s.tripsWaiting.Load()) }
+func (s *Seckill) TripsWaiting() int {
+	if m, ok := s.sales.(*mysqlSales); ok {
+		return int(m.tripsWaiting.Load())
+	}
+	return 0
+}
 
 // TripSenders is how many groups of one-trip purchases are sent at once.
 const TripSenders = tripSenders

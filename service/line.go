@@ -160,10 +160,10 @@ func (s *Seckill) leaderBudget() time.Duration {
 // PurchaseBudget is the longest a purchase can take, with a lock wait of
 // lockWait and calls to the stores bounded by dbTimeout (0: the default):
 // the wait, the longest work and pause, and the hold's calls (a read, the
-// claim, the transaction; when another lock kind's holder moved the fence
-// on, the check of the lease and the sale again, whose three-trip form may
-// give way to the step-by-step one; and the look-up that settles a COMMIT
-// whose outcome is unknown). Servers size their write timeout and their
+// claim, the sale, which may try again a deadlock's victim; when another
+// lock kind's holder moved the fence on, the check of the lease and the
+// sale again; and the look-up that settles a COMMIT whose outcome is
+// unknown). Servers size their write timeout and their
 // drain on it; a hold's calls past it are cut short by its context.
 func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 	if dbTimeout <= 0 {

@@ -7,10 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/seckill/seckill/locker"
-	"github.com/seckill/seckill/model"
 )
 
 // lockKey is the Redis key (or local key) of a product's lock under a
@@ -64,28 +61,6 @@ func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, leas
 	s.metrics.lockFailed(st.Name, "unlock_error")
 	s.log.ErrorContext(ctx, "unlock failed", "strategy", st.Name, "product", productID, "err", err)
 	return nil
-}
-
-// lockRow reads the product's stock with SELECT ... FOR UPDATE, waiting
-// for the row lock until until at the most.
-func (s *Seckill) lockRow(ctx context.Context, tx *gorm.DB, st Strategy, id int64, until time.Time) (int64, error) {
-	lockCtx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
-	start := time.Now()
-	var prod model.Product
-	err := forUpdate(tx.WithContext(lockCtx)).Take(&prod, id).Error
-	switch {
-	case lockCtx.Err() != nil && ctx.Err() == nil:
-		s.metrics.lockWaited(st.Name, "timeout", time.Since(start))
-		s.metrics.lockFailed(st.Name, "timeout")
-		return 0, ErrLockTimeout.because(fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err()))
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return 0, notFound(id)
-	case err != nil:
-		return 0, fmt.Errorf("lock the row of product %d: %w", id, err)
-	}
-	s.metrics.lockWaited(st.Name, "acquired", time.Since(start))
-	return prod.Stock, nil
 }
 
 // expired says which of the purchases that joined the line at arrived

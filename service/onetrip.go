@@ -16,17 +16,17 @@ import (
 	"github.com/seckill/seckill/model"
 )
 
-// One purchase in two round trips. On MySQL, buyOne first sends its whole
+// One purchase in two round trips: the MySQL form's buy sends its whole
 // transaction as one multi-statement: START TRANSACTION, the conditional
 // decrement (which leaves the stock it left in LAST_INSERT_ID), the user's
 // units within the limit, the order (its remaining stock taken from
 // LAST_INSERT_ID(), which the units' upsert leaves alone: user_units has no
 // AUTO_INCREMENT column). When every statement did what a purchase needs, one
-// COMMIT ends it; otherwise one ROLLBACK does, and buyOne's step-by-step
-// transaction finds the purchase's exact answer (sold out, over the limit,
-// the fence moved, a request ID already used, a deadlock). A purchase that
-// goes through pays two round trips instead of five; one that does not
-// pays two more.
+// COMMIT ends it; otherwise one ROLLBACK does, and the store's sale (three
+// trips) has the rule find the purchase's exact answer (sold out, over the
+// limit, a request ID already used, a deadlock). A purchase that goes
+// through pays two round trips instead of three; one that does not pays
+// three more.
 //
 // Purchases of different products share their transaction: a COMMIT costs
 // the database a flush of its log, and it flushes only so many times a
@@ -36,12 +36,8 @@ import (
 // products in ascending order so that two groups never wait on each
 // other's rows in a cycle, with one COMMIT for all when every purchase in
 // it did what it needs. Otherwise the group rolls back: those that failed
-// go their own step-by-step way, and the others are sent once more as a
+// are sold in three trips, and the others are sent once more as a
 // group of their own. A purchase alone in its group is sent alone.
-
-// erParse is MySQL's ER_PARSE_ERROR: a pool opened without multiStatements
-// reads the multi-statement as one bad statement.
-const erParse = 1064
 
 const (
 	// tripSenders is how many groups of one-trip purchases an instance
@@ -51,28 +47,39 @@ const (
 	maxTripGroup = 64
 )
 
-// buyOneTrip tries p's transaction in two round trips (see above). ok says
-// it committed o; !ok with a nil error says it rolled back, nothing
-// written, and the step-by-step transaction is to decide. An error is one
-// whose outcome is not known to be a rollback (a *commitError: the COMMIT
-// failed, it may have taken), or the context's.
-func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o model.Order, ok bool, err error) {
-	limit := s.cfg.PerUserLimit
-	if !s.multiStatements.Load() || (limit > 0 && p.Quantity > limit) {
+// newMySQLSales is the MySQL form of the sale store over pool, with its
+// one-trip senders started: close stops them.
+func newMySQLSales(base sqlBase, pool *sql.DB) *mysqlSales {
+	ctx, stop := context.WithCancel(context.Background())
+	m := &mysqlSales{sqlBase: base, pool: pool, trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
+	for range tripSenders {
+		m.senders.Go(func() { m.sendTrips(ctx) })
+	}
+	return m
+}
+
+func (m *mysqlSales) close() {
+	m.stop()
+	m.senders.Wait()
+}
+
+// buy tries p's transaction in two round trips (see above). A purchase over
+// the limit on its own is left to sell, which answers it.
+func (m *mysqlSales) buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error) {
+	limit := m.cfg.limit
+	if limit > 0 && p.Quantity > limit {
 		return o, false, nil
 	}
-	ctx, cancel := s.dbCtx(ctx, 0)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.dbTimeout)
 	defer cancel()
-	o, trip := s.oneTripStatements(p, fw, limit)
-	out, err := s.sendTrip(ctx, trip)
-	if out.committed {
-		o.RemainingStock, o.ID, ok = out.left, out.id, true
-	}
+	o, trip := m.oneTripStatements(p, claim)
+	out, err := m.sendTrip(ctx, trip)
 	switch {
 	case out.commitErr != nil:
-		// The caller settles it (buyOne): it may have taken.
-		return model.Order{}, false, &commitError{err: fmt.Errorf("commit the purchase of product %d: %w", p.ProductID, out.commitErr)}
-	case ok:
+		// It may have taken: its request ID's order says.
+		return m.settleOne(ctx, p, fmt.Errorf("commit the purchase of product %d: %w", p.ProductID, out.commitErr))
+	case out.committed:
+		o.RemainingStock, o.ID = out.left, out.id
 		return o, true, nil
 	case ctx.Err() != nil:
 		return model.Order{}, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
@@ -80,15 +87,14 @@ func (s *Seckill) buyOneTrip(ctx context.Context, p Purchase, fw fenceWrite) (o 
 		// Its group found no connection, or the connection dropped before
 		// COMMIT or its ROLLBACK failed (it is closed, and the server rolls
 		// back what it began): nothing was written.
-		s.log.WarnContext(ctx, "a purchase's one-trip transaction did not go through: it is decided step by step", "product", p.ProductID, "err", err)
+		m.cfg.log.WarnContext(ctx, "a purchase's one-trip transaction did not go through: it is sold in three", "product", p.ProductID, "err", err)
 	}
 	return model.Order{}, false, nil
 }
 
 // tripOutcome is what sending a one-trip purchase came to: committed, with
 // the stock left and the order's ID; or a COMMIT that failed (commitErr:
-// whether it took is not known, so the step-by-step path must not try
-// again); or neither, nothing written. complete says it did all a purchase
+// whether it took is not known, so it must not be sold again); or neither, nothing written. complete says it did all a purchase
 // needs in a group that rolled back for another purchase's sake.
 type tripOutcome struct {
 	committed bool
@@ -110,18 +116,18 @@ type tripRequest struct {
 // sendTrip hands trip to a sender and waits for its outcome. A purchase
 // whose context ends before a sender takes it, or that finds the senders
 // stopped, is not sent.
-func (s *Seckill) sendTrip(ctx context.Context, trip tripStatements) (tripOutcome, error) {
+func (m *mysqlSales) sendTrip(ctx context.Context, trip tripStatements) (tripOutcome, error) {
 	deadline, _ := ctx.Deadline()
 	part := &tripRequest{trip: trip, deadline: deadline, done: make(chan struct{})}
-	s.tripsWaiting.Add(1)
+	m.tripsWaiting.Add(1)
 	handed := false
 	select {
-	case s.trips <- part:
+	case m.trips <- part:
 		handed = true
 	case <-ctx.Done():
-	case <-s.tripsStopped:
+	case <-m.tripsStopped:
 	}
-	s.tripsWaiting.Add(-1)
+	m.tripsWaiting.Add(-1)
 	if !handed {
 		return tripOutcome{}, nil
 	}
@@ -132,35 +138,35 @@ func (s *Seckill) sendTrip(ctx context.Context, trip tripStatements) (tripOutcom
 // sendTrips is one sender: it takes the purchases handed over, each with
 // those waiting at that moment, and sends them as one group, until ctx
 // ends.
-func (s *Seckill) sendTrips(ctx context.Context) {
+func (m *mysqlSales) sendTrips(ctx context.Context) {
 	for {
 		var first *tripRequest
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-s.trips:
+		case first = <-m.trips:
 		}
 		group := []*tripRequest{first}
 	gather:
 		for len(group) < maxTripGroup {
 			select {
-			case p := <-s.trips:
+			case p := <-m.trips:
 				group = append(group, p)
 			default:
 				break gather
 			}
 		}
-		if h := s.cfg.hooks.tripGroup; h != nil {
+		if h := m.cfg.hooks.tripGroup; h != nil {
 			h(len(group))
 		}
-		s.sendGroup(group)
+		m.sendGroup(group)
 	}
 }
 
 // sendGroup sends group as one transaction and answers every purchase in
 // it; those that did all they need in a group that rolled back are sent
 // once more, as a group of their own, and are otherwise not sent.
-func (s *Seckill) sendGroup(group []*tripRequest) {
+func (m *mysqlSales) sendGroup(group []*tripRequest) {
 	slices.SortStableFunc(group, func(a, b *tripRequest) int { return cmp.Compare(a.trip.product, b.trip.product) })
 	deadline := group[0].deadline
 	for _, p := range group[1:] {
@@ -171,7 +177,7 @@ func (s *Seckill) sendGroup(group []*tripRequest) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	for attempt := 1; len(group) > 0; attempt++ {
-		outs, err := s.sendTripsOnce(ctx, group)
+		outs, err := m.sendTripsOnce(ctx, group)
 		var again []*tripRequest
 		for i, p := range group {
 			if outs[i].complete && attempt == 1 {
@@ -189,13 +195,9 @@ func (s *Seckill) sendGroup(group []*tripRequest) {
 // sendTripsOnce sends the group's purchases as one multi-statement on a
 // connection of the pool: outs[i] is group[i]'s outcome. Its error says
 // the connection went (driver.ErrBadConn) before COMMIT.
-func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripRequest) (outs []tripOutcome, err error) {
+func (m *mysqlSales) sendTripsOnce(ctx context.Context, group []*tripRequest) (outs []tripOutcome, err error) {
 	outs = make([]tripOutcome, len(group))
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return outs, fmt.Errorf("the mysql pool: %w", err)
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := m.pool.Conn(ctx)
 	if err != nil {
 		return outs, storeErr("take a connection", err)
 	}
@@ -211,7 +213,7 @@ func (s *Seckill) sendTripsOnce(ctx context.Context, group []*tripRequest) (outs
 	}
 	err = conn.Raw(func(dc any) error {
 		var err error
-		outs, err = s.sendStatements(ctx, dc, group, query, args)
+		outs, err = m.sendStatements(ctx, dc, group, query, args)
 		return err
 	})
 	return outs, err
@@ -236,30 +238,22 @@ func groupStatements(group []*tripRequest) (string, []driver.NamedValue, error) 
 }
 
 // sendStatements sends the group's query on the driver connection dc,
-// then COMMIT when every purchase did what it needs, else ROLLBACK. A
-// connection that cannot take the multi-statement turns the one trip off.
-// Its error says the connection is to go (driver.ErrBadConn).
-func (s *Seckill) sendStatements(ctx context.Context, dc any, group []*tripRequest, query string, args []driver.NamedValue) ([]tripOutcome, error) {
+// then COMMIT when every purchase did what it needs, else ROLLBACK. Its
+// error says the connection is to go (driver.ErrBadConn).
+func (m *mysqlSales) sendStatements(ctx context.Context, dc any, group []*tripRequest, query string, args []driver.NamedValue) ([]tripOutcome, error) {
 	outs := make([]tripOutcome, len(group))
 	ex, isExecer := dc.(driver.ExecerContext)
 	if !isExecer {
-		s.multiStatements.Store(false)
-		return outs, nil
+		return outs, fmt.Errorf("a MySQL connection of type %T takes no multi-statements", dc)
 	}
 	res, err := ex.ExecContext(ctx, query, args)
 	if err != nil {
-		var my *mysql.MySQLError
-		if errors.As(err, &my) && my.Number == erParse {
-			s.multiStatements.Store(false)
-			s.log.WarnContext(ctx, "the MySQL pool takes no multi-statements: a purchase takes five round trips", "err", err)
-		}
 		// A statement failed (a request ID used, a deadlock): the
 		// transaction is open still, unless the connection is gone.
 		return outs, rollback(ctx, ex)
 	}
 	r, isResult := res.(mysql.Result)
 	if !isResult {
-		s.multiStatements.Store(false)
 		return outs, rollback(ctx, ex)
 	}
 	rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
@@ -313,47 +307,24 @@ func (t tripStatements) tookEffect(rows []int64, at int) bool {
 	return rows[at] == 1 && (!t.units || rows[at+1] >= 1) && rows[at+t.n-1] == 1
 }
 
-// oneTripStatements is buyOneTrip's statements for p (the units' upsert
-// only under a limit), with the order it writes, whose ID and remaining
-// stock the results will tell.
-func (s *Seckill) oneTripStatements(p Purchase, fw fenceWrite, limit int64) (model.Order, tripStatements) {
+// oneTripStatements is buy's statements for p (the units' upsert only
+// under a limit), with the order it writes, whose ID and remaining stock
+// the results will tell.
+func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tripStatements) {
 	o := newOrder(p, p.Strategy, 0)
-	o.CreatedAt = s.db.NowFunc()
-	decrement, args := s.decrementSQL(p.ProductID, p.Quantity, fw)
+	o.CreatedAt = m.db.NowFunc()
+	decrement := stmtDecrement
+	if claim {
+		decrement = stmtDecrementClaiming
+	}
+	args := []any{p.Quantity, time.Now(), p.ProductID, p.Quantity}
 	trip := tripStatements{product: p.ProductID, query: decrement, n: 2}
-	if limit > 0 {
-		trip.query += "; " + stmtRaiseUnits.mysql
+	if limit := m.cfg.limit; limit > 0 {
+		trip.query += "; " + stmtRaiseUnits
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
 		trip.n, trip.units = 3, true
 	}
 	trip.query += "; " + stmtOrderOneTrip
-	var rid any // NULL when the purchase has no request ID
-	if o.RequestID != nil {
-		rid = string(*o.RequestID)
-	}
-	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, rid, o.Strategy, o.CreatedAt)
+	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, requestIDArg(&o), o.Strategy, o.CreatedAt)
 	return o, trip
-}
-
-// rollback ends the open transaction of a one-trip purchase that is not to
-// commit. A failed ROLLBACK leaves the connection's state unknown: it goes
-// (driver.ErrBadConn), and the server rolls back when it closes.
-func rollback(ctx context.Context, ex driver.ExecerContext) error {
-	if _, err := ex.ExecContext(ctx, stmtRollback, nil); err != nil {
-		return fmt.Errorf("rollback: %w: %w", err, driver.ErrBadConn)
-	}
-	return nil
-}
-
-// namedValues makes args the driver's values, as database/sql would.
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	out := make([]driver.NamedValue, len(args))
-	for i, a := range args {
-		v, err := driver.DefaultParameterConverter.ConvertValue(a)
-		if err != nil {
-			return nil, fmt.Errorf("argument %d: %w", i+1, err)
-		}
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return out, nil
 }

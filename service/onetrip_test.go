@@ -119,8 +119,9 @@ func TestOneTrip(t *testing.T) {
 }
 
 // TestOneTripNeedsMultiStatements: over a pool opened without
-// multiStatements (a *gorm.DB a team opened itself), purchases still sell,
-// step by step, and the one-trip path steps aside for good.
+// multiStatements (a *gorm.DB a team opened itself), the service chooses
+// the sale store's portable form at open: purchases still sell, statement
+// by statement, and the one-trip path is not there.
 func TestOneTripNeedsMultiStatements(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -143,6 +144,9 @@ func TestOneTripNeedsMultiStatements(t *testing.T) {
 	}
 	f.db = db
 	in := f.instance(settings{PerUserLimit: 1, Fencing: true})
+	if form := in.svc.SaleForm(); form != "portable" {
+		t.Fatalf("the sale store's form over a pool without multiStatements = %s; want portable", form)
+	}
 	prod := in.product(t, 3)
 	ctx := context.Background()
 	for i, user := range []string{"ann", "bob"} {
@@ -155,10 +159,10 @@ func TestOneTripNeedsMultiStatements(t *testing.T) {
 	before := readWritten(t, db, prod.ID)
 	p := service.Purchase{ProductID: prod.ID, UserID: "cat", Quantity: 1, Strategy: "redlock"}
 	if _, ok, err := in.svc.BuyOneTrip(ctx, p); ok || err != nil {
-		t.Fatalf("BuyOneTrip(%s) = %v, %v; want a step aside (false, nil)", show(p), ok, err)
+		t.Fatalf("BuyOneTrip(%s) = %v, %v; want nothing written (false, nil)", show(p), ok, err)
 	}
 	if got := readWritten(t, db, prod.ID); got.Stock != before.Stock || got.Orders != before.Orders || got.Fence != before.Fence {
-		t.Fatalf("after the one-trip path stepped aside: %+v; want %+v", got, before)
+		t.Fatalf("after the portable form's BuyOneTrip: %+v; want %+v", got, before)
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
 }

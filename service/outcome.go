@@ -43,9 +43,9 @@ func uncommitted(err error) bool {
 // transaction runs fn in a transaction on ctx, as gorm's Transaction does,
 // and tells a COMMIT that failed (a *commitError: it may have taken) from
 // everything before it (rolled back, nothing written).
-func (s *Seckill) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+func (b *sqlBase) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	committing := false
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := b.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := fn(tx); err != nil {
 			return err
 		}
@@ -74,12 +74,12 @@ func newRequestID() string {
 // says they are in the database; !committed with a nil error that the
 // transaction rolled back and wrote nothing. An error means the look-up
 // itself could not be made within its bound: the outcome stays unknown.
-func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) (found map[string]model.Order, committed bool, err error) {
-	ctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
+func (b *sqlBase) settle(ctx context.Context, requestIDs []string, cause error) (found map[string]model.Order, committed bool, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.dbTimeout)
 	defer cancel()
-	orders, err := s.lookUp(ctx, requestIDs)
+	orders, err := b.lookUp(ctx, requestIDs)
 	if err != nil {
-		s.log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
+		b.cfg.log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
 			"request_ids", len(requestIDs), "commit_err", cause, "err", err)
 		return nil, false, fmt.Errorf("look up %d orders after a failed COMMIT: %w", len(requestIDs), err)
 	}
@@ -87,7 +87,7 @@ func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) 
 	for _, o := range orders {
 		found[string(*o.RequestID)] = o
 	}
-	s.log.WarnContext(ctx, "a COMMIT failed; its outcome was looked up", "request_ids", len(requestIDs),
+	b.cfg.log.WarnContext(ctx, "a COMMIT failed; its outcome was looked up", "request_ids", len(requestIDs),
 		"committed", len(found) > 0, "err", cause)
 	if len(found) > 0 && len(found) != len(requestIDs) {
 		return found, true, fmt.Errorf("%d of %d orders of one transaction found", len(found), len(requestIDs))
@@ -101,8 +101,8 @@ func (s *Seckill) settle(ctx context.Context, requestIDs []string, cause error) 
 // autocommit mode MySQL does not promise to), which it rolls back: it
 // wrote nothing, and so its answer never waits on a COMMIT's reply, which
 // is what may be failing.
-func (s *Seckill) lookUp(ctx context.Context, requestIDs []string) (orders []model.Order, err error) {
-	tx := s.db.WithContext(ctx).Begin()
+func (b *sqlBase) lookUp(ctx context.Context, requestIDs []string) (orders []model.Order, err error) {
+	tx := b.db.WithContext(ctx).Begin()
 	if tx.Error != nil {
 		return nil, fmt.Errorf("begin: %w", tx.Error)
 	}
@@ -110,7 +110,7 @@ func (s *Seckill) lookUp(ctx context.Context, requestIDs []string) (orders []mod
 		// What was read stands: a rollback that fails means the connection
 		// went, and its locks with it.
 		if rerr := tx.Rollback().Error; rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			s.log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
+			b.cfg.log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
 		}
 	}()
 	err = forUpdate(tx).
@@ -126,15 +126,54 @@ func outcomeUnknown(p Purchase, cause error) error {
 }
 
 // settleOne is the answer to one purchase whose COMMIT failed with cause:
-// its order when it committed; unavailable (nothing written) when it rolled
-// back; outcome_unknown when nobody can tell yet.
-func (s *Seckill) settleOne(ctx context.Context, p Purchase, cause error) (model.Order, error) {
-	found, committed, err := s.settle(ctx, []string{p.RequestID}, cause)
+// its order when it committed (ok); unavailable (nothing written) when it
+// rolled back; outcome_unknown when nobody can tell yet.
+func (b *sqlBase) settleOne(ctx context.Context, p Purchase, cause error) (o model.Order, ok bool, err error) {
+	found, committed, err := b.settle(ctx, []string{p.RequestID}, cause)
 	switch {
 	case err != nil:
-		return model.Order{}, outcomeUnknown(p, errors.Join(cause, err))
+		return model.Order{}, false, outcomeUnknown(p, errors.Join(cause, err))
 	case !committed:
-		return model.Order{}, storeErr(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
+		return model.Order{}, false, storeErr(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
 	}
-	return found[p.RequestID], nil
+	return found[p.RequestID], true, nil
+}
+
+// settleBatch answers the purchases of a sale d decided whose COMMIT
+// failed with cause (see settle). Committed: every answer stands as
+// decided. Rolled back: nothing was written, and the whole sale fails
+// (unavailable), its sold-out answers too, which may have counted on its
+// own sales. Not known: the purchases it was to sell, and those replaying
+// them, answer outcome_unknown; those that replayed an earlier order keep
+// that answer; the rest were decided on a stock nobody can vouch for and
+// wrote nothing: unavailable.
+func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cause error) (decided, error) {
+	d.final = false // the memory is not told a stock nobody vouches for
+	var ids []string
+	for _, i := range d.sold {
+		ids = append(ids, ps[i].RequestID)
+	}
+	if len(ids) == 0 {
+		// No order to write: every answer was decided on the stock read
+		// under the row lock, whatever became of the COMMIT.
+		return d, nil
+	}
+	_, committed, err := b.settle(ctx, ids, cause)
+	switch {
+	case err == nil && committed:
+		return d, nil
+	case err == nil:
+		return decided{}, storeErr(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
+	}
+	writes := d.writes()
+	for i, a := range d.answers {
+		switch {
+		case writes[i]:
+			d.answers[i] = answer{err: outcomeUnknown(ps[i], errors.Join(cause, err))}
+		case a.r.Replayed:
+		default:
+			d.answers[i] = answer{err: ErrUnavailable.because(cause)}
+		}
+	}
+	return d, nil
 }

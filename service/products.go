@@ -123,9 +123,8 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	// time was, in about one run in three and twice in a row; the cycle
 	// was not found): the victim rolled back, so it is run again, within
 	// the same deadline.
-	const attempts = 5
 	err := reset()
-	for attempt := 2; attempt <= attempts && isDeadlock(err); attempt++ {
+	for attempt := 2; attempt <= maxAttempts && isDeadlock(err); attempt++ {
 		err = reset()
 	}
 	if err != nil {

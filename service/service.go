@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,9 +70,9 @@ type hooks struct {
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.
 	tripGroup func(size int)
-	// batchTrips runs when a batch was answered by its three-trip
-	// transaction (sellInTrips: committed, or nothing to write), before
-	// the memory hears of it.
+	// batchTrips runs when a sale was answered by the MySQL form's three
+	// trips (committed, or nothing to write), before the memory hears of
+	// it.
 	batchTrips func(product int64)
 }
 
@@ -87,32 +86,13 @@ func readsAtStart(db *gorm.DB) bool {
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
 	db *gorm.DB
-	// mysql says db is MySQL (or MariaDB), not the embedded SQLite: a few
-	// statements differ.
-	mysql bool
-	// lockingReads says a plain read inside a transaction sees the
-	// database as it was when the transaction began, not what committed
-	// while it waited for a row lock: TiDB's reads are at the transaction's
-	// start_ts. The reads a batch decides on under the product's row lock
-	// (the units users hold) are then locking reads, which read the latest
-	// commit. InnoDB (MariaDB, MySQL) takes a transaction's snapshot at its
-	// first plain read, after the row lock, and SQLite has one writer at a
-	// time: there they stay plain (see unitsHeld).
-	lockingReads bool
-	// multiStatements says a transaction may go as one multi-statement
-	// (MySQL, a pool that takes them): see buyOneTrip and sellInTrips.
-	multiStatements atomic.Bool
-	// trips hands one-trip purchases to their senders (sendTrips), which
-	// have stopped once tripsStopped is closed.
-	trips        chan *tripRequest
-	tripsStopped <-chan struct{}
-	// tripsWaiting counts the purchases waiting for a sender to take them.
-	tripsWaiting atomic.Int64
-	lockers      map[string]locker.Locker
-	redis        []redis.UniversalClient
-	cfg          Config
-	metrics      *Metrics
-	log          *slog.Logger
+	// sales writes every sale, in the form of db's database (salestore.go).
+	sales   saleStore
+	lockers map[string]locker.Locker
+	redis   []redis.UniversalClient
+	cfg     Config
+	metrics *Metrics
+	log     *slog.Logger
 
 	lines      *lines
 	memory     *stockMemory
@@ -123,9 +103,9 @@ type Seckill struct {
 
 // New returns a Seckill over db. lockers holds the lock of every lock-based
 // strategy by name (local, setnx, token, redlock); redis are the nodes
-// readiness checks and stock resets are announced on. It starts the
-// sold-out memory's refresher and the listeners of reset announcements:
-// Close stops them.
+// readiness checks and stock resets are announced on. It chooses db's sale
+// store and starts the sold-out memory's refresher and the listeners of
+// reset announcements: Close stops them.
 func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = config.DefaultKeyPrefix
@@ -142,19 +122,13 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = config.DefaultDBTimeout
 	}
-	s := &Seckill{db: db, mysql: db.Dialector.Name() == "mysql", lockingReads: readsAtStart(db), lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log,
-		memory: newStockMemory()}
+	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log, memory: newStockMemory()}
+	s.sales = newSaleStore(db, saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
+		lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
 	s.lines = s.newLines()
-	s.multiStatements.Store(s.mysql)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.refresh(ctx) })
-	s.trips, s.tripsStopped = make(chan *tripRequest), ctx.Done()
-	if s.mysql {
-		for range tripSenders {
-			s.background.Go(func() { s.sendTrips(ctx) })
-		}
-	}
 	for _, c := range redis {
 		s.background.Go(func() { s.listenResets(ctx, c) })
 	}
@@ -174,6 +148,7 @@ func (s *Seckill) Close() {
 	s.lines.Close()
 	s.stop()
 	s.background.Wait()
+	s.sales.close()
 }
 
 // DependencyError says which dependency is down.

@@ -2,23 +2,21 @@ package service
 
 import (
 	"context"
-	"fmt"
-
-	"gorm.io/gorm"
-
-	"github.com/seckill/seckill/model"
 )
 
 // sellOptimistic does the purchase's work and pause, then, without reading
-// the stock first, lets one conditional UPDATE decide: stock = stock - q
-// WHERE stock >= q. The per-user limit is raised after that UPDATE, under
-// the row lock it took, by one conditional upsert of the user's units.
+// the stock first, lets the conditional purchase decide: stock = stock - q
+// WHERE stock >= q, the user's units within the limit and the order in one
+// transaction (sellOne, unfenced).
 func (s *Seckill) sellOptimistic(ctx context.Context, p Purchase) (Receipt, error) {
 	if err := doWork(ctx, p.Work+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	o, err := s.buyOne(ctx, Strategy{Name: p.Strategy}, p, fenceWrite{})
-	return Receipt{Order: o}, err
+	a, err := s.sellOne(ctx, Strategy{Name: p.Strategy}, p, false)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return a.r, a.err
 }
 
 // sellNone is the unguarded purchase: read the stock and check it, do the
@@ -37,28 +35,9 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if err := doWork(ctx, p.Work+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	var o model.Order
-	tctx, cancel := s.dbCtx(ctx, 0)
-	defer cancel()
-	err = s.transaction(tctx, func(tx *gorm.DB) error {
-		res := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Update("stock", exprDecrement(p.Quantity))
-		if res.Error != nil {
-			return fmt.Errorf("decrement stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return notFound(p.ProductID)
-		}
-		var left int64
-		if err := tx.Model(&model.Product{}).Where("id = ?", p.ProductID).Select("stock").Scan(&left).Error; err != nil {
-			return fmt.Errorf("read remaining stock: %w", err)
-		}
-		return s.finishOrder(tx, p, left, &o)
-	})
-	if uncommitted(err) {
-		o, err = s.settleOne(ctx, p, err)
+	as, err := s.sell(ctx, Strategy{Name: p.Strategy}, []Purchase{p}, stockRead{trusted: &prod.Stock})
+	if err != nil {
+		return Receipt{}, err
 	}
-	if err == nil {
-		s.wrote(p.ProductID, o.RemainingStock, prod.Generation)
-	}
-	return Receipt{Order: o}, err
+	return as[0].r, as[0].err
 }

@@ -196,16 +196,18 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = o.ioTimeout
 	}
-	// Affected rows must count rows changed, not rows matched: the per-user
-	// limit's conditional upsert reads "nothing changed" as "over the limit".
+	// What the service's sale store needs for its MySQL form, which it
+	// checks at open (service/salestore.go, mysqlForm), taking its portable
+	// form without it. Affected rows count rows changed, not rows matched:
+	// the per-user limit's conditional upsert reads "nothing changed" as
+	// "over the limit".
 	cfg.ClientFoundRows = false
 	// Parameters are interpolated on the client (safely: the connection is
 	// utf8mb4), so that a statement is one round trip rather than a
 	// prepare, an execute and a close.
 	cfg.InterpolateParams = true
-	// A purchase sends its transaction as one multi-statement (the
-	// service's buyOneTrip). Every statement is built with placeholders,
-	// so this lets no input add a statement.
+	// A sale sends its transaction as multi-statements. Every statement is
+	// built with placeholders, so this lets no input add a statement.
 	cfg.MultiStatements = true
 	if cfg.DBName != "" {
 		if err := createDatabase(ctx, *cfg); err != nil {

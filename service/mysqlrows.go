@@ -1,0 +1,100 @@
+package service
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill/model"
+)
+
+// Reading the MySQL form's multi-statement results on the driver
+// connection, below database/sql (which reads one result set a query's
+// rows at a time, but cannot hand over mysql.Result's per-statement
+// counts): each value as the driver gives it, text or a number, a time
+// with parseTime.
+
+// eachRow calls f with every row of rows' current result set, which must
+// have width columns. The values are the driver's, valid until f returns.
+func eachRow(rows driver.Rows, width int, f func([]driver.Value) error) error {
+	if got := len(rows.Columns()); got != width {
+		return fmt.Errorf("a result of %d columns; want %d", got, width)
+	}
+	dest := make([]driver.Value, width)
+	for {
+		err := rows.Next(dest)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(dest); err != nil {
+			return err
+		}
+	}
+}
+
+// nextRows moves rows to its next result set and reads it (eachRow).
+func nextRows(rows driver.RowsNextResultSet, width int, f func([]driver.Value) error) error {
+	if err := rows.NextResultSet(); err != nil {
+		return err
+	}
+	return eachRow(rows, width, f)
+}
+
+// scanInts reads vs as whole numbers into dest, in order.
+func scanInts(vs []driver.Value, dest ...*int64) error {
+	for i, d := range dest {
+		switch v := vs[i].(type) {
+		case int64:
+			*d = v
+		case []byte:
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return fmt.Errorf("column %d: %w", i+1, err)
+			}
+			*d = n
+		default:
+			return fmt.Errorf("column %d: a value of type %T, not a number", i+1, v)
+		}
+	}
+	return nil
+}
+
+// asString is a text value, copied: the driver reuses its buffer.
+func asString(v driver.Value) string {
+	switch v := v.(type) {
+	case []byte:
+		return string(v)
+	case string:
+		return v
+	}
+	return fmt.Sprint(v)
+}
+
+// scanOrder reads an order's row, its columns orderColumns.
+func scanOrder(vs []driver.Value) (model.Order, error) {
+	var o model.Order
+	if err := scanInts(vs, &o.ID, &o.ProductID); err != nil {
+		return o, err
+	}
+	if err := scanInts(vs[3:4], &o.Quantity); err != nil {
+		return o, err
+	}
+	if err := scanInts(vs[6:7], &o.RemainingStock); err != nil {
+		return o, err
+	}
+	o.UserID = model.BinaryString(asString(vs[2]))
+	rid := model.BinaryString(asString(vs[4]))
+	o.RequestID, o.Strategy = &rid, asString(vs[5])
+	created, isTime := vs[7].(time.Time)
+	if !isTime {
+		return o, fmt.Errorf("created_at: a value of type %T, not a time (parseTime)", vs[7])
+	}
+	o.CreatedAt = created
+	return o, nil
+}

@@ -1,0 +1,220 @@
+package service
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/model"
+)
+
+// The sale store: where a sale meets the database. Every way of selling (a
+// hold's batch, the conditional purchase, the unguarded one) hands its
+// purchases to one saleStore, in the one form of its database chosen at
+// open (newSaleStore): the store takes the product's row, reads what the
+// sale rule needs under it, has the rule decide (decideFunc: package sale,
+// through decide) and writes what it decided, in one transaction. Anything
+// that deciding again fixes (a deadlock, a request ID another purchase
+// wrote meanwhile, a connection lost before COMMIT) is tried again in the
+// same form; a COMMIT whose outcome is unknown is settled by the store (see
+// outcome.go). Two forms:
+//
+//   - mysqlSales (salestore_mysql.go): MySQL, MariaDB and TiDB over a pool
+//     whose DSN has what its multi-statements need (mysqlForm). A batch
+//     takes three round trips, and a single purchase two (onetrip.go).
+//   - sqlSales (salestore_sql.go): any database GORM speaks, statement by
+//     statement: the embedded SQLite, or a MySQL pool opened without
+//     multi-statements.
+
+// saleStore writes sales in the form of one database.
+type saleStore interface {
+	// sell sells ps, purchases of one product in line order, in one
+	// transaction that takes the product's row as r says, and returns
+	// them as decide decided them. An error is the whole batch's: nothing
+	// was written.
+	sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error)
+	// buy tries one purchase in the store's cheapest form, where it has
+	// one: the conditional decrement (moving the fence on when claim), the
+	// user's units within the limit and the order. ok says it committed o;
+	// !ok with a nil error that it wrote nothing and sell is to answer the
+	// purchase. An error is final: the context's, or a COMMIT settled as
+	// unavailable or outcome_unknown.
+	buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error)
+	// claim issues the product's next fencing token: fence = fence + 1,
+	// read back. The token comes from the database that holds the stock,
+	// so it grows per product whatever happens to the Redis nodes, and it
+	// makes every earlier holder's token stale.
+	claim(ctx context.Context, id int64) (int64, error)
+	// close stops the store's background work.
+	close()
+}
+
+// stockRead is how a sale's transaction takes the product's row and which
+// stock it sells from. Its zero value reads the stock under the row lock
+// and sells from it: the conditional purchase.
+type stockRead struct {
+	// claim moves the fence on in the write: the claim folded into the
+	// sale, one atomic step under the row lock, which fences off every
+	// holder that read or claimed before.
+	claim bool
+	// token, when not nil, is the fence a claim made at the grant: a fence
+	// that has moved on since is a *fenceMoved, and nothing is written.
+	token *int64
+	// trusted, when not nil, is the stock an unfenced hold read before its
+	// work: the sale is decided on it and the decrement written whatever
+	// the stock is now (the unsafe strategies' flaw). The orders say what
+	// the stock really became.
+	trusted *int64
+	// lockUntil, when not zero, is the latest the wait for the row lock
+	// may end: pessimistic's, whose lock is the row's. Past it the sale is
+	// a *rowLockTimeout.
+	lockUntil time.Time
+	// underLock, when not nil, runs once the row is locked, told how long
+	// that took; it returns which purchases' lock waits ran out (nil:
+	// none) and does the batch's work, holding the row.
+	underLock func(waited time.Duration) (expired []bool, err error)
+	// extra is how much longer than DBTimeout the transaction may take:
+	// the row lock's wait and the work under it.
+	extra time.Duration
+}
+
+// decideFunc answers a batch against what its transaction read under the
+// row lock: the stock it sells from, which purchases' lock waits ran out
+// (nil: none), the orders already made with their request IDs and the
+// units each user holds.
+type decideFunc func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided
+
+// rowLockTimeout is a sale whose wait for the row lock ran past
+// stockRead.lockUntil: nothing was written.
+type rowLockTimeout struct {
+	waited time.Duration
+	err    error
+}
+
+func (e *rowLockTimeout) Error() string {
+	return fmt.Sprintf("the row lock's wait ran out after %v: %v", e.waited, e.err)
+}
+func (e *rowLockTimeout) Unwrap() error { return e.err }
+
+// saleConfig is what a sale store needs of the service's settings.
+type saleConfig struct {
+	limit     int64
+	dbTimeout time.Duration
+	// lockingReads says the database's plain reads in a transaction see
+	// its start (TiDB): the units a batch decides on are read with a
+	// locking read there (see unitsSQL).
+	lockingReads bool
+	hooks        hooks
+	log          *slog.Logger
+}
+
+// newSaleStore is db's sale store: the MySQL form when db is MySQL (or
+// MariaDB, or TiDB) over a DSN that has what it needs (mysqlForm), the
+// portable form otherwise.
+func newSaleStore(db *gorm.DB, cfg saleConfig) saleStore {
+	base := sqlBase{db: db, cfg: cfg}
+	d, isMySQL := db.Dialector.(*gormmysql.Dialector)
+	if !isMySQL {
+		return &sqlSales{base}
+	}
+	why := mysqlForm(d.DSNConfig)
+	pool, err := db.DB()
+	if err != nil {
+		why = err.Error()
+	}
+	if why != "" {
+		cfg.log.Warn("the sale store takes its portable form: a sale takes nine round trips, not three", "reason", why)
+		return &sqlSales{base}
+	}
+	return newMySQLSales(base, pool)
+}
+
+// mysqlForm says what the MySQL form lacks in a pool opened with cfg ("":
+// nothing). Its transactions go as multi-statements with their parameters
+// interpolated on the client, it reads times as times, and it reads a
+// conditional upsert that changed nothing as over the limit, which needs
+// affected rows to count rows changed, not rows matched. store.OpenMySQL
+// sets all four.
+func mysqlForm(cfg *mysql.Config) string {
+	switch {
+	case cfg == nil:
+		return "the pool's DSN is not known"
+	case !cfg.MultiStatements:
+		return "the DSN has no multiStatements=true"
+	case !cfg.InterpolateParams:
+		return "the DSN has no interpolateParams=true"
+	case !cfg.ParseTime:
+		return "the DSN has no parseTime=true"
+	case cfg.ClientFoundRows:
+		return "the DSN has clientFoundRows=true"
+	}
+	return ""
+}
+
+// sqlBase is what both forms share: the pool, the settings, and settling a
+// COMMIT whose outcome is unknown (outcome.go).
+type sqlBase struct {
+	db  *gorm.DB
+	cfg saleConfig
+}
+
+// maxAttempts bounds the transactions of one sale: batches of neighbouring
+// hot products can deadlock several times in a row.
+const maxAttempts = 5
+
+// retrying runs once, a transaction bounded by DBTimeout plus extra, until
+// it answers ps: a deadlock's victim, a sale that met a request ID written
+// meanwhile and a connection lost before COMMIT decide again, up to
+// maxAttempts in all; a COMMIT whose outcome is unknown is settled.
+func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Duration, once func(context.Context) (decided, error)) (decided, error) {
+	for attempt := 1; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, b.cfg.dbTimeout+extra)
+		d, err := once(tctx)
+		cancel()
+		switch {
+		case uncommitted(err):
+			return b.settleBatch(ctx, ps, d, err)
+		case err == nil:
+			return d, nil
+		case !retryable(err) || attempt == maxAttempts || ctx.Err() != nil:
+			return decided{}, err
+		}
+	}
+}
+
+// errConnLost marks an error of the connection before any COMMIT: the
+// server rolls back what it began, and the sale may go on another.
+var errConnLost = errors.New("the connection failed before COMMIT")
+
+// retryable says a sale's transaction failed for a reason that deciding
+// again fixes: the database chose it as a deadlock's victim, another
+// purchase wrote one of its request IDs meanwhile, or its connection went
+// before COMMIT.
+func retryable(err error) bool {
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		return my.Number == erDeadlock || my.Number == erDupEntry
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, errConnLost) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+}
+
+// isDeadlock says the database chose the transaction as a deadlock's
+// victim: trying it again is the cure.
+func isDeadlock(err error) bool {
+	var my *mysql.MySQLError
+	return errors.As(err, &my) && my.Number == erDeadlock
+}
+
+// MySQL's error numbers that a sale tries again.
+const (
+	erDupEntry = 1062 // ER_DUP_ENTRY
+	erDeadlock = 1213 // ER_LOCK_DEADLOCK
+)

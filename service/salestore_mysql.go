@@ -1,0 +1,348 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/model"
+)
+
+// The MySQL form of the sale store. A sale takes three round trips,
+// each a multi-statement:
+//
+//  1. START TRANSACTION; the product's stock, fence and generation under
+//     its row lock (SELECT ... FOR UPDATE); the orders already made with
+//     the purchases' request IDs; the units their users hold;
+//  2. once the rule has answered every purchase: the decrement (moving the
+//     fence on, when the sale claims it), the users' new units and the
+//     orders, one statement each;
+//  3. COMMIT.
+//
+// A sale that writes nothing (every purchase refused or replayed, the
+// fence moved on) rolls back after the first. Every trip waits on the
+// database and, on a busy machine, on the scheduler: a hot product's hold
+// spends most of its time waiting for replies, so trips are what a sale
+// counts. A single purchase first tries two (onetrip.go).
+
+// mysqlSales is the MySQL form of the sale store.
+type mysqlSales struct {
+	sqlBase
+	pool *sql.DB
+	// trips hands one-trip purchases to their senders (sendTrips), which
+	// have stopped once stop is called.
+	trips        chan *tripRequest
+	tripsStopped <-chan struct{}
+	stop         context.CancelFunc
+	senders      sync.WaitGroup
+	// tripsWaiting counts the purchases waiting for a sender to take them.
+	tripsWaiting atomic.Int64
+}
+
+// conn is what the MySQL form needs of a driver connection.
+type conn interface {
+	driver.ExecerContext
+	driver.QueryerContext
+}
+
+// claim moves the product's fence on and reads it back from the write
+// itself: LAST_INSERT_ID(expr).
+func (m *mysqlSales) claim(ctx context.Context, id int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.dbTimeout)
+	defer cancel()
+	res, err := m.pool.ExecContext(ctx, stmtClaimFence, id)
+	if err != nil {
+		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, errors.Join(notFound(id), err)
+	}
+	token, err := res.LastInsertId()
+	if err != nil {
+		return 0, storeErr(fmt.Sprintf("read the fence of product %d", id), err)
+	}
+	return token, nil
+}
+
+func (m *mysqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+	return m.retrying(ctx, ps, r.extra, func(ctx context.Context) (decided, error) {
+		d, err := m.sellOnce(ctx, ps, r, decide)
+		if err == nil {
+			if h := m.cfg.hooks.batchTrips; h != nil {
+				h(ps[0].ProductID)
+			}
+		}
+		return d, err
+	})
+}
+
+// sellOnce is one transaction of a sale, on a connection of its own.
+func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (d decided, err error) {
+	c, err := m.pool.Conn(ctx)
+	if err != nil {
+		return d, storeErr("take a connection", err)
+	}
+	defer func() {
+		// A connection that went (driver.ErrBadConn) is closed already.
+		if cerr := c.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
+		}
+	}()
+	err = c.Raw(func(dc any) error {
+		cn, ok := dc.(conn)
+		if !ok {
+			return fmt.Errorf("a MySQL connection of type %T takes no multi-statements", dc)
+		}
+		d, err = m.sellOn(ctx, cn, ps, r, decide)
+		return err
+	})
+	var my *mysql.MySQLError
+	var moved *fenceMoved
+	var timeout *rowLockTimeout
+	var answer *Error
+	switch {
+	case err == nil, uncommitted(err), ctx.Err() != nil,
+		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &answer):
+		return d, err
+	}
+	// The connection failed before any COMMIT (one the pool kept from
+	// before the server restarted, say): nothing was written.
+	return d, fmt.Errorf("%w: %w", errConnLost, err)
+}
+
+// sellOn is sellOnce on the driver connection c. An error that leaves the
+// connection's state unknown wraps driver.ErrBadConn, so that the pool
+// closes it.
+func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+	id := ps[0].ProductID
+	start := time.Now()
+	lockCtx := ctx
+	if !r.lockUntil.IsZero() {
+		var cancel context.CancelFunc
+		lockCtx, cancel = context.WithDeadline(ctx, r.lockUntil)
+		defer cancel()
+	}
+	read, err := m.readSale(lockCtx, c, ps)
+	switch {
+	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil:
+		// The driver closed the connection: the server rolls back.
+		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, err)}
+	case err != nil:
+		return decided{}, errors.Join(err, rollback(ctx, c))
+	case !read.found:
+		return decided{}, errors.Join(notFound(id), rollback(ctx, c))
+	case r.token != nil && read.fence != *r.token:
+		return decided{}, errors.Join(&fenceMoved{generation: read.generation}, rollback(ctx, c))
+	}
+	var expired []bool
+	if r.underLock != nil {
+		if expired, err = r.underLock(time.Since(start)); err != nil {
+			return decided{}, errors.Join(err, rollback(ctx, c))
+		}
+	}
+	stock := read.stock
+	if r.trusted != nil {
+		stock = *r.trusted
+	}
+	d := decide(stock, expired, read.used, read.units)
+	d.afterWrite(read.stock, r.trusted != nil)
+	if len(d.orders) == 0 {
+		return d, rollback(ctx, c)
+	}
+	query, args := m.saleStatements(ps, d, r)
+	named, err := namedValues(args)
+	if err != nil {
+		return d, errors.Join(fmt.Errorf("sell %d orders: %w", len(d.orders), err), rollback(ctx, c))
+	}
+	res, err := c.ExecContext(ctx, query, named)
+	if err != nil {
+		return d, errors.Join(fmt.Errorf("write %d orders: %w", len(d.orders), err), rollback(ctx, c))
+	}
+	rows, isResult := res.(mysql.Result)
+	if !isResult || !wroteSale(rows, len(d.orders)) {
+		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.orders), id), rollback(ctx, c))
+	}
+	ids := rows.AllLastInsertIds()
+	first := ids[len(ids)-1]
+	for i := range d.orders {
+		// A multi-row INSERT's rows take consecutive IDs from the first
+		// (auto_increment_increment 1), as GORM assumes too.
+		d.orders[i].ID = first + int64(i)
+	}
+	d.finish()
+	if _, err := c.ExecContext(ctx, stmtCommit, nil); err != nil {
+		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), id, err)}
+		return d, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
+	}
+	return d, nil
+}
+
+// saleRead is what a sale's first trip read under the row lock.
+type saleRead struct {
+	found                    bool
+	stock, fence, generation int64
+	used                     map[string]model.Order
+	units                    map[string]int64
+}
+
+// readSale sends a sale's first trip: START TRANSACTION and its reads.
+func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read saleRead, err error) {
+	id := ps[0].ProductID
+	read.units, read.used = map[string]int64{}, map[string]model.Order{}
+	query, args, requestIDs := m.readStatements(ps)
+	named, err := namedValues(args)
+	if err != nil {
+		return read, fmt.Errorf("read a sale of product %d: %w", id, err)
+	}
+	rows, err := c.QueryContext(ctx, query, named)
+	if err != nil {
+		return read, fmt.Errorf("read a sale of product %d: %w", id, err)
+	}
+	defer func() {
+		if cerr := rows.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("read a sale of product %d: %w", id, cerr))
+		}
+	}()
+	next, isMulti := rows.(driver.RowsNextResultSet)
+	if !isMulti {
+		return read, fmt.Errorf("read a sale of product %d: rows of type %T have one result set", id, rows)
+	}
+	err = eachRow(rows, 3, func(v []driver.Value) (err error) {
+		read.found = true
+		return scanInts(v, &read.stock, &read.fence, &read.generation)
+	})
+	if err != nil {
+		return read, fmt.Errorf("the stock of product %d: %w", id, err)
+	}
+	if requestIDs {
+		err := nextRows(next, len(orderColumns), func(v []driver.Value) error {
+			o, err := scanOrder(v)
+			read.used[string(*o.RequestID)] = o
+			return err
+		})
+		if err != nil {
+			return read, fmt.Errorf("the orders of the request IDs: %w", err)
+		}
+	}
+	if m.cfg.limit > 0 {
+		err := nextRows(next, 2, func(v []driver.Value) error {
+			var units int64
+			err := scanInts(v[1:], &units)
+			read.units[asString(v[0])] = units
+			return err
+		})
+		if err != nil {
+			return read, fmt.Errorf("the units users hold: %w", err)
+		}
+	}
+	return read, nil
+}
+
+// readStatements is the first trip's multi-statement and its arguments;
+// requestIDs says it reads the orders of the sale's request IDs (those the
+// buyers chose: the server's own cannot have been used).
+func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, requestIDs bool) {
+	id := ps[0].ProductID
+	var b strings.Builder
+	b.WriteString(stmtBegin + "; " + stmtProductForUpdate)
+	args = append(args, id)
+	var ids []any
+	for _, p := range ps {
+		if p.RequestID != "" && !p.serverRequestID {
+			ids = append(ids, p.RequestID)
+		}
+	}
+	if len(ids) > 0 {
+		b.WriteString("; " + stmtUsedRequestIDs + sqlList(len(ids)))
+		args = append(args, ids...)
+	}
+	if m.cfg.limit > 0 {
+		b.WriteString("; " + unitsSQL(len(ps), m.cfg.lockingReads))
+		args = append(args, id)
+		for _, p := range ps {
+			args = append(args, p.UserID)
+		}
+	}
+	return b.String(), args, len(ids) > 0
+}
+
+// saleStatements is the second trip's multi-statement and its arguments:
+// the decrement (claiming the fence when r says so; conditional on the
+// stock unless the sale trusts a stock read before), the users' new units
+// (under a limit) and the orders.
+func (m *mysqlSales) saleStatements(ps []Purchase, d decided, r stockRead) (string, []any) {
+	id := ps[0].ProductID
+	var b strings.Builder
+	b.WriteString(stmtSaleDecrement)
+	if r.claim {
+		b.WriteString(decrementClaims)
+	}
+	b.WriteString(stmtSaleDecrementWhere)
+	args := []any{d.total, time.Now(), id}
+	if r.trusted == nil {
+		b.WriteString(decrementExact)
+		args = append(args, d.total)
+	}
+	if m.cfg.limit > 0 {
+		users := d.soldUsers(ps)
+		for _, user := range users {
+			args = append(args, id, user, d.units[user])
+		}
+		b.WriteString("; " + stmtSetUnits + sqlRows(len(users), 3) + stmtSetUnitsUpdate)
+	}
+	now := m.db.NowFunc()
+	for i := range d.orders {
+		o := &d.orders[i]
+		o.CreatedAt = now
+		args = append(args, o.ProductID, string(o.UserID), o.Quantity, requestIDArg(o), o.Strategy, o.RemainingStock, o.CreatedAt)
+	}
+	b.WriteString("; " + stmtOrders + sqlRows(len(d.orders), 7))
+	return b.String(), args
+}
+
+// requestIDArg is o's request ID as a statement's argument: NULL when it
+// has none.
+func requestIDArg(o *model.Order) any {
+	if o.RequestID == nil {
+		return nil
+	}
+	return string(*o.RequestID)
+}
+
+// wroteSale says the second trip did what the sale needs: the decrement
+// changed the product's row, and every order was written.
+func wroteSale(r mysql.Result, orders int) bool {
+	rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
+	return len(rows) >= 2 && len(ids) == len(rows) && rows[0] == 1 && rows[len(rows)-1] == int64(orders)
+}
+
+// rollback ends an open transaction that is not to commit. A failed
+// ROLLBACK leaves the connection's state unknown: it goes
+// (driver.ErrBadConn), and the server rolls back when it closes.
+func rollback(ctx context.Context, ex driver.ExecerContext) error {
+	if _, err := ex.ExecContext(ctx, stmtRollback, nil); err != nil {
+		return fmt.Errorf("rollback: %w: %w", err, driver.ErrBadConn)
+	}
+	return nil
+}
+
+// namedValues makes args the driver's values, as database/sql would.
+func namedValues(args []any) ([]driver.NamedValue, error) {
+	out := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out, nil
+}

@@ -1,0 +1,217 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/model"
+)
+
+// sqlSales is the portable form of the sale store: GORM's statements one
+// at a time, in a transaction of database/sql. A sale reads the product
+// under its row lock, the orders of its request IDs and the units its users
+// hold; the rule decides; one decrement, the users' new units and the
+// orders are written; nine round trips in all. It has no cheaper form for
+// a single purchase.
+type sqlSales struct {
+	sqlBase
+}
+
+func (q *sqlSales) buy(context.Context, Purchase, bool) (model.Order, bool, error) {
+	return model.Order{}, false, nil
+}
+
+func (q *sqlSales) close() {}
+
+// claim moves the product's fence on and reads it back, in a transaction
+// of its own.
+func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.dbTimeout)
+	defer cancel()
+	err = q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", exprFenceBump())
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return notFound(id)
+		}
+		return tx.Model(&model.Product{}).Where("id = ?", id).Select("fence").Scan(&token).Error
+	})
+	if err != nil && ErrorCode(err) != CodeNotFound {
+		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+	}
+	return token, err
+}
+
+func (q *sqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+	return q.retrying(ctx, ps, r.extra, func(ctx context.Context) (d decided, err error) {
+		err = q.transaction(ctx, func(tx *gorm.DB) error {
+			d, err = q.sellIn(ctx, tx, ps, r, decide)
+			return err
+		})
+		return d, err
+	})
+}
+
+// sellIn is one transaction of a sale, in tx.
+func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+	id := ps[0].ProductID
+	start := time.Now()
+	lockCtx := ctx
+	if !r.lockUntil.IsZero() {
+		var cancel context.CancelFunc
+		lockCtx, cancel = context.WithDeadline(ctx, r.lockUntil)
+		defer cancel()
+	}
+	var prod model.Product
+	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation").Take(&prod, id).Error
+	switch {
+	case lockCtx.Err() != nil && ctx.Err() == nil:
+		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return decided{}, notFound(id)
+	case err != nil:
+		return decided{}, fmt.Errorf("read the stock of product %d: %w", id, err)
+	case r.token != nil && prod.Fence != *r.token:
+		return decided{}, &fenceMoved{generation: prod.Generation}
+	}
+	var expired []bool
+	if r.underLock != nil {
+		if expired, err = r.underLock(time.Since(start)); err != nil {
+			return decided{}, err
+		}
+	}
+	used, err := usedRequestIDs(tx, ps)
+	if err != nil {
+		return decided{}, err
+	}
+	units, err := q.unitsHeld(tx, ps)
+	if err != nil {
+		return decided{}, err
+	}
+	stock := prod.Stock
+	if r.trusted != nil {
+		stock = *r.trusted
+	}
+	d := decide(stock, expired, used, units)
+	d.afterWrite(prod.Stock, r.trusted != nil)
+	if len(d.orders) == 0 {
+		return d, nil
+	}
+	return d, q.writeSale(tx, ps, &d, r)
+}
+
+// writeSale writes what the rule sold: one decrement (claiming the fence
+// when r says so; conditional on the stock unless the sale trusts a stock
+// read before), the users' new units and the orders; then the answers of
+// those sold and of those replaying them are final (finish).
+func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *decided, r stockRead) error {
+	id := ps[0].ProductID
+	set := map[string]any{"stock": exprDecrement(d.total)}
+	if r.claim {
+		set["fence"] = exprFenceBump()
+	}
+	w := tx.Model(&model.Product{}).Where("id = ?", id)
+	if r.trusted == nil {
+		w = w.Where("stock >= ?", d.total)
+	}
+	res := w.Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("decrement the stock of product %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, d.total)
+	}
+	if err := q.setUnits(tx, id, d.soldUsers(ps), d.units); err != nil {
+		return err
+	}
+	if err := tx.Create(&d.orders).Error; err != nil {
+		return fmt.Errorf("write %d orders: %w", len(d.orders), err)
+	}
+	d.finish()
+	return nil
+}
+
+// usedRequestIDs returns the orders already made with the purchases'
+// request IDs, by request ID.
+func usedRequestIDs(tx *gorm.DB, ps []Purchase) (map[string]model.Order, error) {
+	var ids []string
+	for _, p := range ps {
+		if p.RequestID != "" && !p.serverRequestID {
+			ids = append(ids, p.RequestID)
+		}
+	}
+	used := map[string]model.Order{}
+	if len(ids) == 0 {
+		return used, nil
+	}
+	var orders []model.Order
+	if err := tx.Where("request_id IN ?", ids).Find(&orders).Error; err != nil {
+		return nil, fmt.Errorf("look up request IDs: %w", err)
+	}
+	for _, o := range orders {
+		used[string(*o.RequestID)] = o
+	}
+	return used, nil
+}
+
+// unitsHeld returns the units of the product that the purchases' users
+// already hold (an empty map when there is no limit). Every writer of a
+// product's units holds the product's row lock first, and this transaction
+// holds it, so a read that sees the latest commit sees every write there
+// is, and none can come. On InnoDB that is a plain read: its snapshot is
+// taken at the first plain read, after the row lock. A locking read there
+// would lock, for a user without a row yet, the index gap before the next
+// product's rows: two batches of neighbouring hot products then deadlock
+// inserting into the gaps each had locked. On TiDB a plain read sees the
+// transaction's start, before the row lock's wait (a pessimistic batch let
+// users buy twice): there it is a locking read, which reads the latest
+// commit and locks only the keys it names (lockingReads). The MySQL form
+// reads them the same way (unitsSQL).
+func (q *sqlSales) unitsHeld(tx *gorm.DB, ps []Purchase) (map[string]int64, error) {
+	units := map[string]int64{}
+	if q.cfg.limit <= 0 {
+		return units, nil
+	}
+	var users []string
+	for _, p := range ps {
+		users = append(users, p.UserID)
+	}
+	if q.cfg.lockingReads {
+		tx = forUpdate(tx)
+	}
+	var rows []model.UserUnits
+	err := tx.Where("product_id = ? AND user_id IN ?", ps[0].ProductID, users).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read the units users hold: %w", err)
+	}
+	for _, r := range rows {
+		units[string(r.UserID)] = r.Units
+	}
+	return units, nil
+}
+
+// setUnits writes the new units of users, the users sold to.
+func (q *sqlSales) setUnits(tx *gorm.DB, productID int64, users []string, units map[string]int64) error {
+	if q.cfg.limit <= 0 {
+		return nil
+	}
+	rows := make([]model.UserUnits, len(users))
+	for i, u := range users {
+		rows[i] = model.UserUnits{ProductID: productID, UserID: model.BinaryString(u), Units: units[u]}
+	}
+	err := tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "product_id"}, {Name: "user_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"units"}),
+	}).Create(&rows).Error
+	if err != nil {
+		return fmt.Errorf("write the units users hold: %w", err)
+	}
+	return nil
+}
