@@ -11,21 +11,23 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/seckill/seckill/loadtest/report"
 )
 
-// Outcomes: the keys of Result.Outcomes. Every answer counts under exactly
-// one of them.
+// Outcomes: the keys of report.Result.Outcomes under which the driver
+// counts every answer, named here too for a caller that only runs load.
 const (
-	OutcomeCreated       = "created"        // 201: a purchase made an order
-	OutcomeOK            = "ok"             // any other 2xx in the raw mode (-endpoint)
-	OutcomeSoldOut       = "sold_out"       // 409 sold_out
-	OutcomeLimitExceeded = "limit_exceeded" // 409 limit_exceeded
-	OutcomeLockTimeout   = "lock_timeout"   // 503 lock_timeout
-	OutcomeLockLost      = "lock_lost"      // 503 lock_lost
-	OutcomeOther4xx      = "other_4xx"      // any other 4xx
-	Outcome5xx           = "5xx"            // any other 5xx
-	OutcomeTransport     = "transport"      // no answer: connection refused, reset, timeout
-	OutcomeOther         = "other"          // anything else (a 200 replay, a 3xx)
+	OutcomeCreated       = report.OutcomeCreated
+	OutcomeOK            = report.OutcomeOK
+	OutcomeSoldOut       = report.OutcomeSoldOut
+	OutcomeLimitExceeded = report.OutcomeLimitExceeded
+	OutcomeLockTimeout   = report.OutcomeLockTimeout
+	OutcomeLockLost      = report.OutcomeLockLost
+	OutcomeOther4xx      = report.OutcomeOther4xx
+	Outcome5xx           = report.Outcome5xx
+	OutcomeTransport     = report.OutcomeTransport
+	OutcomeOther         = report.OutcomeOther
 )
 
 type outcome int
