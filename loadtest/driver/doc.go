@@ -36,8 +36,8 @@
 // (report.Result.Catalogue), which every output shows. Resets, creations
 // and audits over a catalogue go 16 at a time.
 //
-// Every answer is counted under one outcome (see Outcomes), its latency in
-// an HDR histogram of that outcome, and in the second it came in: each
+// Every answer is counted under one outcome (report.Outcome*), its latency
+// in an HDR histogram of that outcome, and in the second it came in: each
 // report.Result has the figures of the whole run, of each outcome, of each
 // rate step and of each second (Result.Series). After each run the driver
 // asks every instance for /healthz, reads the product's audit and

@@ -15,21 +15,13 @@ import (
 	"github.com/seckill/seckill/loadtest/report"
 )
 
-// Outcomes: the keys of report.Result.Outcomes under which the driver
-// counts every answer, named here too for a caller that only runs load.
-const (
-	OutcomeCreated       = report.OutcomeCreated
-	OutcomeOK            = report.OutcomeOK
-	OutcomeSoldOut       = report.OutcomeSoldOut
-	OutcomeLimitExceeded = report.OutcomeLimitExceeded
-	OutcomeLockTimeout   = report.OutcomeLockTimeout
-	OutcomeLockLost      = report.OutcomeLockLost
-	OutcomeOther4xx      = report.OutcomeOther4xx
-	Outcome5xx           = report.Outcome5xx
-	OutcomeTransport     = report.OutcomeTransport
-	OutcomeOther         = report.OutcomeOther
-)
+// OutcomeSoldOut is report.OutcomeSoldOut.
+//
+// Deprecated: name the outcomes through package report, which has them all.
+const OutcomeSoldOut = report.OutcomeSoldOut
 
+// outcome is the class of an answer: the driver counts every answer under
+// one, and names it in the report as outcomeNames says.
 type outcome int
 
 const (
@@ -47,8 +39,9 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	OutcomeCreated, OutcomeOK, OutcomeSoldOut, OutcomeLimitExceeded, OutcomeLockTimeout,
-	OutcomeLockLost, OutcomeOther4xx, Outcome5xx, OutcomeTransport, OutcomeOther,
+	report.OutcomeCreated, report.OutcomeOK, report.OutcomeSoldOut, report.OutcomeLimitExceeded,
+	report.OutcomeLockTimeout, report.OutcomeLockLost, report.OutcomeOther4xx, report.Outcome5xx,
+	report.OutcomeTransport, report.OutcomeOther,
 }
 
 // answer is what one request came back with.
