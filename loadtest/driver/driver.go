@@ -266,8 +266,10 @@ func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client
 			// second; until then one may still answer sold_out from what it
 			// saw of the last run, which the history would count against
 			// the new sale.
-			if err := sleep(ctx, resetPropagation); err != nil {
-				return nil, err
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(resetPropagation):
 			}
 		}
 	}
@@ -311,18 +313,6 @@ func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock
 // resetPropagation is how long the contract gives every instance to hear
 // of a stock reset.
 const resetPropagation = time.Second
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // checkInstances asks every instance for /healthz after the run and marks
 // those that do not answer as down.
