@@ -95,15 +95,7 @@ func batchRow(s *series, batch, h int, start time.Time, as []answer, audit clien
 	}
 	row := Row{Key: s.id, Series: s.id, Flaw: h >= sold,
 		Cells: []string{fmt.Sprint(batch), fmt.Sprint(h), fmt.Sprint(sold), fmt.Sprintf("%.0f", rate), ms(p99(lat))}}
-	switch {
-	case !audit.Held():
-		row.Flaw = true
-		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-	case row.Flaw:
-		row.Verdict = "a lock round trip per sale"
-	default:
-		row.Verdict = fmt.Sprintf("%.1f sales per lock hold", float64(sold)/float64(max(h, 1)))
-	}
+	row.judge(audit, "a lock round trip per sale", fmt.Sprintf("%.1f sales per lock hold", float64(sold)/float64(max(h, 1))))
 	return row, audit.Held() && sold == batchStock && row.Flaw == (batch == 1)
 }
 

@@ -166,6 +166,18 @@ func (w *world) crowd(ctx context.Context, s *series, ins []*instance, n, k int,
 	return out
 }
 
+// sellOut has n buyers of s, k at a time, buy on ins in turn with o, then
+// reads the audit: every answer, in the order sent, and the audit.
+func (w *world) sellOut(s *series, ins []*instance, n, k int, o client.Override) ([]answer, client.Audit, error) {
+	w.note("%s: %d buyers", s.label, n)
+	as := w.crowd(w.ctx, s, ins, n, k, o)
+	if err := w.ctx.Err(); err != nil {
+		return nil, client.Audit{}, err
+	}
+	audit, err := w.finish(s)
+	return as, audit, err
+}
+
 // stream keeps k buyers of s buying on ins in turn, each pausing gap
 // between purchases, until d has passed; it returns every answer.
 func (w *world) stream(ctx context.Context, s *series, ins []*instance, d time.Duration, k int, gap time.Duration, o client.Override) []answer {

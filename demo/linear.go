@@ -46,14 +46,8 @@ func runLinear(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.note("%s: %d buyers", strategy, linearBuyers)
 		began := time.Now()
-		as := w.crowd(w.ctx, s, ins, linearBuyers, linearConcurrency,
-			client.Override{Strategy: strategy, Hold: linearHold})
-		if err := w.ctx.Err(); err != nil {
-			return nil, err
-		}
-		audit, err := w.finish(s)
+		as, audit, err := w.sellOut(s, ins, linearBuyers, linearConcurrency, client.Override{Strategy: strategy, Hold: linearHold})
 		if err != nil {
 			return nil, err
 		}

@@ -119,15 +119,7 @@ func nodeDownRow(lock string, s *series, audit client.Audit, up, down, back []an
 	row := Row{Key: lock, Series: s.id, Flaw: sold(down) == 0,
 		Cells: []string{lock, needs, fmt.Sprint(sold(up)), fmt.Sprint(sold(down)),
 			fmt.Sprint(sold(back)), fmt.Sprint(refused)}}
-	switch {
-	case !audit.Held():
-		row.Flaw = true
-		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-	case row.Flaw:
-		row.Verdict = "stopped: its one node was down"
-	default:
-		row.Verdict = "went on: 2 of 3 is a majority"
-	}
+	row.judge(audit, "stopped: its one node was down", "went on: 2 of 3 is a majority")
 	// Both sold with every node up and again once node 1 was back.
 	went := sold(up) > 0 && sold(back) > 0 && audit.Held()
 	if lock == "token" {
@@ -199,20 +191,10 @@ func runNodeRestart(w *world) (*Result, error) {
 // (without fencing a second majority oversells, with fencing the stock
 // holds).
 func restartRow(key string, s *series, on bool, aa, b answer, audit client.Audit) (Row, bool) {
-	// B answered while A still worked: it held the lock beside A.
-	both := answeredBefore(b, aa) && (b.created() || b.code == "lock_lost")
+	both := beside(b, aa)
 	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
 		Cells: []string{"redlock", onOff(on), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
-	switch {
-	case row.Flaw && both:
-		row.Verdict = "OVERSOLD: a second majority"
-	case row.Flaw:
-		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-	case both:
-		row.Verdict = "held: two holders, A fenced off"
-	default:
-		row.Verdict = "held: B waited, one majority"
-	}
+	row.Verdict = holders{"a second majority", "two holders, A fenced off", "B waited, one majority"}.verdict(audit, both)
 	if on {
 		return row, !row.Flaw
 	}

@@ -48,13 +48,7 @@ func runSale(w *world) (*Result, error) {
 	}
 	res := &Result{Columns: []string{"STRATEGY", "WHAT GUARDS THE STOCK", "SOLD", "LEFT", "VERDICT"}}
 	for i, st := range strategies {
-		w.note("%s: %d buyers", st.Name, saleBuyers)
-		w.crowd(w.ctx, all[i], ins, saleBuyers, saleConcurrency,
-			client.Override{Strategy: st.Name, Hold: saleHold})
-		if err := w.ctx.Err(); err != nil {
-			return nil, err
-		}
-		a, err := w.finish(all[i])
+		_, a, err := w.sellOut(all[i], ins, saleBuyers, saleConcurrency, client.Override{Strategy: st.Name, Hold: saleHold})
 		if err != nil {
 			return nil, err
 		}

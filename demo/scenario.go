@@ -3,6 +3,8 @@ package demo
 import (
 	"fmt"
 	"strings"
+
+	"github.com/seckill/seckill/client"
 )
 
 // Scenario is one story of the workshop.
@@ -71,6 +73,20 @@ func (r *Result) Row(key string) (Row, bool) {
 		}
 	}
 	return Row{}, false
+}
+
+// judge gives the row its verdict: OVERSOLD, and a flaw, when the audit
+// did not hold; else flaw when the row shows a flaw, fine when it does not.
+func (row *Row) judge(audit client.Audit, flaw, fine string) {
+	switch {
+	case !audit.Held():
+		row.Flaw = true
+		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case row.Flaw:
+		row.Verdict = flaw
+	default:
+		row.Verdict = fine
+	}
 }
 
 // add appends a row; expected says it went as the lesson says, and its

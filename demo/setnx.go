@@ -95,28 +95,11 @@ func runClock(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		// B answered before A: it held the lock while A did.
-		both := b.took > 0 && answeredBefore(b, aa) && (b.created() || b.code == "lock_lost")
+		both := b.took > 0 && beside(b, aa)
 		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
 			Cells: []string{r.lock, onOff(r.fencing), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
-		switch {
-		case row.Flaw && both:
-			row.Verdict = "OVERSOLD: B took A's live lock"
-		case row.Flaw:
-			row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-		case both:
-			row.Verdict = "held: fencing refused A's write"
-		default:
-			row.Verdict = "held: B waited for A"
-		}
-		switch {
-		case r.lock == "token":
-			res.add(row, !row.Flaw && !both)
-		case r.fencing:
-			res.add(row, !row.Flaw && both)
-		default:
-			res.add(row, row.Flaw && both)
-		}
+		row.Verdict = holders{"B took A's live lock", "fencing refused A's write", "B waited for A"}.verdict(audit, both)
+		res.add(row, r.expected(row.Flaw, both))
 	}
 	res.Notes = []string{
 		"setnx: B's clock said A's expiry had passed, so B's GETSET took the lock A still held.",
@@ -176,6 +159,20 @@ type lockCase struct {
 // key names the row.
 func (r lockCase) key() string { return fmt.Sprintf("%s fencing=%s", r.lock, onOff(r.fencing)) }
 
+// expected says a round went as the lesson says, from whether the stock
+// was oversold (flaw) and a second buyer held the lock beside the first
+// (both): token keeps the second out, setnx lets it in, and with fencing
+// the stock holds all the same.
+func (r lockCase) expected(flaw, both bool) bool {
+	switch {
+	case r.lock == "token":
+		return !flaw && !both
+	case r.fencing:
+		return !flaw && both
+	}
+	return flaw && both
+}
+
 // unlockRow plays setnx-unlock under r on instances one and two (two's
 // clock ahead) and judges it: the row, and whether the lock did what it
 // should (setnx without fencing oversells, with fencing refuses a write,
@@ -194,28 +191,12 @@ func unlockRow(w *world, r lockCase, one, two *instance) (Row, bool, error) {
 	if err != nil {
 		return Row{}, false, err
 	}
-	// C answered while B still held the lock: C got in beside B.
-	cIn := answeredBefore(c, bb) && (c.created() || c.code == "lock_lost")
+	cIn := beside(c, bb)
 	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
 		Cells: []string{r.lock, onOff(r.fencing), aa.short(), bb.short(), c.short(), fmt.Sprint(audit.Stock)}}
-	switch {
-	case row.Flaw && cIn:
-		row.Verdict = "OVERSOLD: A deleted B's lock, C got in"
-	case row.Flaw:
-		row.Verdict = fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
-	case cIn:
-		row.Verdict = "held: C got in, fencing refused " + refused(aa, bb, c)
-	default:
-		row.Verdict = "held: A's unlock spared B's lock"
-	}
-	switch {
-	case r.lock == "token":
-		return row, !row.Flaw && !cIn, nil
-	case r.fencing:
-		return row, !row.Flaw && cIn, nil
-	default:
-		return row, row.Flaw && cIn, nil
-	}
+	row.Verdict = holders{"A deleted B's lock, C got in", "C got in, fencing refused " + refused(aa, bb, c),
+		"A's unlock spared B's lock"}.verdict(audit, cIn)
+	return row, r.expected(row.Flaw, cIn), nil
 }
 
 // playUnlock plays setnx-unlock's story of s under r: buyer A takes the
@@ -296,6 +277,29 @@ func refused(as ...answer) string {
 
 // answeredBefore says a's answer came before b's.
 func answeredBefore(a, b answer) bool { return a.sent.Add(a.took).Before(b.sent.Add(b.took)) }
+
+// beside says b held the lock beside a: b answered first, and it sold or
+// was fenced off (lock_lost).
+func beside(b, a answer) bool { return answeredBefore(b, a) && (b.created() || b.code == "lock_lost") }
+
+// holders are a story's words for how it went when a later buyer may have
+// held the lock beside an earlier one: how the two holders oversold, how
+// the stock held with two (fencing refused a write), how it held with one.
+type holders struct{ oversold, fenced, alone string }
+
+// verdict says how the story went, from the audit and whether the later
+// buyer held the lock beside the earlier one (both).
+func (h holders) verdict(audit client.Audit, both bool) string {
+	switch {
+	case !audit.Held() && both:
+		return "OVERSOLD: " + h.oversold
+	case !audit.Held():
+		return fmt.Sprintf("OVERSOLD by %d", audit.OversoldUnits)
+	case both:
+		return "held: " + h.fenced
+	}
+	return "held: " + h.alone
+}
 
 // working is o with work inside the lock (hold_ms).
 func working(o client.Override, work time.Duration) client.Override {

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // failSecondAudit stands in front of a real instance and answers the
@@ -66,7 +66,7 @@ func TestRunCommandAuditFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("-json wrote nothing: %v", err)
 	}
-	var rep driver.Report
+	var rep report.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("-json wrote what does not parse: %v", err)
 	}

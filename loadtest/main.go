@@ -38,6 +38,7 @@ import (
 
 	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 func main() {
@@ -146,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // write prints the report's table to stdout and writes the files that
 // -json, -csv and -report name, each named on stdout once written.
-func (opt options) write(rep *driver.Report, stdout io.Writer) error {
+func (opt options) write(rep *report.Report, stdout io.Writer) error {
 	table := rep.WriteTable
 	if opt.wide {
 		table = rep.WriteWideTable

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 func TestParseFlagsRejects(t *testing.T) {
@@ -122,7 +123,7 @@ func TestRunCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep driver.Report
+	var rep report.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatalf("-json wrote what does not parse: %v", err)
 	}
@@ -217,8 +218,8 @@ func TestUsageFitsTheColumns(t *testing.T) {
 				col++
 			}
 		}
-		if col > driver.TableWidth {
-			t.Errorf("-h has a line of %d columns; want at most %d: %q", col, driver.TableWidth, line)
+		if col > report.TableWidth {
+			t.Errorf("-h has a line of %d columns; want at most %d: %q", col, report.TableWidth, line)
 		}
 	}
 	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html"} {
@@ -237,7 +238,7 @@ func TestRunCommandOut(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out", "deeper")
 	elsewhere := filepath.Join(dir, "elsewhere.csv")
-	runOnce := func(extra ...string) (stdout string, rep driver.Report) {
+	runOnce := func(extra ...string) (stdout string, rep report.Report) {
 		t.Helper()
 		var o, e bytes.Buffer
 		args := append([]string{"-url", in.URL, "-admin-token", in.AdminToken, "-strategy", "optimistic",
@@ -287,7 +288,7 @@ func TestRunCommandOut(t *testing.T) {
 	case fresh.Config.ProductID == first.Config.ProductID:
 		t.Errorf("-new-product bought product %d, the loadtest one; want a new one", fresh.Config.ProductID)
 	}
-	for _, rep := range []driver.Report{first, second, fresh} {
+	for _, rep := range []report.Report{first, second, fresh} {
 		if len(rep.Results) != 1 || rep.Results[0].Successes != 20 || rep.Results[0].AuditBefore.Stock != driver.DefaultStock {
 			t.Errorf("results %+v; want 20 sold of a stock reset to %d", rep.Results, driver.DefaultStock)
 		}

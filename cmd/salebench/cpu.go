@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // The service's CPU per answer: what an engineer sizing a sale multiplies
@@ -119,7 +120,7 @@ func (m *cpuMeter) at(t time.Time) time.Duration {
 // measured runs cfg (one strategy, or one endpoint) against the services
 // whose processes are pids and returns its result and the CPU those
 // processes spent per answer over its measured stretch.
-func measured(ctx context.Context, cfg driver.Config, pids []int) (driver.Result, time.Duration, error) {
+func measured(ctx context.Context, cfg driver.Config, pids []int) (report.Result, time.Duration, error) {
 	m := &cpuMeter{pids: pids}
 	cfg.Progress = m
 	stop := make(chan struct{})
@@ -142,7 +143,7 @@ func measured(ctx context.Context, cfg driver.Config, pids []int) (driver.Result
 	wg.Wait()
 	m.sample()
 	if err != nil {
-		return driver.Result{}, 0, err
+		return report.Result{}, 0, err
 	}
 	res := rep.Results[0]
 	m.mu.Lock()

@@ -40,6 +40,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 type options struct {
@@ -112,7 +113,7 @@ type figures struct {
 	batch1, batched  row           // redlock on one instance: batch=1, the default batch
 	two              row           // redlock, the default batch, on two instances
 	full, twoFull    row           // the same on one and on two instances, fullLines buyers
-	sale             driver.Result // the flash sale
+	sale             report.Result // the flash sale
 	soldOut, health  float64       // answers per second
 	soldOutCPU       time.Duration // the service's CPU per sold-out answer
 	healthCPU        time.Duration // and per GET /healthz
@@ -122,7 +123,7 @@ type figures struct {
 
 // sale503 counts the flash sale's purchases answered 503 or not at all.
 func (f *figures) sale503() int {
-	return f.sale.Outcomes[driver.OutcomeLockTimeout] + f.sale.Outcomes[driver.Outcome5xx] + f.sale.Outcomes[driver.OutcomeTransport]
+	return f.sale.Outcomes[report.OutcomeLockTimeout] + f.sale.Outcomes[report.Outcome5xx] + f.sale.Outcomes[report.OutcomeTransport]
 }
 
 // all runs every measure in turn, each service started for it kept
@@ -297,8 +298,8 @@ func (b *bench) soldOutAgainstHealth(ctx context.Context, url, token string, f *
 	if err != nil {
 		return fmt.Errorf("sold-out answers: %w", err)
 	}
-	if res.Outcomes[driver.OutcomeSoldOut] != res.Requests {
-		return fmt.Errorf("sold-out answers: %d of %d were sold_out", res.Outcomes[driver.OutcomeSoldOut], res.Requests)
+	if res.Outcomes[report.OutcomeSoldOut] != res.Requests {
+		return fmt.Errorf("sold-out answers: %d of %d were sold_out", res.Outcomes[report.OutcomeSoldOut], res.Requests)
 	}
 	f.soldOut, f.soldOutCPU = res.Throughput, cpu
 	h, cpu, err := measured(ctx, driver.Config{URLs: []string{url}, Endpoint: "/healthz",

@@ -5,13 +5,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // resultRow is the table's row of a run's result: its rate of sales, the
 // p99 of its 201s and the requests not answered 201.
-func resultRow(what string, res driver.Result) row {
-	return row{what: what, perSecond: res.SellRate, p99: res.LatencyByOutcome[driver.OutcomeCreated].P99,
+func resultRow(what string, res report.Result) row {
+	return row{what: what, perSecond: res.SellRate, p99: res.LatencyByOutcome[report.OutcomeCreated].P99,
 		unanswered: res.Requests - res.Successes}
 }
 

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // adminInFlight is the most admin calls (creations, resets, audits) the
@@ -85,8 +86,8 @@ func resetAll(ctx context.Context, admin *client.Client, products []client.Produ
 }
 
 // auditAll reads the audit of every product, adminInFlight at a time.
-func auditAll(ctx context.Context, admin *client.Client, products []client.Product) ([]Audit, error) {
-	out := make([]Audit, len(products))
+func auditAll(ctx context.Context, admin *client.Client, products []client.Product) ([]client.Audit, error) {
+	out := make([]client.Audit, len(products))
 	err := forEach(ctx, len(products), func(ctx context.Context, k int) error {
 		a, err := admin.Audit(ctx, products[k].ID)
 		if err != nil {
@@ -101,11 +102,11 @@ func auditAll(ctx context.Context, admin *client.Client, products []client.Produ
 // sumAudits is the audit of a catalogue: the sum of its products' figures,
 // consistent when every one is; its product id is 0 (or that of its only
 // product).
-func sumAudits(audits []Audit) Audit {
+func sumAudits(audits []client.Audit) client.Audit {
 	if len(audits) == 1 {
 		return audits[0]
 	}
-	sum := Audit{Consistent: true}
+	sum := client.Audit{Consistent: true}
 	for _, a := range audits {
 		sum.InitialStock += a.InitialStock
 		sum.Stock += a.Stock
@@ -171,15 +172,15 @@ type productTally struct {
 
 // catalogueRun sums up one run over the products: its hottest, the sold
 // out, the broken (audits may be nil: not read).
-func catalogueRun(products []client.Product, counts []productTally, audits []Audit) *CatalogueRun {
-	run := &CatalogueRun{Hottest: hottest(products, counts)}
+func catalogueRun(products []client.Product, counts []productTally, audits []client.Audit) *report.CatalogueRun {
+	run := &report.CatalogueRun{Hottest: hottest(products, counts)}
 	for k, a := range audits {
 		if a.Stock <= 0 {
 			run.SoldOutProducts++
 		}
 		made := counts[k].created + counts[k].warmCreated
 		if !a.Held() || a.Orders != made {
-			run.Broken = append(run.Broken, ProductAudit{Name: products[k].Name, Audit: a, Created: int(made)})
+			run.Broken = append(run.Broken, report.ProductAudit{Name: products[k].Name, Audit: a, Created: int(made)})
 		}
 	}
 	return run
@@ -187,7 +188,7 @@ func catalogueRun(products []client.Product, counts []productTally, audits []Aud
 
 // hottest are the products with the most requests, at most hottestShown,
 // the first of the catalogue first among equals.
-func hottest(products []client.Product, counts []productTally) []HotProduct {
+func hottest(products []client.Product, counts []productTally) []report.HotProduct {
 	order := make([]int, len(products))
 	var total int64
 	for k := range order {
@@ -197,9 +198,9 @@ func hottest(products []client.Product, counts []productTally) []HotProduct {
 	slices.SortStableFunc(order, func(a, b int) int {
 		return int(min(1, max(-1, counts[b].requests-counts[a].requests)))
 	})
-	out := make([]HotProduct, 0, hottestShown)
+	out := make([]report.HotProduct, 0, hottestShown)
 	for rank, k := range order[:min(len(order), hottestShown)] {
-		h := HotProduct{Rank: rank + 1, ProductID: products[k].ID, Name: products[k].Name,
+		h := report.HotProduct{Rank: rank + 1, ProductID: products[k].ID, Name: products[k].Name,
 			Requests: int(counts[k].requests), Created: int(counts[k].created)}
 		if total > 0 {
 			h.Share = float64(counts[k].requests) / float64(total)
@@ -212,7 +213,7 @@ func hottest(products []client.Product, counts []productTally) []HotProduct {
 // unsold are the units left on the products whose demand in the run (its
 // requests times quantity, the warmup's included) exceeded the stock they
 // began with; nil when none's did.
-func unsold(before, after []Audit, counts []productTally, quantity int64) *int64 {
+func unsold(before, after []client.Audit, counts []productTally, quantity int64) *int64 {
 	var left int64
 	over := false
 	for k := range before {

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // The catalogue of TestRunCatalogue: five products of 20 units each, and
@@ -51,7 +52,7 @@ func TestRunCatalogue(t *testing.T) {
 // checkCatalogueSettings: the report's settings name the five products,
 // loadtest-1 to loadtest-5, and the law, and its one result has a
 // catalogue. It stops the test when not: the other checks read them.
-func checkCatalogueSettings(t *testing.T, rep *driver.Report) {
+func checkCatalogueSettings(t *testing.T, rep *report.Report) {
 	t.Helper()
 	cat := rep.Config.Catalogue
 	if len(cat) != catalogueProducts || rep.Config.Products != catalogueProducts || rep.Config.Zipf != 1.2 ||
@@ -69,7 +70,7 @@ func checkCatalogueSettings(t *testing.T, rep *driver.Report) {
 // and in order of requests; each one's 201s are its orders in the
 // database, within its stock; together they add up to the run's requests
 // and 201s; and the heaviest drew about the share the law gives it.
-func checkHottest(t *testing.T, in *apptest.Instance, res driver.Result) {
+func checkHottest(t *testing.T, in *apptest.Instance, res report.Result) {
 	t.Helper()
 	run := res.Catalogue
 	if run.SoldOutProducts < 0 || run.SoldOutProducts > catalogueProducts || len(run.Broken) != 0 {
@@ -99,7 +100,7 @@ func checkHottest(t *testing.T, in *apptest.Instance, res driver.Result) {
 
 // checkCatalogueAudit: the audit is the sum over the catalogue and agrees
 // with the 201s, and the run's history is linearizable.
-func checkCatalogueAudit(t *testing.T, res driver.Result) {
+func checkCatalogueAudit(t *testing.T, res report.Result) {
 	t.Helper()
 	if res.Audit.InitialStock != catalogueProducts*catalogueStock || res.Audit.UnitsSold != int64(res.Successes) || !res.Audit.Held() || !res.CountsAgree {
 		t.Errorf("audit %+v, counts agree %t; want the sum over %d products of %d, %d sold",
@@ -131,7 +132,7 @@ func checkCatalogueHistory(t *testing.T, path string) {
 
 // checkCatalogueOutputs: the table (within its width), the wide table and
 // the JSON carry the catalogue and the run's hottest products.
-func checkCatalogueOutputs(t *testing.T, rep *driver.Report) {
+func checkCatalogueOutputs(t *testing.T, rep *report.Report) {
 	t.Helper()
 	var table, wide, js bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
@@ -142,8 +143,8 @@ func checkCatalogueOutputs(t *testing.T, rep *driver.Report) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
-	if w := maxWidth(table.String()); w > driver.TableWidth {
-		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, driver.TableWidth, table.String())
+	if w := maxWidth(table.String()); w > report.TableWidth {
+		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, report.TableWidth, table.String())
 	}
 	if err := rep.WriteWideTable(&wide); err != nil || !strings.Contains(wide.String(), "HOTTEST") || !strings.Contains(wide.String(), "a catalogue of 5") {
 		t.Errorf("WriteWideTable = %v:\n%s\nwant the catalogue and its HOTTEST block", err, wide.String())
@@ -152,7 +153,7 @@ func checkCatalogueOutputs(t *testing.T, rep *driver.Report) {
 		t.Fatal(err)
 	}
 	cat, hottest := rep.Config.Catalogue, rep.Results[0].Catalogue.Hottest
-	var back driver.Report
+	var back report.Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != 1 || back.Results[0].Catalogue == nil ||
 		len(back.Results[0].Catalogue.Hottest) != catalogueProducts || back.Results[0].Catalogue.Hottest[0] != hottest[0] ||
 		len(back.Config.Catalogue) != catalogueProducts || back.Config.Catalogue[0] != cat[0] || back.Config.Zipf != 1.2 {
@@ -162,7 +163,7 @@ func checkCatalogueOutputs(t *testing.T, rep *driver.Report) {
 
 // checkCatalogueReused: a second run, with another strategy, finds the
 // catalogue cat by name, resets it and adds no product.
-func checkCatalogueReused(t *testing.T, in *apptest.Instance, cfg driver.Config, cat []driver.CatalogueProduct) {
+func checkCatalogueReused(t *testing.T, in *apptest.Instance, cfg driver.Config, cat []report.CatalogueProduct) {
 	t.Helper()
 	cfg.History, cfg.Strategies = "", []string{"pessimistic"}
 	again, err := driver.Run(t.Context(), cfg)

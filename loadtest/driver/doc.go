@@ -30,19 +30,19 @@
 // request's product drawn from a hash of its index by a Zipf law of
 // exponent Config.Zipf (so that the counters and the history agree on it
 // without sharing a random source). A catalogue's audit is the sum of its
-// products' audits; the Report's settings list its products
-// (Settings.Catalogue), and each Result gives its hottest products and
-// names those whose audit broke the invariant (Result.Catalogue), which
-// every output shows. Resets, creations and audits over a catalogue go 16
-// at a time.
+// products' audits; the report's settings list its products
+// (report.Settings.Catalogue), and each result gives its hottest products
+// and names those whose audit broke the invariant
+// (report.Result.Catalogue), which every output shows. Resets, creations
+// and audits over a catalogue go 16 at a time.
 //
-// Every answer is counted under one outcome (see Outcomes), its latency in
-// an HDR histogram of that outcome, and in the second it came in: a Result
-// has the figures of the whole run, of each outcome, of each rate step and
-// of each second (Result.Series, WriteCSV). After each run the driver asks
-// every instance for /healthz, reads the product's audit and cross-checks
-// it with its own count of 201 answers. Run returns a Report; its
-// Failures say why the run should be called a failure. WriteTable prints
-// it within TableWidth columns, WriteWideTable with every column, WriteJSON
-// every figure, WriteHTML a page with charts.
+// Every answer is counted under one outcome (report.Outcome*), its latency
+// in an HDR histogram of that outcome, and in the second it came in: each
+// report.Result has the figures of the whole run, of each outcome, of each
+// rate step and of each second (Result.Series). After each run the driver
+// asks every instance for /healthz, reads the product's audit and
+// cross-checks it with its own count of 201 answers. Run returns the
+// report.Report it filled; package report judges it (Report.Failures say
+// why the run should be called a failure) and writes it as a table, JSON,
+// CSV or a page with charts.
 package driver

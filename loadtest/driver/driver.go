@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // Run fires the load of cfg at its instances, once per strategy, and
@@ -24,11 +25,11 @@ import (
 // Run returns an error when it cannot run at all, when an instance refuses
 // the strategy override, or when ctx ends (with what was measured so far).
 //
-// Over a catalogue (Config.Products), the Report's settings name its
-// products, and each Result has the catalogue's own figures
-// (Result.Catalogue): its hottest products, those sold out, and those
-// whose audit broke the invariant.
-func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
+// Over a catalogue (Config.Products), the report's settings name its
+// products, and each result has the catalogue's own figures
+// (report.Result.Catalogue): its hottest products, those sold out, and
+// those whose audit broke the invariant.
+func Run(ctx context.Context, cfg Config) (rep *report.Report, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rep = &Report{Start: time.Now(), Environment: environment()}
+	rep = &report.Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg, nil)
 		res := raw(ctx, cfg, clients)
@@ -82,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 // rep, the purchases of each with ids of their own (and its lines in the
 // history, when hw is not nil). It stops at an error, and after a run
 // that saw an instance go down.
-func (s *sale) runAll(ctx context.Context, cfg Config, clients []*client.Client, strategies []Strategy, hw *history.Writer, rep *Report) error {
+func (s *sale) runAll(ctx context.Context, cfg Config, clients []*client.Client, strategies []client.Strategy, hw *history.Writer, rep *report.Report) error {
 	prefix := "lt" + randomHex(4) + "-"
 	for i, st := range strategies {
 		if err := ctx.Err(); err != nil {
@@ -99,8 +100,8 @@ func (s *sale) runAll(ctx context.Context, cfg Config, clients []*client.Client,
 		if err != nil {
 			return err
 		}
-		if res.instanceDown() {
-			return nil // the next strategies would only measure the outage
+		if slices.ContainsFunc(res.Instances, func(in report.Instance) bool { return in.Down }) {
+			return nil // an instance went down: the next strategies would only measure the outage
 		}
 	}
 	return nil
@@ -118,7 +119,7 @@ type sale struct {
 // the instances and reads the audit. A nil Result comes with an error; a
 // failed audit is reported in the Result; over a catalogue, the Result
 // sums up the run product by product too (Result.Catalogue).
-func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, prefix string, rec *recorder) (*Result, error) {
+func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, prefix string, rec *recorder) (*report.Result, error) {
 	admin := clients[0]
 	befores, err := s.prepare(ctx, cfg, clients, st, rec)
 	if err != nil {
@@ -135,7 +136,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	if st.Name == "" {
 		describeDefault(ctx, admin, &res, t.orderStrategy)
 	}
-	res.setStock(before.Stock, cfg.Quantity)
+	setStock(res.Series, before.Stock, cfg.Quantity)
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
 		if s.catalogue {
@@ -155,13 +156,13 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	if s.catalogue {
 		res.Catalogue = catalogueRun(s.products, t.products, afters)
 	}
-	res.Verdict = res.verdict()
+	res.Verdict = res.Judge()
 	return &res, nil
 }
 
 // describeDefault names the strategy that served a run under the server's
 // default from its orders (served), with the server's description.
-func describeDefault(ctx context.Context, admin *client.Client, res *Result, served string) {
+func describeDefault(ctx context.Context, admin *client.Client, res *report.Result, served string) {
 	res.Default = true
 	res.Strategy = served
 	res.Safe = true // judged strictly: the driver cannot tell which strategy served
@@ -178,18 +179,18 @@ func describeDefault(ctx context.Context, admin *client.Client, res *Result, ser
 // the run made, and whether they agree with the 201s counted, in all and
 // product by product. It returns the audits after, product by product
 // (nil when they could not be read), and their sum.
-func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *Result, befores []Audit, t *tally) ([]Audit, Audit) {
+func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *report.Result, befores []client.Audit, t *tally) ([]client.Audit, client.Audit) {
 	afters, err := auditAll(ctx, admin, s.products)
 	if err != nil {
 		res.AuditError = err.Error()
-		return nil, Audit{}
+		return nil, client.Audit{}
 	}
 	before, after := sumAudits(befores), sumAudits(afters)
 	res.Audited = true
 	res.Audit = after
 	res.RunOrders = after.Orders - before.Orders
 	res.RunUnits = after.UnitsSold - before.UnitsSold
-	made := int64(res.Successes + res.warmSuccesses())
+	made := t.counts[outCreated] + t.warm[outCreated] // the warmup's 201s too
 	res.CountsAgree = res.RunOrders == made && res.RunUnits == made*quantity
 	for k := range afters {
 		made := t.products[k].created + t.products[k].warmCreated
@@ -202,12 +203,12 @@ func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int6
 
 // timeSoldOut sets whether the run sold out, how long after the warmup
 // its last sale came, and the rate it sold at.
-func (s *sale) timeSoldOut(res *Result, t *tally, warmup time.Duration, afters []Audit, after Audit) {
+func (s *sale) timeSoldOut(res *report.Result, t *tally, warmup time.Duration, afters []client.Audit, after client.Audit) {
 	if s.draw == nil {
 		res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
 	} else {
 		// A catalogue is sold out when every product is.
-		res.SoldOut = res.Audited && !slices.ContainsFunc(afters, func(a Audit) bool { return a.Stock > 0 })
+		res.SoldOut = res.Audited && !slices.ContainsFunc(afters, func(a client.Audit) bool { return a.Stock > 0 })
 	}
 	if res.SoldOut && t.lastCreated >= 0 {
 		res.TimeToSoldOut = t.lastCreated - warmup
@@ -225,12 +226,12 @@ func (s *sale) timeSoldOut(res *Result, t *tally, warmup time.Duration, afters [
 
 // unsoldUnits sets the units left unsold by a run that asked for more than
 // the stock (over a catalogue, see unsold), when the audit was read.
-func (s *sale) unsoldUnits(res *Result, quantity int64, befores, afters []Audit, t *tally) {
+func (s *sale) unsoldUnits(res *report.Result, quantity int64, befores, afters []client.Audit, t *tally) {
 	switch {
 	case !res.Audited:
 	case s.draw != nil:
 		res.UnsoldUnits = unsold(befores, afters, t.products, quantity)
-	case int64(res.Requests+res.warmRequests())*quantity > res.AuditBefore.Stock:
+	case t.withWarmup()*quantity > res.AuditBefore.Stock:
 		left := max(0, res.Audit.Stock)
 		res.UnsoldUnits = &left
 	}
@@ -239,7 +240,7 @@ func (s *sale) unsoldUnits(res *Result, quantity int64, befores, afters []Audit,
 // prepare readies the products for a run under st: it resets their stock
 // (with Config.Stock) and returns their audits before the run, which the
 // history, when kept, records as the stock it starts from.
-func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st Strategy, rec *recorder) ([]Audit, error) {
+func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, rec *recorder) ([]client.Audit, error) {
 	admin := clients[0]
 	if cfg.Stock > 0 {
 		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
@@ -265,8 +266,10 @@ func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client
 			// second; until then one may still answer sold_out from what it
 			// saw of the last run, which the history would count against
 			// the new sale.
-			if err := sleep(ctx, resetPropagation); err != nil {
-				return nil, err
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(resetPropagation):
 			}
 		}
 	}
@@ -276,7 +279,7 @@ func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client
 // purchasePlan is the plan of the purchases of a run under st: the users
 // and request IDs start with prefix, stock is the stock before the run and
 // rec, when not nil, records every purchase.
-func (s *sale) purchasePlan(cfg Config, st Strategy, prefix string, stock int64, rec *recorder) *plan {
+func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock int64, rec *recorder) *plan {
 	o := override(cfg, st)
 	p := newPlan(cfg, client.PurchasePath(s.products[0].ID, o), label(st))
 	p.purchase = true
@@ -311,21 +314,9 @@ func (s *sale) purchasePlan(cfg Config, st Strategy, prefix string, stock int64,
 // of a stock reset.
 const resetPropagation = time.Second
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // checkInstances asks every instance for /healthz after the run and marks
 // those that do not answer as down.
-func checkInstances(ctx context.Context, clients []*client.Client, res *Result) {
+func checkInstances(ctx context.Context, clients []*client.Client, res *report.Result) {
 	for i, c := range clients {
 		if err := healthz(ctx, c); err != nil {
 			res.Instances[i].Down = true
@@ -335,7 +326,7 @@ func checkInstances(ctx context.Context, clients []*client.Client, res *Result) 
 }
 
 // raw GETs cfg.Endpoint: the driver's own measure, with no product.
-func raw(ctx context.Context, cfg Config, clients []*client.Client) Result {
+func raw(ctx context.Context, cfg Config, clients []*client.Client) report.Result {
 	p := newPlan(cfg, cfg.Endpoint, "GET "+cfg.Endpoint)
 	res := result(p, p.run(ctx), true)
 	res.Strategy = "GET " + cfg.Endpoint
@@ -343,7 +334,7 @@ func raw(ctx context.Context, cfg Config, clients []*client.Client) Result {
 	if ctx.Err() == nil {
 		checkInstances(ctx, clients, &res)
 	}
-	res.Verdict = res.verdict()
+	res.Verdict = res.Judge()
 	return res
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // dbFigures reads what the database holds for a product: its order rows,
@@ -38,7 +39,7 @@ func dbFigures(t *testing.T, in *apptest.Instance, id int64) (orders, units, sto
 
 // checkAgainstDB compares a result with the database, for the last run on
 // a product (every run deletes the orders of the one before).
-func checkAgainstDB(t *testing.T, in *apptest.Instance, id int64, res driver.Result) {
+func checkAgainstDB(t *testing.T, in *apptest.Instance, id int64, res report.Result) {
 	t.Helper()
 	orders, units, stock, initial := dbFigures(t, in, id)
 	if orders != int64(res.Successes) || orders != res.Audit.Orders {
@@ -49,7 +50,7 @@ func checkAgainstDB(t *testing.T, in *apptest.Instance, id int64, res driver.Res
 	}
 }
 
-func sumOutcomes(res driver.Result) int {
+func sumOutcomes(res report.Result) int {
 	n := 0
 	for _, v := range res.Outcomes {
 		n += v
@@ -57,7 +58,7 @@ func sumOutcomes(res driver.Result) int {
 	return n
 }
 
-func has500(res driver.Result) bool {
+func has500(res report.Result) bool {
 	for code := range res.Codes {
 		if strings.HasPrefix(code, "500") {
 			return true
@@ -107,15 +108,15 @@ func TestRunAllStrategies(t *testing.T) {
 // new buyers for stock units: its outcomes add up and agree with the audit,
 // a safe strategy sold exactly the stock, an unsafe one that oversold says
 // so, and its latencies and time to sell out make sense.
-func checkStrategyResult(t *testing.T, res driver.Result, stock, requests int) {
+func checkStrategyResult(t *testing.T, res report.Result, stock, requests int) {
 	t.Helper()
 	if res.Requests != requests || sumOutcomes(res) != requests {
 		t.Errorf("%s: %d requests, outcomes add up to %d; want %d", res.Strategy, res.Requests, sumOutcomes(res), requests)
 	}
-	if res.Outcomes[driver.OutcomeCreated] != res.Successes {
-		t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[driver.OutcomeCreated], res.Successes)
+	if res.Outcomes[report.OutcomeCreated] != res.Successes {
+		t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[report.OutcomeCreated], res.Successes)
 	}
-	if res.Outcomes[driver.OutcomeLimitExceeded] != 0 || has500(res) {
+	if res.Outcomes[report.OutcomeLimitExceeded] != 0 || has500(res) {
 		t.Errorf("%s: outcomes %v, codes %v; want no limit_exceeded (every buyer is new) and no 500", res.Strategy, res.Outcomes, res.Codes)
 	}
 	if !res.CountsAgree || res.RunOrders != int64(res.Successes) {
@@ -212,7 +213,7 @@ func TestRunOpenLoop(t *testing.T) {
 		t.Errorf("settings %+v; want the open loop with 50 + 100 requests", rep.Config)
 	}
 	res := rep.Results[0]
-	if res.Requests+res.Dropped != 150 || res.Successes != 40 || res.Outcomes[driver.OutcomeSoldOut] != res.Requests-40 {
+	if res.Requests+res.Dropped != 150 || res.Successes != 40 || res.Outcomes[report.OutcomeSoldOut] != res.Requests-40 {
 		t.Errorf("open loop: %d requests, %d dropped, outcomes %v; want 150 in all: 40 created, the rest sold_out or dropped",
 			res.Requests, res.Dropped, res.Outcomes)
 	}
@@ -332,7 +333,7 @@ func TestRunRawMode(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	res := rep.Results[0]
-	if !res.Raw || res.Requests != 300 || res.Successes != 300 || res.Outcomes[driver.OutcomeOK] != 300 || res.Audited {
+	if !res.Raw || res.Requests != 300 || res.Successes != 300 || res.Outcomes[report.OutcomeOK] != 300 || res.Audited {
 		t.Errorf("raw mode: %+v; want 300 GETs answered 2xx and no audit", res)
 	}
 	if f := rep.Failures(); len(f) != 0 {
@@ -381,9 +382,9 @@ func TestReportOutputs(t *testing.T) {
 
 // checkJSONReadsBack: the report's JSON parses back into its two results,
 // with their figures, the figures per outcome and the series.
-func checkJSONReadsBack(t *testing.T, rep *driver.Report, js []byte) {
+func checkJSONReadsBack(t *testing.T, rep *report.Report, js []byte) {
 	t.Helper()
-	var back driver.Report
+	var back report.Report
 	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatalf("WriteJSON wrote what does not parse: %v", err)
 	}
@@ -393,11 +394,11 @@ func checkJSONReadsBack(t *testing.T, rep *driver.Report, js []byte) {
 	for i, got := range back.Results {
 		want := rep.Results[i]
 		if got.Strategy != want.Strategy || got.Successes != want.Successes || got.Audit != want.Audit ||
-			got.Latency != want.Latency || got.Outcomes[driver.OutcomeSoldOut] != want.Outcomes[driver.OutcomeSoldOut] || got.Verdict != want.Verdict {
+			got.Latency != want.Latency || got.Outcomes[report.OutcomeSoldOut] != want.Outcomes[report.OutcomeSoldOut] || got.Verdict != want.Verdict {
 			t.Errorf("JSON result %d = %+v; want %+v", i, got, want)
 		}
-		if got.LatencyByOutcome[driver.OutcomeCreated] != want.LatencyByOutcome[driver.OutcomeCreated] ||
-			got.LatencyByOutcome[driver.OutcomeSoldOut].Count != want.Outcomes[driver.OutcomeSoldOut] ||
+		if got.LatencyByOutcome[report.OutcomeCreated] != want.LatencyByOutcome[report.OutcomeCreated] ||
+			got.LatencyByOutcome[report.OutcomeSoldOut].Count != want.Outcomes[report.OutcomeSoldOut] ||
 			got.SellRate != want.SellRate || got.TimeToSoldOut != want.TimeToSoldOut || len(got.Series) != len(want.Series) || len(got.Series) == 0 {
 			t.Errorf("JSON result %d lacks the figures per outcome or the series: %+v", i, got)
 		}
@@ -406,7 +407,7 @@ func checkJSONReadsBack(t *testing.T, rep *driver.Report, js []byte) {
 
 // checkNoCatalogue: for a run of one product, neither the JSON's settings
 // nor its results nor the table say anything of a catalogue.
-func checkNoCatalogue(t *testing.T, rep *driver.Report, js []byte) {
+func checkNoCatalogue(t *testing.T, rep *report.Report, js []byte) {
 	t.Helper()
 	var generic struct {
 		Config  map[string]any   `json:"config"`
@@ -434,7 +435,7 @@ func checkNoCatalogue(t *testing.T, rep *driver.Report, js []byte) {
 // checkHTMLReport: the HTML page has its figures and both strategies, no
 // catalogue (the run is of one product), loads nothing from elsewhere and
 // does not hold token.
-func checkHTMLReport(t *testing.T, rep *driver.Report, token string) {
+func checkHTMLReport(t *testing.T, rep *report.Report, token string) {
 	t.Helper()
 	var page bytes.Buffer
 	if err := rep.WriteHTML(&page); err != nil {
@@ -457,36 +458,6 @@ func checkHTMLReport(t *testing.T, rep *driver.Report, token string) {
 	}
 	if strings.Contains(html, token) {
 		t.Error("the HTML report holds the admin token")
-	}
-}
-
-func TestFailures(t *testing.T) {
-	held := driver.Audit{InitialStock: 10, Stock: 0, Orders: 10, UnitsSold: 10, Consistent: true}
-	oversold := driver.Audit{InitialStock: 10, Stock: -2, Orders: 12, UnitsSold: 12, OversoldUnits: 2}
-	ok := func(safe bool, a driver.Audit) driver.Result {
-		return driver.Result{Strategy: "s", Safe: safe, Requests: 50, Successes: int(a.Orders),
-			Outcomes: map[string]int{driver.OutcomeCreated: int(a.Orders)}, Audited: true, Audit: a,
-			RunOrders: a.Orders, RunUnits: a.UnitsSold, CountsAgree: true}
-	}
-	disagree := ok(true, held)
-	disagree.Successes, disagree.CountsAgree = 9, false
-	nothing := driver.Result{Strategy: "s", Requests: 5, Outcomes: map[string]int{driver.OutcomeTransport: 5}}
-	for _, tc := range []struct {
-		name string
-		res  driver.Result
-		want string // a part of the failure; "" for none
-	}{
-		{"safe held", ok(true, held), ""},
-		{"unsafe oversold", ok(false, oversold), ""},
-		{"safe oversold", ok(true, oversold), "broke the stock invariant"},
-		{"counts disagree", disagree, "counts disagree"},
-		{"nothing got through", nothing, "no request got through"},
-	} {
-		rep := &driver.Report{Results: []driver.Result{tc.res}}
-		got := strings.Join(rep.Failures(), "; ")
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s: Failures() = %q; want %q", tc.name, got, tc.want)
-		}
 	}
 }
 

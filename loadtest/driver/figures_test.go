@@ -13,11 +13,12 @@ import (
 
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // checkWidth checks that every line of the default table fits
-// driver.TableWidth columns, and that the wide table has more to show.
-func checkWidth(t *testing.T, rep *driver.Report) {
+// report.TableWidth columns, and that the wide table has more to show.
+func checkWidth(t *testing.T, rep *report.Report) {
 	t.Helper()
 	var narrow, wide bytes.Buffer
 	if err := rep.WriteTable(&narrow); err != nil {
@@ -26,11 +27,11 @@ func checkWidth(t *testing.T, rep *driver.Report) {
 	if err := rep.WriteWideTable(&wide); err != nil {
 		t.Fatalf("WriteWideTable = %v", err)
 	}
-	if w := maxWidth(narrow.String()); w > driver.TableWidth {
-		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, driver.TableWidth, narrow.String())
+	if w := maxWidth(narrow.String()); w > report.TableWidth {
+		t.Errorf("the table has a line of %d columns; want at most %d:\n%s", w, report.TableWidth, narrow.String())
 	}
-	if w := maxWidth(wide.String()); w <= driver.TableWidth {
-		t.Errorf("the wide table's widest line has %d columns; want every column, wider than %d", w, driver.TableWidth)
+	if w := maxWidth(wide.String()); w <= report.TableWidth {
+		t.Errorf("the wide table's widest line has %d columns; want every column, wider than %d", w, report.TableWidth)
 	}
 }
 
@@ -145,9 +146,9 @@ func TestLatencyByOutcome(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	res := rep.Results[0]
-	created, soldOut := res.LatencyByOutcome[driver.OutcomeCreated], res.LatencyByOutcome[driver.OutcomeSoldOut]
-	if created.Count != res.Successes || soldOut.Count != res.Outcomes[driver.OutcomeSoldOut] || created.Count != 3 {
-		t.Fatalf("latency counts: 201 %d, sold_out %d; want 3 and %d", created.Count, soldOut.Count, res.Outcomes[driver.OutcomeSoldOut])
+	created, soldOut := res.LatencyByOutcome[report.OutcomeCreated], res.LatencyByOutcome[report.OutcomeSoldOut]
+	if created.Count != res.Successes || soldOut.Count != res.Outcomes[report.OutcomeSoldOut] || created.Count != 3 {
+		t.Fatalf("latency counts: 201 %d, sold_out %d; want 3 and %d", created.Count, soldOut.Count, res.Outcomes[report.OutcomeSoldOut])
 	}
 	if created.Min < hold || created.P50 < hold {
 		t.Errorf("201 latency %+v; every 201 held the lock %s", created, hold)

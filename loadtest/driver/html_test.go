@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/browser"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // TestReportFitsTheWindow: the HTML report of a run of every strategy,
@@ -79,7 +80,7 @@ func TestReportFitsTheWindow(t *testing.T) {
 
 // writeReportPage writes rep's HTML page to a file of the test's own, for
 // the case called name, and returns its path.
-func writeReportPage(t *testing.T, name string, rep *driver.Report) string {
+func writeReportPage(t *testing.T, name string, rep *report.Report) string {
 	t.Helper()
 	page := filepath.Join(t.TempDir(), "report.html")
 	f, err := os.Create(page)

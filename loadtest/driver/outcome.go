@@ -11,23 +11,17 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/seckill/seckill/loadtest/report"
 )
 
-// Outcomes: the keys of Result.Outcomes. Every answer counts under exactly
-// one of them.
-const (
-	OutcomeCreated       = "created"        // 201: a purchase made an order
-	OutcomeOK            = "ok"             // any other 2xx in the raw mode (-endpoint)
-	OutcomeSoldOut       = "sold_out"       // 409 sold_out
-	OutcomeLimitExceeded = "limit_exceeded" // 409 limit_exceeded
-	OutcomeLockTimeout   = "lock_timeout"   // 503 lock_timeout
-	OutcomeLockLost      = "lock_lost"      // 503 lock_lost
-	OutcomeOther4xx      = "other_4xx"      // any other 4xx
-	Outcome5xx           = "5xx"            // any other 5xx
-	OutcomeTransport     = "transport"      // no answer: connection refused, reset, timeout
-	OutcomeOther         = "other"          // anything else (a 200 replay, a 3xx)
-)
+// OutcomeSoldOut is report.OutcomeSoldOut.
+//
+// Deprecated: name the outcomes through package report, which has them all.
+const OutcomeSoldOut = report.OutcomeSoldOut
 
+// outcome is the class of an answer: the driver counts every answer under
+// one, and names it in the report as outcomeNames says.
 type outcome int
 
 const (
@@ -45,8 +39,9 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	OutcomeCreated, OutcomeOK, OutcomeSoldOut, OutcomeLimitExceeded, OutcomeLockTimeout,
-	OutcomeLockLost, OutcomeOther4xx, Outcome5xx, OutcomeTransport, OutcomeOther,
+	report.OutcomeCreated, report.OutcomeOK, report.OutcomeSoldOut, report.OutcomeLimitExceeded,
+	report.OutcomeLockTimeout, report.OutcomeLockLost, report.OutcomeOther4xx, report.Outcome5xx,
+	report.OutcomeTransport, report.OutcomeOther,
 }
 
 // answer is what one request came back with.

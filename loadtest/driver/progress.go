@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // watch starts the run's watcher: every tick it hands the shards' finished
@@ -130,7 +132,7 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	}
 	dropped := counts.dropped.Load()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s:", p.label, dur(since.Round(100*time.Millisecond)))
+	fmt.Fprintf(&b, "%s %s:", p.label, report.FormatDuration(since.Round(100*time.Millisecond)))
 	stockLeft := p.writeCounts(&b, c, answers, dropped)
 	all, _, paced := pc.rates(since, answers+dropped, c[outCreated])
 	var frac float64
@@ -140,7 +142,7 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	case length > 0:
 		frac = min(1, since.Seconds()/length.Seconds())
 		if left := (length - since).Round(100 * time.Millisecond); left > 0 {
-			fmt.Fprintf(&b, "; ends in %s", dur(left))
+			fmt.Fprintf(&b, "; ends in %s", report.FormatDuration(left))
 		}
 	default:
 		done := max(0, answers-counts.warm.Load())
@@ -148,12 +150,12 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 		left := int64(p.requests) - done
 		switch {
 		case since < p.warmup():
-			fmt.Fprintf(&b, "; warmup, %s left", dur((p.warmup() - since).Round(100*time.Millisecond)))
+			fmt.Fprintf(&b, "; warmup, %s left", report.FormatDuration((p.warmup() - since).Round(100*time.Millisecond)))
 		case stockLeft > 0:
 			b.WriteString("; end: after the sell-out")
 		case paced && all > 0 && left > 0:
 			if est := time.Duration(float64(left) / all * float64(time.Second)).Round(100 * time.Millisecond); est > 0 {
-				fmt.Fprintf(&b, "; ends in ~%s", dur(est))
+				fmt.Fprintf(&b, "; ends in ~%s", report.FormatDuration(est))
 			}
 		}
 	}

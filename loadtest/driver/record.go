@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/history"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // recorder keeps the history of a run (-history): every purchase as it is
@@ -105,30 +106,15 @@ func intField(body []byte, key string) (int64, bool) {
 	return n, err == nil
 }
 
-// HistoryVerdict is the check of a run's history (-history).
-type HistoryVerdict struct {
-	// Checked says the check could decide; Error says why not.
-	Checked bool   `json:"checked"`
-	Error   string `json:"error,omitempty"`
-	// Linearizable: every answer fits one stock counter (package history).
-	Linearizable bool `json:"linearizable"`
-	// Violation is the first one, for a person.
-	Violation string `json:"violation,omitempty"`
-	// UndersoldAnswers counts the sold_out answers given while stock surely
-	// remained.
-	UndersoldAnswers int `json:"undersold_answers"`
-	Purchases        int `json:"purchases"`
-}
-
 // verdict checks the run's history.
-func (r *recorder) verdict() *HistoryVerdict {
+func (r *recorder) verdict() *report.HistoryVerdict {
 	r.mu.Lock()
 	lines := slices.Concat(r.blocks...)
 	r.mu.Unlock()
 	res, err := history.Check(lines)
 	if err != nil {
-		return &HistoryVerdict{Error: err.Error()}
+		return &report.HistoryVerdict{Error: err.Error()}
 	}
-	return &HistoryVerdict{Checked: true, Linearizable: res.Linearizable, Violation: res.Violation,
+	return &report.HistoryVerdict{Checked: true, Linearizable: res.Linearizable, Violation: res.Violation,
 		UndersoldAnswers: res.Undersold, Purchases: res.Purchases}
 }

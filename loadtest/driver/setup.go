@@ -108,7 +108,7 @@ func healthz(ctx context.Context, c *client.Client) error {
 }
 
 // override is what every purchase of a run under st carries.
-func override(cfg Config, st Strategy) client.Override {
+func override(cfg Config, st client.Strategy) client.Override {
 	return client.Override{Strategy: st.Name, Hold: cfg.Hold, Pause: cfg.Pause, Batch: cfg.Batch, Fencing: cfg.Fencing}
 }
 
@@ -150,9 +150,9 @@ func overrideDisabled(url string) error {
 
 // resolveStrategies turns Config.Strategies into what to run, with the
 // server's descriptions.
-func resolveStrategies(ctx context.Context, admin *client.Client, names []string) ([]Strategy, error) {
+func resolveStrategies(ctx context.Context, admin *client.Client, names []string) ([]client.Strategy, error) {
 	if len(names) == 1 && names[0] == "" {
-		return []Strategy{{}}, nil
+		return []client.Strategy{{}}, nil
 	}
 	listed, err := admin.Strategies(ctx)
 	if err != nil {
@@ -168,7 +168,7 @@ func resolveStrategies(ctx context.Context, admin *client.Client, names []string
 	for i, s := range listed {
 		known[i] = s.Name
 	}
-	out := make([]Strategy, 0, len(names))
+	out := make([]client.Strategy, 0, len(names))
 	for _, n := range names {
 		i := slices.Index(known, n)
 		if i < 0 {

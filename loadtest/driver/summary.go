@@ -10,11 +10,12 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
-// result turns a tally into a Result without the audit.
-func result(p *plan, t *tally, raw bool) Result {
-	res := Result{
+// result turns a tally into a report.Result without the audit.
+func result(p *plan, t *tally, raw bool) report.Result {
+	res := report.Result{
 		Requests:         int(t.total()),
 		Outcomes:         outcomeMap(t.counts, raw),
 		Dropped:          int(t.dropped),
@@ -24,7 +25,7 @@ func result(p *plan, t *tally, raw bool) Result {
 		Samples:          t.samples,
 		Raw:              raw,
 		Latency:          latency(t.all()),
-		LatencyByOutcome: map[string]Latency{},
+		LatencyByOutcome: map[string]report.Latency{},
 	}
 	for k, v := range t.codes {
 		res.Codes[k] = int(v)
@@ -49,17 +50,17 @@ func result(p *plan, t *tally, raw bool) Result {
 		res.Series = append(res.Series, s.summarize(raw))
 	}
 	for i, tt := range t.targets {
-		res.Instances = append(res.Instances, Instance{URL: p.bases[i], Requests: int(tt.answers), Transport: int(tt.transport)})
+		res.Instances = append(res.Instances, report.Instance{URL: p.bases[i], Requests: int(tt.answers), Transport: int(tt.transport)})
 	}
 	return res
 }
 
 // warmupOf counts the warmup's answers apart: nil for a plan without one.
-func warmupOf(p *plan, t *tally, raw bool, success outcome) *Warmup {
+func warmupOf(p *plan, t *tally, raw bool, success outcome) *report.Warmup {
 	if p.warmup() <= 0 {
 		return nil
 	}
-	w := &Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
+	w := &report.Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
 	for _, n := range t.warm {
 		w.Requests += int(n)
 	}
@@ -68,17 +69,17 @@ func warmupOf(p *plan, t *tally, raw bool, success outcome) *Warmup {
 
 // stepsOf sums up each step of an open plan's rates after the warmup: nil
 // for a closed plan.
-func stepsOf(p *plan, t *tally, raw bool, success outcome) []Step {
+func stepsOf(p *plan, t *tally, raw bool, success outcome) []report.Step {
 	if !p.open {
 		return nil
 	}
-	var steps []Step
+	var steps []report.Step
 	for i, ph := range p.phases {
 		if ph.warm {
 			continue
 		}
 		st := t.steps[i]
-		step := Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
+		step := report.Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
 			Successes: int(st.counts[success]), Latency: latency(st.hist)}
 		for _, n := range st.counts {
 			step.Requests += int(n)
@@ -91,8 +92,8 @@ func stepsOf(p *plan, t *tally, raw bool, success outcome) []Step {
 
 // summarize sums up one second of the run: its answers by outcome and by
 // column, and its latency.
-func (s *secAgg) summarize(raw bool) Second {
-	sec := Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
+func (s *secAgg) summarize(raw bool) report.Second {
+	sec := report.Second{Second: s.sec, Dropped: int(s.dropped), Outcomes: map[string]int{}}
 	for i, n := range s.counts {
 		if n > 0 {
 			sec.Outcomes[outcomeNames[i]] = int(n)
@@ -120,12 +121,12 @@ func (s *secAgg) summarize(raw bool) Second {
 
 // setStock fills in each second's stock left, from the stock before the
 // run and the units of each second's 201s.
-func (r *Result) setStock(before, quantity int64) {
+func setStock(series []report.Second, before, quantity int64) {
 	stock := before
-	for i := range r.Series {
-		stock -= int64(r.Series[i].Created) * quantity
+	for i := range series {
+		stock -= int64(series[i].Created) * quantity
 		left := stock
-		r.Series[i].Stock = &left
+		series[i].Stock = &left
 	}
 }
 
@@ -141,12 +142,12 @@ func outcomeMap(c [numOutcomes]int64, raw bool) map[string]int {
 	return m
 }
 
-func latency(h *hdrhistogram.Histogram) Latency {
+func latency(h *hdrhistogram.Histogram) report.Latency {
 	if h == nil || h.TotalCount() == 0 {
-		return Latency{}
+		return report.Latency{}
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	return Latency{
+	return report.Latency{
 		Count: int(h.TotalCount()),
 		Min:   us(h.Min()),
 		Mean:  time.Duration(h.Mean() * float64(time.Microsecond)),
@@ -167,7 +168,7 @@ func targets(bases []string, path string) []string {
 	return out
 }
 
-func label(st Strategy) string {
+func label(st client.Strategy) string {
 	if st.Name == "" {
 		return "default"
 	}
@@ -181,8 +182,8 @@ func randomHex(n int) string {
 }
 
 // settings echoes cfg, and the products of a catalogue.
-func settings(cfg Config, products []client.Product) Settings {
-	s := Settings{
+func settings(cfg Config, products []client.Product) report.Settings {
+	s := report.Settings{
 		URLs: cfg.URLs, ProductID: cfg.ProductID, Products: cfg.Products, Stock: cfg.Stock, Strategies: cfg.Strategies,
 		Mode: "closed", Requests: cfg.Requests, Concurrency: cfg.Concurrency, Rates: cfg.Rates,
 		Duration: cfg.Duration, Warmup: cfg.Warmup, Hold: cfg.Hold, Pause: cfg.Pause, Batch: cfg.Batch,
@@ -194,17 +195,17 @@ func settings(cfg Config, products []client.Product) Settings {
 	}
 	if cfg.Products > 0 {
 		s.Zipf = cfg.Zipf
-		s.Catalogue = make([]CatalogueProduct, len(products))
+		s.Catalogue = make([]report.CatalogueProduct, len(products))
 		for k, p := range products {
-			s.Catalogue[k] = CatalogueProduct{ID: p.ID, Name: p.Name}
+			s.Catalogue[k] = report.CatalogueProduct{ID: p.ID, Name: p.Name}
 		}
 	}
 	return s
 }
 
-func environment() Environment {
+func environment() report.Environment {
 	host, _ := os.Hostname() // a report without a host name is still a report
-	return Environment{
+	return report.Environment{
 		GoVersion:  runtime.Version(),
 		OS:         runtime.GOOS,
 		Arch:       runtime.GOARCH,

@@ -132,9 +132,19 @@ func (t *tally) merge(o *tally) {
 	}
 }
 
+// total counts the measured answers.
 func (t *tally) total() int64 {
 	var n int64
 	for _, c := range t.counts {
+		n += c
+	}
+	return n
+}
+
+// withWarmup counts every answer, the warmup's included.
+func (t *tally) withWarmup() int64 {
+	n := t.total()
+	for _, c := range t.warm {
 		n += c
 	}
 	return n

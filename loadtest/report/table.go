@@ -1,4 +1,4 @@
-package driver
+package report
 
 import (
 	"fmt"
@@ -58,7 +58,7 @@ func (r *Report) writeTable(w io.Writer, wide bool) error {
 	}
 	r.writeFooter(ew, raw)
 	if ew.err != nil {
-		return fmt.Errorf("driver: write table: %w", ew.err)
+		return fmt.Errorf("report: write table: %w", ew.err)
 	}
 	return nil
 }
@@ -351,6 +351,9 @@ func (c Settings) catalogueSize() int {
 	return c.Products
 }
 
+// brokenShown is the most products a note names as broken.
+const brokenShown = 5
+
 // brokenNote names the first products that broke the invariant, after
 // "; "; "" when none did.
 func (cat *CatalogueRun) brokenNote() string {
@@ -358,13 +361,13 @@ func (cat *CatalogueRun) brokenNote() string {
 	if n == 0 {
 		return ""
 	}
-	names := make([]string, 0, min(n, hottestShown))
-	for _, b := range cat.Broken[:min(n, hottestShown)] {
+	names := make([]string, 0, min(n, brokenShown))
+	for _, b := range cat.Broken[:min(n, brokenShown)] {
 		names = append(names, fmt.Sprintf("%s (oversold %d, stock %d)", b.Name, b.Audit.OversoldUnits, b.Audit.Stock))
 	}
 	more := ""
-	if n > hottestShown {
-		more = fmt.Sprintf(" and %d more", n-hottestShown)
+	if n > brokenShown {
+		more = fmt.Sprintf(" and %d more", n-brokenShown)
 	}
 	return fmt.Sprintf("; the invariant broke on %s%s", strings.Join(names, ", "), more)
 }

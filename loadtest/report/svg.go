@@ -1,4 +1,4 @@
-package driver
+package report
 
 import (
 	"fmt"
@@ -8,9 +8,8 @@ import (
 	"strings"
 )
 
-// The charts of the report's page, drawn as inline SVG by hand: a handful
-// of bars, lines and a legend, so that the page needs nothing from a
-// network (a chart library would load its script from one).
+// The charts of the report's page: a handful of bars, lines and a legend,
+// drawn as inline SVG (the package comment says why by hand).
 
 // series is one kind of bar in a chart, a value per row.
 type series struct {

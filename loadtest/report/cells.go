@@ -1,4 +1,4 @@
-package driver
+package report
 
 import (
 	"fmt"
@@ -109,6 +109,10 @@ func rate(v float64) string {
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
+
+// FormatDuration writes d as every output of the report does: with three
+// significant digits or so, "-" for 0 or less.
+func FormatDuration(d time.Duration) string { return dur(d) }
 
 // dur formats a duration with three significant digits or so; 0 is "-".
 func dur(d time.Duration) string {

@@ -1,25 +1,28 @@
-package driver
+package report
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/api"
 )
 
-// Audit is the server's audit of a product (see client.Audit).
-type Audit = client.Audit
+// Outcomes: the keys of Result.Outcomes. Every answer counts under exactly
+// one of them.
+const (
+	OutcomeCreated       = "created"        // 201: a purchase made an order
+	OutcomeOK            = "ok"             // any other 2xx in the raw mode (-endpoint)
+	OutcomeSoldOut       = "sold_out"       // 409 sold_out
+	OutcomeLimitExceeded = "limit_exceeded" // 409 limit_exceeded
+	OutcomeLockTimeout   = "lock_timeout"   // 503 lock_timeout
+	OutcomeLockLost      = "lock_lost"      // 503 lock_lost
+	OutcomeOther4xx      = "other_4xx"      // any other 4xx
+	Outcome5xx           = "5xx"            // any other 5xx
+	OutcomeTransport     = "transport"      // no answer: connection refused, reset, timeout
+	OutcomeOther         = "other"          // anything else (a 200 replay, a 3xx)
+)
 
-// Strategy is one entry of GET /api/v1/strategies (see client.Strategy).
-type Strategy = client.Strategy
-
-// APIError is an answer of the service that is not 2xx (see client.Error).
-type APIError = client.Error
-
-// Report is everything one Run measured.
+// Report is everything one run of the driver measured.
 type Report struct {
 	// Config echoes the settings of the run (the admin token left out).
 	Config      Settings    `json:"config"`
@@ -142,8 +145,8 @@ type Result struct {
 	AuditError string `json:"audit_error,omitempty"`
 	// Audit is the server's audit after the run, AuditBefore the one
 	// before it (after the stock reset).
-	Audit       Audit `json:"audit"`
-	AuditBefore Audit `json:"audit_before"`
+	Audit       api.Audit `json:"audit"`
+	AuditBefore api.Audit `json:"audit_before"`
 	// RunOrders and RunUnits are the orders and units the audit gained
 	// during the run.
 	RunOrders int64 `json:"run_orders"`
@@ -199,9 +202,9 @@ type HotProduct struct {
 // ProductAudit is a product's audit after a run, with the 201s the driver
 // saw of it (the warmup's included).
 type ProductAudit struct {
-	Name    string `json:"name"`
-	Audit   Audit  `json:"audit"`
-	Created int    `json:"created"`
+	Name    string    `json:"name"`
+	Audit   api.Audit `json:"audit"`
+	Created int       `json:"created"`
 }
 
 // String says how the product broke the invariant, for a person.
@@ -278,171 +281,17 @@ type Latency struct {
 	Max   time.Duration `json:"max_ns"`
 }
 
-// Failures says why the run should exit non-zero: a strategy marked safe
-// broke the stock invariant (over a catalogue, each product that broke it
-// is named) or left a history that is not linearizable, a history could
-// not be checked, the audit disagrees with the driver's count of 201s or
-// could not be read, an instance went down, or no request got through. It
-// is empty when all went well.
-func (r *Report) Failures() []string {
-	var out []string
-	for _, res := range r.Results {
-		out = append(out, res.failures()...)
-	}
-	return out
-}
-
-// name is how the failures call the result's strategy.
-func (r Result) name() string {
-	if r.Strategy == "" {
-		return "default strategy"
-	}
-	return r.Strategy
-}
-
-// failures are the reasons this result fails the run.
-func (r Result) failures() []string {
-	var out []string
-	name := r.name()
-	if r.Requests > 0 && r.Outcomes[OutcomeTransport] == r.Requests {
-		msg := fmt.Sprintf("%s: no request got through (%d transport errors)", name, r.Requests)
-		if len(r.Samples) > 0 {
-			msg += ", e.g. " + r.Samples[0]
-		}
-		out = append(out, msg)
-	}
-	for _, in := range r.Instances {
-		if in.Down {
-			out = append(out, fmt.Sprintf("%s: instance %s went down during the run (%d of its %d requests got no answer): %s",
-				name, in.URL, in.Transport, in.Requests, in.Error))
-		}
-	}
-	if r.AuditError != "" {
-		out = append(out, fmt.Sprintf("%s: the audit after the run failed: %s", name, r.AuditError))
-	}
-	if !r.Audited {
-		return out
-	}
-	if !r.CountsAgree {
-		msg := fmt.Sprintf("%s: counts disagree: the audit gained %d orders (%d units) during the run, the driver saw %d 201s",
-			name, r.RunOrders, r.RunUnits, r.Successes+r.warmSuccesses())
-		if n := r.Outcomes[OutcomeTransport]; n > 0 {
-			msg += fmt.Sprintf(" (and %d requests without an answer)", n)
-		}
-		out = append(out, msg)
-	}
-	if h := r.History; h != nil && !h.Checked {
-		out = append(out, fmt.Sprintf("%s: its history could not be checked: %s", name, h.Error))
-	}
-	if h := r.History; h != nil && h.Checked && r.Safe && !h.Linearizable {
-		out = append(out, fmt.Sprintf("%s (marked safe): its history is not linearizable: %s", name, h.Violation))
-	}
-	if r.Safe && !r.Audit.Held() {
-		out = append(out, fmt.Sprintf("%s (marked safe) broke the stock invariant: initial stock %d, final stock %d, units sold %d, oversold %d, consistent %t",
-			name, r.Audit.InitialStock, r.Audit.Stock, r.Audit.UnitsSold, r.Audit.OversoldUnits, r.Audit.Consistent))
-	}
-	if r.Safe && r.Catalogue != nil {
-		for _, b := range r.Catalogue.Broken {
-			out = append(out, name+": "+b.String())
-		}
-	}
-	return out
-}
-
-func (r Result) warmRequests() int {
-	if r.Warmup == nil {
-		return 0
-	}
-	return r.Warmup.Requests
-}
-
-func (r Result) warmSuccesses() int {
-	if r.Warmup == nil {
-		return 0
-	}
-	return r.Warmup.Successes
-}
-
-func (r Result) instanceDown() bool {
-	for _, in := range r.Instances {
-		if in.Down {
-			return true
-		}
-	}
-	return false
-}
-
-// verdict sums the result up in a few words.
-func (r Result) verdict() string {
-	v := "held"
-	switch {
-	case r.Requests > 0 && r.Outcomes[OutcomeTransport] == r.Requests:
-		v = "BROKEN: no answer"
-	case r.instanceDown():
-		v = "BROKEN: instance down"
-	case r.Raw:
-		v = "ok"
-	case r.AuditError != "":
-		v = "BROKEN: audit failed"
-	case !r.Audited:
-		v = "not audited"
-	case !r.CountsAgree:
-		v = "BROKEN: counts disagree"
-	case r.Safe && r.Audit.OversoldUnits > 0:
-		v = fmt.Sprintf("BROKEN: oversold %d", r.Audit.OversoldUnits)
-	case r.Safe && !r.Audit.Consistent:
-		v = "BROKEN: audit inconsistent"
-	case r.Safe && r.History != nil && r.History.Checked && !r.History.Linearizable:
-		v = "BROKEN: not linearizable"
-	case r.Audit.OversoldUnits > 0:
-		v = "oversold, as expected"
-	case !r.Audit.Consistent:
-		v = "lost updates, as expected"
-	case !r.Safe:
-		v = "held this time (unsafe)"
-	}
-	if r.Dropped > 0 {
-		v += fmt.Sprintf("; %d dropped", r.Dropped)
-	}
-	return v
-}
-
-// WriteJSON writes the report as indented JSON; durations are in
-// nanoseconds (keys ending in _ns).
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("driver: write json: %w", err)
-	}
-	return nil
-}
-
-// WriteCSV writes one row per second of each run: strategy, second (0 is
-// the first after the warmup), answers, 201s, sold_out, lock failures
-// (lock_timeout and lock_lost), other failures, and the p50 and p99 of
-// that second's answers in milliseconds (empty when none came).
-func (r *Report) WriteCSV(w io.Writer) error {
-	ew := &errWriter{w: w}
-	fmt.Fprintln(ew, "strategy,second,answers,201,sold_out,lock_failures,other_failures,p50_ms,p99_ms")
-	ms := func(d time.Duration, n int) string {
-		if n == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond))
-	}
-	for _, res := range r.Results {
-		name := strategyCell(res)
-		if strings.ContainsAny(name, ",\"\n") {
-			name = `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
-		}
-		for _, s := range res.Series {
-			fmt.Fprintf(ew, "%s,%d,%d,%d,%d,%d,%d,%s,%s\n", name, s.Second, s.Answers, s.Created, s.SoldOut,
-				s.LockFailures, s.OtherFailures, ms(s.P50, s.Answers), ms(s.P99, s.Answers))
-		}
-	}
-	if ew.err != nil {
-		return fmt.Errorf("driver: write csv: %w", ew.err)
-	}
-	return nil
+// HistoryVerdict is the check of a run's history (-history).
+type HistoryVerdict struct {
+	// Checked says the check could decide; Error says why not.
+	Checked bool   `json:"checked"`
+	Error   string `json:"error,omitempty"`
+	// Linearizable: every answer fits one stock counter (package history).
+	Linearizable bool `json:"linearizable"`
+	// Violation is the first one, for a person.
+	Violation string `json:"violation,omitempty"`
+	// UndersoldAnswers counts the sold_out answers given while stock surely
+	// remained.
+	UndersoldAnswers int `json:"undersold_answers"`
+	Purchases        int `json:"purchases"`
 }

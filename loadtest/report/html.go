@@ -1,4 +1,4 @@
-package driver
+package report
 
 import (
 	_ "embed"
@@ -42,7 +42,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		data.Rows = append(data.Rows, htmlRowOf(res, nil))
 	}
 	if err := pageTemplate.Execute(w, data); err != nil {
-		return fmt.Errorf("driver: write html: %w", err)
+		return fmt.Errorf("report: write html: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,85 @@
+package report_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/loadtest/report"
+)
+
+// TestFailures: a result fails the run when a safe strategy broke the
+// invariant, the counts disagree or nothing got through; an unsafe one that
+// oversold does not.
+func TestFailures(t *testing.T) {
+	held := api.Audit{InitialStock: 10, Stock: 0, Orders: 10, UnitsSold: 10, Consistent: true}
+	oversold := api.Audit{InitialStock: 10, Stock: -2, Orders: 12, UnitsSold: 12, OversoldUnits: 2}
+	ok := func(safe bool, a api.Audit) report.Result {
+		return report.Result{Strategy: "s", Safe: safe, Requests: 50, Successes: int(a.Orders),
+			Outcomes: map[string]int{report.OutcomeCreated: int(a.Orders)}, Audited: true, Audit: a,
+			RunOrders: a.Orders, RunUnits: a.UnitsSold, CountsAgree: true}
+	}
+	disagree := ok(true, held)
+	disagree.Successes, disagree.CountsAgree = 9, false
+	nothing := report.Result{Strategy: "s", Requests: 5, Outcomes: map[string]int{report.OutcomeTransport: 5}}
+	for _, tc := range []struct {
+		name string
+		res  report.Result
+		want string // a part of the failure; "" for none
+	}{
+		{"safe held", ok(true, held), ""},
+		{"unsafe oversold", ok(false, oversold), ""},
+		{"safe oversold", ok(true, oversold), "broke the stock invariant"},
+		{"counts disagree", disagree, "counts disagree"},
+		{"nothing got through", nothing, "no request got through"},
+	} {
+		rep := &report.Report{Results: []report.Result{tc.res}}
+		got := strings.Join(rep.Failures(), "; ")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Failures() = %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCatalogueFailuresNameTheProduct: a safe strategy that oversold one
+// product of a catalogue fails the run, naming that product; an unsafe one
+// is noted, not failed. The table, the page and the JSON carry the
+// catalogue and its broken product, and a report read back from the JSON
+// fails the same way.
+func TestCatalogueFailuresNameTheProduct(t *testing.T) {
+	broken := report.ProductAudit{Name: "loadtest-3", Created: 12,
+		Audit: api.Audit{ProductID: 9, InitialStock: 10, Stock: -2, Orders: 12, UnitsSold: 12, OversoldUnits: 2}}
+	for _, safe := range []bool{true, false} {
+		sum := api.Audit{InitialStock: 30, Stock: -2, Orders: 32, UnitsSold: 32, OversoldUnits: 2}
+		res := report.Result{Strategy: "s", Safe: safe, Requests: 50, Successes: 32, Outcomes: map[string]int{report.OutcomeCreated: 32},
+			Audited: true, Audit: sum, RunOrders: 32, RunUnits: 32, CountsAgree: true,
+			Catalogue: &report.CatalogueRun{Broken: []report.ProductAudit{broken}}}
+		rep := &report.Report{Results: []report.Result{res}, Config: report.Settings{Products: 3, Zipf: 1,
+			Catalogue: []report.CatalogueProduct{{7, "loadtest-1"}, {8, "loadtest-2"}, {9, "loadtest-3"}}}}
+		failures := strings.Join(rep.Failures(), "; ")
+		if got := strings.Contains(failures, "product loadtest-3 (id 9)"); got != safe {
+			t.Errorf("safe %t: Failures() = %q; want loadtest-3 named: %t", safe, failures, safe)
+		}
+		var table, page, js strings.Builder
+		if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "the invariant broke on loadtest-3 (oversold 2") ||
+			!strings.Contains(strings.Join(strings.Fields(table.String()), " "), "a catalogue of 3 products, loadtest-1 to loadtest-3 (ids 7 to 9)") {
+			t.Errorf("safe %t: WriteTable = %v:\n%s\nwant the catalogue in the header, loadtest-3 named in the notes", safe, err, table.String())
+		}
+		if err := rep.WriteHTML(&page); err != nil || !strings.Contains(page.String(), "a catalogue of 3 products (loadtest-1 to loadtest-3), Zipf 1\n") ||
+			!strings.Contains(page.String(), "0 of 3 products sold out; the invariant broke on loadtest-3 (oversold 2") {
+			t.Errorf("safe %t: WriteHTML = %v:\n%s\nwant the catalogue in the header, loadtest-3 named under the run", safe, err, page.String())
+		}
+		var back report.Report
+		if err := rep.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Results[0].Catalogue == nil ||
+			len(back.Results[0].Catalogue.Broken) != 1 || back.Results[0].Catalogue.Broken[0] != broken {
+			t.Errorf("safe %t: the JSON (%v) gives the catalogue run %+v; want loadtest-3 broken", safe, err, back.Results[0].Catalogue)
+		}
+		if got := strings.Contains(strings.Join(back.Failures(), "; "), "product loadtest-3 (id 9)"); got != safe {
+			t.Errorf("safe %t: the JSON's report fails with loadtest-3 named: %t", safe, got)
+		}
+	}
+}
