@@ -18,6 +18,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/store"
 )
 
@@ -90,11 +91,12 @@ const MaxBatch = api.MaxBatch
 const (
 	DefaultAddr     = "127.0.0.1:8080" // SECKILL_ADDR
 	DefaultStrategy = "redlock"        // SECKILL_LOCK
-	// DefaultLockTTL is SECKILL_LOCK_TTL's: the lease of a lock.
-	DefaultLockTTL = 2 * time.Second
+	// DefaultLockTTL is SECKILL_LOCK_TTL's: the lease of a lock, the lock
+	// library's own default.
+	DefaultLockTTL = locker.DefaultTTL
 	// DefaultLockWait is SECKILL_LOCK_WAIT's: how long a purchase waits for
-	// its lock.
-	DefaultLockWait = 5 * time.Second
+	// its lock, the lock library's own default.
+	DefaultLockWait = locker.DefaultWait
 	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells.
 	DefaultBatch = 100
 	// DefaultPerUserLimit is SECKILL_PER_USER_LIMIT's.

@@ -51,10 +51,10 @@ var (
 // Options are the settings every kind of lock shares.
 type Options struct {
 	// TTL is the lease: a holder that never unlocks (or renews) blocks
-	// others no longer than this. The default is 2s.
+	// others no longer than this. The default is DefaultTTL.
 	TTL time.Duration
 	// Wait is the longest Lock waits before it gives up with
-	// ErrNotAcquired. The default is 5s.
+	// ErrNotAcquired. The default is DefaultWait.
 	Wait time.Duration
 	// Releases wakes a waiting Lock when the key is released; nil means
 	// Lock polls at its fallback delay.
@@ -70,12 +70,19 @@ type Options struct {
 	Yield time.Duration
 }
 
+// The defaults of Options.TTL and Options.Wait (the service's settings
+// SECKILL_LOCK_TTL and SECKILL_LOCK_WAIT default to them too).
+const (
+	DefaultTTL  = 2 * time.Second
+	DefaultWait = 5 * time.Second
+)
+
 func (o Options) withDefaults() Options {
 	if o.TTL <= 0 {
-		o.TTL = 2 * time.Second
+		o.TTL = DefaultTTL
 	}
 	if o.Wait <= 0 {
-		o.Wait = 5 * time.Second
+		o.Wait = DefaultWait
 	}
 	if o.Yield == 0 {
 		o.Yield = defaultYield
