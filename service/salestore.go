@@ -85,6 +85,15 @@ type stockRead struct {
 	extra time.Duration
 }
 
+// lockContext is ctx bounded by r.lockUntil, the wait for the row lock,
+// when it has one.
+func (r stockRead) lockContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.lockUntil.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, r.lockUntil)
+}
+
 // decideFunc answers a batch against what its transaction read under the
 // row lock: the stock it sells from, which purchases' lock waits ran out
 // (nil: none), the orders already made with their request IDs and the

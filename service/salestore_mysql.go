@@ -124,12 +124,8 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
 	id := ps[0].ProductID
 	start := time.Now()
-	lockCtx := ctx
-	if !r.lockUntil.IsZero() {
-		var cancel context.CancelFunc
-		lockCtx, cancel = context.WithDeadline(ctx, r.lockUntil)
-		defer cancel()
-	}
+	lockCtx, cancel := r.lockContext(ctx)
+	defer cancel()
 	read, err := m.readSale(lockCtx, c, ps)
 	switch {
 	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil:

@@ -63,12 +63,8 @@ func (q *sqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide 
 func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
 	id := ps[0].ProductID
 	start := time.Now()
-	lockCtx := ctx
-	if !r.lockUntil.IsZero() {
-		var cancel context.CancelFunc
-		lockCtx, cancel = context.WithDeadline(ctx, r.lockUntil)
-		defer cancel()
-	}
+	lockCtx, cancel := r.lockContext(ctx)
+	defer cancel()
 	var prod model.Product
 	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation").Take(&prod, id).Error
 	switch {
