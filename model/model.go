@@ -24,7 +24,7 @@ type Product struct {
 	// holder's claim, or by a reset, writes nothing.
 	Fence int64 `gorm:"not null;default:0"`
 	// Generation counts the product's stock resets. What an instance
-	// remembers of the stock (the sold-out memory), the request IDs of a
+	// remembers of the stock (the stock cache), the request IDs of a
 	// sold-out product's orders and the reset announcements all carry it,
 	// so that nothing learnt of an older sale overwrites a newer one.
 	Generation int64 `gorm:"not null;default:0"`

@@ -78,7 +78,7 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer,
 // stock cache what the sale left.
 func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockRead) ([]answer, error) {
 	id := ps[0].ProductID
-	gen := s.memory.generation(id)
+	gen := s.cache.Generation(id)
 	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
 		return s.decide(st, ps, expired, stock, used, units)
 	})
@@ -221,7 +221,7 @@ func (s *Seckill) stockAtStart(ctx context.Context, ps []Purchase) (model.Produc
 	if err != nil {
 		return model.Product{}, err
 	}
-	s.sawStock(id, prod.Stock, prod.Generation)
+	s.cache.Saw(id, prod.Stock, prod.Generation)
 	return prod, nil
 }
 

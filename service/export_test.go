@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // Test hooks: what the tests of package service_test may see inside.
@@ -55,7 +56,7 @@ func (c Config) WithHooks(h Hooks) Config {
 
 // ResetMessage is the announcement of a reset of product to stock in
 // generation gen.
-func ResetMessage(product, stock, gen int64) string { return resetMessage(product, stock, gen) }
+func ResetMessage(product, stock, gen int64) string { return stockcache.Message(product, stock, gen) }
 
 // TripsWaiting is how many one-trip purchases wait for a sender to take
 // them.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -150,69 +149,5 @@ func TestObservePurchaseSeries(t *testing.T) {
 				t.Errorf("%s{strategy=%q,outcome=%q} counts %d; want %d", name, p.strategy, p.outcome, got[name][p], n)
 			}
 		}
-	}
-}
-
-// TestSoldOutAnswer: the memory's sold-out answer is soldOut's for the
-// stock it holds now: it follows the stock down within a generation and
-// to a new generation, ignores an older one, and answers nothing to a
-// purchase the stock can serve or of a product it has not seen.
-func TestSoldOutAnswer(t *testing.T) {
-	m := newStockMemory()
-	check := func(q int64, want string) {
-		t.Helper()
-		err := m.soldOutAnswer(1, q)
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("soldOutAnswer(1, %d) = %v; want nil", q, err)
-		case want != "" && (err == nil || ErrorMessage(err) != want || !errors.Is(err, ErrSoldOut)):
-			t.Errorf("soldOutAnswer(1, %d) = %v; want sold out, %q", q, err, want)
-		}
-	}
-	check(1, "")
-	m.observe(1, 5, 0)
-	check(5, "")
-	check(6, "product 1 has 5 left")
-	m.observe(1, 0, 0)
-	check(1, "product 1 has 0 left")
-	m.observe(1, 3, 0) // the same generation cannot raise the stock
-	check(1, "product 1 has 0 left")
-	m.observe(1, 150, 1) // a reset to more than any purchase asks
-	check(MaxQuantity, "")
-	check(151, "product 1 has 150 left") // made for the asking
-	m.observe(1, -2, 1)                  // oversold (strategy none)
-	check(1, "product 1 has 0 left")
-	m.observe(1, 4, 0) // an older generation changes nothing
-	check(1, "product 1 has 0 left")
-}
-
-// TestSoldOutAnswerConcurrent: answers read while the stock falls (under
-// -race) are each of a stock the purchase is sold out of.
-func TestSoldOutAnswerConcurrent(t *testing.T) {
-	const q = 50
-	m := newStockMemory()
-	m.observe(1, MaxQuantity, 0)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range 2000 {
-				err := m.soldOutAnswer(1, q)
-				if err == nil {
-					continue
-				}
-				var left int64
-				if _, serr := fmt.Sscanf(ErrorMessage(err), "product 1 has %d left", &left); serr != nil || left >= q {
-					t.Errorf("soldOutAnswer(1, %d) = %v; want sold out with less than %d left", q, err, q)
-					return
-				}
-			}
-		})
-	}
-	for stock := int64(MaxQuantity); stock >= 0; stock-- {
-		m.observe(1, stock, 0)
-	}
-	wg.Wait()
-	if err := m.soldOutAnswer(1, 1); err == nil || ErrorMessage(err) != "product 1 has 0 left" {
-		t.Errorf("soldOutAnswer(1, 1) = %v; want %q", err, "product 1 has 0 left")
 	}
 }

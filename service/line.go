@@ -100,24 +100,24 @@ func (s *Seckill) serveLine(key lineKey, l *line) {
 }
 
 // prune answers the purchases of the line that can be answered without the
-// lock: those of more than the stock the memory has seen (sold_out). It
-// reads the product once when the memory has not seen it. It returns
+// lock: those of more than the stock the cache has seen (sold_out). It
+// reads the product once when the cache has not seen it. It returns
 // whether anyone still waits. (A purchase whose wait runs out leaves the
 // line by itself, with lock_timeout.)
 func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
-	if !s.memory.knows(key.product) {
+	if !s.cache.Knows(key.product) {
 		rctx, cancel := s.dbCtx(ctx, 0)
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
 		if err == nil {
-			s.sawStock(prod.ID, prod.Stock, prod.Generation)
+			s.cache.Saw(prod.ID, prod.Stock, prod.Generation)
 		} else if errors.Is(err, ErrNotFound) {
 			return l.AnswerIf(func(Purchase, time.Time) (answer, bool) { return answer{err: err}, true })
 		}
 		// A store error is left to the hold to meet and answer.
 	}
 	return l.AnswerIf(func(p Purchase, _ time.Time) (answer, bool) {
-		stock, out := s.memory.soldOut(key.product, p.Quantity)
+		stock, out := s.cache.SoldOut(key.product, p.Quantity)
 		return answer{soldOut: true, stock: stock}, out // its buyer answers
 	})
 }

@@ -148,7 +148,7 @@ func (b *sqlBase) settleOne(ctx context.Context, p Purchase, cause error) (o mod
 // that answer; the rest were decided on a stock nobody can vouch for and
 // wrote nothing: unavailable.
 func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cause error) (decided, error) {
-	d.final = false // the memory is not told a stock nobody vouches for
+	d.final = false // the stock cache is not told a stock nobody vouches for
 	var ids []string
 	for _, i := range d.sold {
 		ids = append(ids, ps[i].RequestID)

@@ -130,8 +130,8 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}
-	s.sawStock(id, stock, p.Generation)
-	s.announceReset(ctx, id, stock, p.Generation)
+	s.cache.Saw(id, stock, p.Generation)
+	s.cache.Announce(ctx, id, stock, p.Generation)
 	return p, nil
 }
 

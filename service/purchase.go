@@ -142,7 +142,7 @@ func scanID(id string) (blank bool, err error) {
 // Purchase sells p.Quantity units of a product to a user under the
 // purchase's strategy: it checks the stock and the per-user limit,
 // decrements the stock and writes the order. A product this instance has
-// seen sold out answers ErrSoldOut at once, from memory.
+// seen sold out answers ErrSoldOut at once, from its stock cache.
 func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err error) {
 	st, err := s.validate(p)
 	if err != nil {
@@ -153,7 +153,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer func() {
 		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
-	if out := s.memory.soldOutAnswer(p.ProductID, p.Quantity); out != nil {
+	if out := s.cache.SoldOutAnswer(p.ProductID, p.Quantity); out != nil {
 		return s.answerOut(ctx, p, out)
 	}
 	if p.RequestID == "" {

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // Config holds the service's settings.
@@ -59,20 +59,20 @@ type Config struct {
 // hooks are points in the code where a test forces an interleaving of
 // events that timing alone would make rare; all nil outside tests.
 type hooks struct {
-	// ordersRead runs in loadOrders between the read of a sold-out
+	// ordersRead runs in the stock cache between the read of a sold-out
 	// product's request IDs and keeping them.
 	ordersRead func(product int64)
 	// resetHeard runs after a reset announcement was applied, or ignored.
 	resetHeard func(product, gen int64)
 	// committed runs after a write committed and before it tells the
-	// memory the stock it left.
+	// stock cache the stock it left.
 	committed func(product int64)
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.
 	tripGroup func(size int)
 	// batchTrips runs when a sale was answered by the MySQL form's three
-	// trips (committed, or nothing to write), before the memory hears of
-	// it.
+	// trips (committed, or nothing to write), before the stock cache
+	// hears of it.
 	batchTrips func(product int64)
 }
 
@@ -94,9 +94,9 @@ type Seckill struct {
 	metrics *Metrics
 	log     *slog.Logger
 
-	lines      *lines
-	memory     *stockMemory
-	ordersOnce singleflight.Group
+	lines *lines
+	// cache is what this instance has seen of each product's stock.
+	cache      *stockcache.Cache
 	stop       context.CancelFunc
 	background sync.WaitGroup
 }
@@ -104,7 +104,7 @@ type Seckill struct {
 // New returns a Seckill over db. lockers holds the lock of every lock-based
 // strategy by name (local, setnx, token, redlock); redis are the nodes
 // readiness checks and stock resets are announced on. It chooses db's sale
-// store and starts the sold-out memory's refresher and the listeners of
+// store and starts the stock cache's refresher and the listeners of
 // reset announcements: Close stops them.
 func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
@@ -122,16 +122,15 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = config.DefaultDBTimeout
 	}
-	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log, memory: newStockMemory()}
+	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
+	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
+		SoldOut: soldOut, Seen: m.stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
 	s.sales = newSaleStore(db, saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
 		lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
 	s.lines = s.newLines()
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.background.Go(func() { s.refresh(ctx) })
-	for _, c := range redis {
-		s.background.Go(func() { s.listenResets(ctx, c) })
-	}
+	s.background.Go(func() { s.cache.Run(ctx) })
 	return s
 }
 

@@ -12,7 +12,7 @@ import (
 // already used, a deadlock), as a sale of one, which the rule decides.
 // An error is the hold's.
 func (s *Seckill) sellOne(ctx context.Context, st Strategy, p Purchase, claim bool) (answer, error) {
-	gen := s.memory.generation(p.ProductID)
+	gen := s.cache.Generation(p.ProductID)
 	o, ok, err := s.sales.buy(ctx, p, claim)
 	switch {
 	case err != nil:
@@ -45,10 +45,10 @@ func newOrder(p Purchase, strategy string, left int64) model.Order {
 }
 
 // wrote records the stock a committed write left, in generation gen: the
-// memory's when the write began (stockMemory.generation).
+// stock cache's when the write began (stockcache.Cache.Generation).
 func (s *Seckill) wrote(product, left, gen int64) {
 	if h := s.cfg.hooks.committed; h != nil {
 		h(product)
 	}
-	s.sawStock(product, left, gen)
+	s.cache.Saw(product, left, gen)
 }

@@ -28,7 +28,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	s.sawStock(p.ProductID, prod.Stock, prod.Generation)
+	s.cache.Saw(p.ProductID, prod.Stock, prod.Generation)
 	if prod.Stock < p.Quantity {
 		return Receipt{}, soldOut(p.ProductID, prod.Stock)
 	}

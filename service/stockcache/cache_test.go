@@ -1,0 +1,95 @@
+package stockcache
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/seckill/seckill/api"
+)
+
+// newTestCache is a cache with no database or Redis behind it, whose
+// sold-out answer says the stock left, as the service's does.
+func newTestCache() *Cache {
+	return New(Config{SoldOut: func(product, stock int64) error {
+		return fmt.Errorf("product %d has %d left", product, max(stock, 0))
+	}})
+}
+
+// TestSoldOutAnswer: the cache's sold-out answer is Config.SoldOut's for the
+// stock it holds now: it follows the stock down within a generation and
+// to a new generation, ignores an older one, and answers nothing to a
+// purchase the stock can serve or of a product it has not seen.
+func TestSoldOutAnswer(t *testing.T) {
+	m := newTestCache()
+	check := func(q int64, want string) {
+		t.Helper()
+		err := m.SoldOutAnswer(1, q)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("SoldOutAnswer(1, %d) = %v; want nil", q, err)
+		case want != "" && (err == nil || err.Error() != want):
+			t.Errorf("SoldOutAnswer(1, %d) = %v; want sold out, %q", q, err, want)
+		}
+	}
+	check(1, "")
+	m.Saw(1, 5, 0)
+	check(5, "")
+	check(6, "product 1 has 5 left")
+	m.Saw(1, 0, 0)
+	check(1, "product 1 has 0 left")
+	m.Saw(1, 3, 0) // the same generation cannot raise the stock
+	check(1, "product 1 has 0 left")
+	m.Saw(1, 150, 1) // a reset to more than any purchase asks
+	check(api.MaxQuantity, "")
+	check(151, "product 1 has 150 left") // made for the asking
+	m.Saw(1, -2, 1)                      // oversold (strategy none)
+	check(1, "product 1 has 0 left")
+	m.Saw(1, 4, 0) // an older generation changes nothing
+	check(1, "product 1 has 0 left")
+}
+
+// TestSoldOutAnswerConcurrent: answers read while the stock falls (under
+// -race) are each of a stock the purchase is sold out of.
+func TestSoldOutAnswerConcurrent(t *testing.T) {
+	const q = 50
+	m := newTestCache()
+	m.Saw(1, api.MaxQuantity, 0)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 2000 {
+				err := m.SoldOutAnswer(1, q)
+				if err == nil {
+					continue
+				}
+				var left int64
+				if _, serr := fmt.Sscanf(err.Error(), "product 1 has %d left", &left); serr != nil || left >= q {
+					t.Errorf("SoldOutAnswer(1, %d) = %v; want sold out with less than %d left", q, err, q)
+					return
+				}
+			}
+		})
+	}
+	for stock := int64(api.MaxQuantity); stock >= 0; stock-- {
+		m.Saw(1, stock, 0)
+	}
+	wg.Wait()
+	if err := m.SoldOutAnswer(1, 1); err == nil || err.Error() != "product 1 has 0 left" {
+		t.Errorf("SoldOutAnswer(1, 1) = %v; want %q", err, "product 1 has 0 left")
+	}
+}
+
+// TestMessage: an announcement reads back as what was announced, and one
+// that is not product:stock:generation is refused.
+func TestMessage(t *testing.T) {
+	product, stock, gen, err := parseMessage(Message(7, -2, 3))
+	if err != nil || product != 7 || stock != -2 || gen != 3 {
+		t.Errorf("parseMessage(Message(7, -2, 3)) = %d, %d, %d, %v; want 7, -2, 3", product, stock, gen, err)
+	}
+	for _, bad := range []string{"", "7:1", "7:1:2:3", "7:x:2", "7::2"} {
+		if _, _, _, err := parseMessage(bad); err == nil {
+			t.Errorf("parseMessage(%q) = nil error; want one", bad)
+		}
+	}
+}
