@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service"
@@ -35,33 +35,12 @@ type routed struct {
 
 // newRouted wires a router as the program does (internal/app), with log
 // and opts (AdminToken, Registerer, Gatherer and Strategy are filled in),
-// over env on top of the defaults. Everything is closed when tb ends.
+// over the stores of an instance as the harness opens them, env over its
+// defaults. Everything is closed when tb ends.
 func newRouted(tb testing.TB, log *slog.Logger, env map[string]string, opts controller.Options) *routed {
 	tb.Helper()
-	addrs := testenv.RedisAddrs(tb)
-	vars := map[string]string{
-		"SECKILL_MYSQL_DSN":   testenv.MySQL(tb),
-		"SECKILL_REDIS_ADDRS": strings.Join(addrs, ","),
-		"SECKILL_ADMIN_TOKEN": testenv.RandomName("admin-"),
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := app.LoadConfig(func(k string) string { return vars[k] }, false)
-	if err != nil {
-		tb.Fatalf("LoadConfig: %v", err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	st, err := app.OpenStores(context.Background(), cfg, quiet)
-	if err != nil {
-		tb.Fatalf("OpenStores: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			tb.Errorf("close stores: %v", err)
-		}
-	})
-	prefix := testenv.KeyPrefix(tb, addrs)
+	in := apptest.Open(tb, env)
+	cfg, st, prefix := in.Config, in.Stores, in.KeyPrefix()
 	releases := locker.NewReleases()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
