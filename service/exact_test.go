@@ -15,10 +15,6 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// safeStrategies are the strategies the Guarantees call safe (with fencing
-// on for the Redis locks).
-var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
-
 // TestMixedStrategiesSellExactlyStock is a rolling change of SECKILL_LOCK
 // seen from the database: buyers of one product under every safe strategy,
 // spread over two instances, the lock holders working 30 ms between their

@@ -205,10 +205,10 @@ func TestBatchSellsAsOneByOne(t *testing.T) {
 				// A hold answers its buyers before it gives the lock back
 				// and counts itself: wait for the count.
 				testenv.Eventually(t, 10*time.Second, "the hold to be counted", func() bool {
-					return in.histogramCount(t, "seckill_batch_size", strategy) >= 1
+					return in.metrics(t).Sum("seckill_batch_size", "strategy", strategy) >= 1
 				})
-				if holds := in.histogramCount(t, "seckill_batch_size", strategy); holds != 1 {
-					t.Errorf("seckill_batch_size{strategy=%q} counted %d holds; want the line sold in 1", strategy, holds)
+				if holds := in.metrics(t).Sum("seckill_batch_size", "strategy", strategy); holds != 1 {
+					t.Errorf("seckill_batch_size{strategy=%q} counted %v holds; want the line sold in 1", strategy, holds)
 				}
 			}
 		})
