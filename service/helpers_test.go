@@ -41,6 +41,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// eachStrategy runs test once per strategy of names, each a parallel
+// subtest named after it: the same cases against every strategy.
+func eachStrategy(t *testing.T, names []string, test func(t *testing.T, strategy string)) {
+	for _, strategy := range names {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			test(t, strategy)
+		})
+	}
+}
+
 // fixture is one test's share of the world: a database of its own, clients
 // for Redis nodes and a key prefix of its own on them.
 type fixture struct {
