@@ -7,10 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,29 +138,12 @@ func (e *exchange) serve(h http.Handler, body []byte) int {
 // and Redis nodes, from about benchGoroutines concurrent buyers.
 func BenchmarkHandler(b *testing.B) {
 	r := newRouted(b, app.NewLogger(io.Discard, "text"), nil, controller.Options{})
+	// Each goroutine sends its requests through an exchange of its own.
 	parallel := func(b *testing.B, op func(e *exchange, n int64) error) {
-		var (
-			count    atomic.Int64
-			failures atomic.Int64
-			firstErr sync.Once
-			msg      string
-		)
-		b.ReportAllocs()
-		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
+		testenv.RunParallel(b, benchGoroutines, func() func(int64) error {
 			e := newExchange(http.MethodGet, "/")
-			for pb.Next() {
-				if err := op(e, count.Add(1)); err != nil {
-					failures.Add(1)
-					firstErr.Do(func() { msg = err.Error() })
-				}
-			}
+			return func(n int64) error { return op(e, n) }
 		})
-		b.StopTimer()
-		if n := failures.Load(); n > 0 {
-			b.Fatalf("%d of %d requests failed; the first: %s", n, b.N, msg)
-		}
 	}
 	want := func(e *exchange, status int, what string) error {
 		if e.status != status {
