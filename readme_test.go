@@ -15,7 +15,7 @@ import (
 	"unicode"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/service"
 )
 
@@ -283,21 +283,21 @@ func TestReadmeSale(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			env := maps.Clone(runs[i])
-			env["SECKILL_ADDR"] = freeAddr(t)
 			if name == "real" {
-				// Nodes of its own: the program uses the default key prefix.
-				var addrs []string
-				for range 3 {
-					addrs = append(addrs, testenv.StartRedis(t).Addr)
-				}
-				env["SECKILL_MYSQL_DSN"] = testenv.MySQL(t)
-				env["SECKILL_REDIS_ADDRS"] = strings.Join(addrs, ",")
+				// The harness's stores in place of the README's: a database of
+				// the test's own, Redis nodes of its own (the program uses the
+				// default key prefix).
+				delete(env, "SECKILL_MYSQL_DSN")
+				delete(env, "SECKILL_REDIS_ADDRS")
+			} else {
+				// The embedded stores, which the harness would fill in.
+				env["SECKILL_MYSQL_DSN"], env["SECKILL_REDIS_ADDRS"] = "", ""
 			}
-			p := start(t, env)
+			p := apptest.Run(t, run, env)
 			const marker = "--- end of step ---"
 			var script strings.Builder
 			for _, s := range steps {
-				fmt.Fprintf(&script, "%s\necho '%s'\n", strings.ReplaceAll(s.command, base, p.url), marker)
+				fmt.Fprintf(&script, "%s\necho '%s'\n", strings.ReplaceAll(s.command, base, p.URL), marker)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()

@@ -36,7 +36,7 @@ func TestDashboard(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
 	ctx := t.Context()
-	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	c := in.Client()
 	p, err := c.CreateProduct(ctx, "dashboard phone", 3)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestDashboardIPLimit(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0", "SECKILL_IP_LIMIT": "2/1m"})
 	ctx := t.Context()
-	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	c := in.Client()
 	p, err := c.CreateProduct(ctx, "limited phone", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func TestDashboardIPLimit(t *testing.T) {
 func TestDashboardFitsTheWindow(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
-	c := &api.Client{BaseURL: in.URL, AdminToken: in.AdminToken}
+	c := in.Client()
 	names := sellUnderEveryStrategy(t, c)
 
 	tab := openDashboard(t, in.URL)

@@ -7,11 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service"
@@ -35,33 +32,12 @@ type routed struct {
 
 // newRouted wires a router as the program does (internal/app), with log
 // and opts (AdminToken, Registerer, Gatherer and Strategy are filled in),
-// over env on top of the defaults. Everything is closed when tb ends.
+// over the stores of an instance as the harness opens them, env over its
+// defaults. Everything is closed when tb ends.
 func newRouted(tb testing.TB, log *slog.Logger, env map[string]string, opts controller.Options) *routed {
 	tb.Helper()
-	addrs := testenv.RedisAddrs(tb)
-	vars := map[string]string{
-		"SECKILL_MYSQL_DSN":   testenv.MySQL(tb),
-		"SECKILL_REDIS_ADDRS": strings.Join(addrs, ","),
-		"SECKILL_ADMIN_TOKEN": testenv.RandomName("admin-"),
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := app.LoadConfig(func(k string) string { return vars[k] }, false)
-	if err != nil {
-		tb.Fatalf("LoadConfig: %v", err)
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	st, err := app.OpenStores(context.Background(), cfg, quiet)
-	if err != nil {
-		tb.Fatalf("OpenStores: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			tb.Errorf("close stores: %v", err)
-		}
-	})
-	prefix := testenv.KeyPrefix(tb, addrs)
+	in := apptest.Open(tb, env)
+	cfg, st, prefix := in.Config, in.Stores, in.KeyPrefix()
 	releases := locker.NewReleases()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -162,29 +138,12 @@ func (e *exchange) serve(h http.Handler, body []byte) int {
 // and Redis nodes, from about benchGoroutines concurrent buyers.
 func BenchmarkHandler(b *testing.B) {
 	r := newRouted(b, app.NewLogger(io.Discard, "text"), nil, controller.Options{})
+	// Each goroutine sends its requests through an exchange of its own.
 	parallel := func(b *testing.B, op func(e *exchange, n int64) error) {
-		var (
-			count    atomic.Int64
-			failures atomic.Int64
-			firstErr sync.Once
-			msg      string
-		)
-		b.ReportAllocs()
-		b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
+		testenv.RunParallel(b, benchGoroutines, func() func(int64) error {
 			e := newExchange(http.MethodGet, "/")
-			for pb.Next() {
-				if err := op(e, count.Add(1)); err != nil {
-					failures.Add(1)
-					firstErr.Do(func() { msg = err.Error() })
-				}
-			}
+			return func(n int64) error { return op(e, n) }
 		})
-		b.StopTimer()
-		if n := failures.Load(); n > 0 {
-			b.Fatalf("%d of %d requests failed; the first: %s", n, b.N, msg)
-		}
 	}
 	want := func(e *exchange, status int, what string) error {
 		if e.status != status {

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,15 +13,15 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// buyFrom makes a purchase through c as a client behind X-Forwarded-For
+// buyFrom makes a purchase through in as a client behind X-Forwarded-For
 // xff ("" sends none) and returns its answer.
-func buyFrom(t *testing.T, c *client, id int64, user, xff string) response {
+func buyFrom(t *testing.T, in *apptest.Instance, id int64, user, xff string) apptest.Response {
 	t.Helper()
 	header := map[string]string{}
 	if xff != "" {
 		header["X-Forwarded-For"] = xff
 	}
-	return c.do(http.MethodPost, purchasePath(id, ""), fmt.Sprintf(`{"user_id":%q,"quantity":1}`, user), header)
+	return in.Do(t, http.MethodPost, apptest.PurchasePath(id, ""), fmt.Sprintf(`{"user_id":%q,"quantity":1}`, user), header)
 }
 
 // TestIPLimitExactUnderConcurrency: 60 purchases at once from one address,
@@ -36,21 +35,15 @@ func TestIPLimitExactUnderConcurrency(t *testing.T) {
 	// Redis, so a lock round slowed by a loaded machine cannot answer 503.
 	a := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "20/30s", "SECKILL_PER_USER_LIMIT": "0", "SECKILL_LOCK": "optimistic"})
 	b := a.Another(t)
-	ca, cb := newClient(t, a), newClient(t, b)
-	id := ca.createProduct("phone", 100)
-	results := make([]response, 60)
+	id := a.Create(t, "phone", 100)
+	results := make([]apptest.Response, 60)
 	var wg sync.WaitGroup
 	for i := range results {
+		in := []*apptest.Instance{a, b}[i%2]
 		wg.Go(func() {
-			c := ca
-			if i%2 == 1 {
-				c = cb
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			r, err := send(ctx, http.MethodPost, c.base+purchasePath(id, ""), fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), nil)
+			r, err := in.Send(t.Context(), http.MethodPost, apptest.PurchasePath(id, ""), fmt.Sprintf(`{"user_id":"u-%d","quantity":1}`, i), nil)
 			if err != nil {
-				r.status = -1
+				r.Status = -1
 			}
 			results[i] = r
 		})
@@ -58,14 +51,14 @@ func TestIPLimitExactUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	created, limited := 0, 0
 	for _, r := range results {
-		switch r.status {
+		switch r.Status {
 		case http.StatusCreated:
 			created++
 		case http.StatusTooManyRequests:
 			limited++
-			wantError(t, "a purchase over the limit", r, http.StatusTooManyRequests, "rate_limited")
-			if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 || s > 30 {
-				t.Errorf("Retry-After %q; want 1 to 30 seconds", r.header.Get("Retry-After"))
+			apptest.WantError(t, "a purchase over the limit", r, http.StatusTooManyRequests, "rate_limited")
+			if s, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || s < 1 || s > 30 {
+				t.Errorf("Retry-After %q; want 1 to 30 seconds", r.Header.Get("Retry-After"))
 			}
 		default:
 			t.Errorf("a purchase = %v; want 201 or 429", r)
@@ -74,31 +67,31 @@ func TestIPLimitExactUnderConcurrency(t *testing.T) {
 	// A count Redis did not answer in time lets its request through, by
 	// design, and says so in the metric: each such request may add one
 	// sale past the 20 (its INCR may still have taken one of the 20).
-	uncounted := ipLimitUnavailable(ca) + ipLimitUnavailable(cb)
+	uncounted := ipLimitUnavailable(t, a) + ipLimitUnavailable(t, b)
 	if created < 20 || created > 20+uncounted || created+limited != 60 {
 		t.Errorf("%d created, %d rate_limited, %d let through uncounted; want 20 created (at most 20 + uncounted) and the rest limited",
 			created, limited, uncounted)
 	}
-	if au := ca.audit(id); au.Orders != int64(created) {
+	if au := a.Audit(t, id); au.Orders != int64(created) {
 		t.Errorf("audit %+v; want %d orders", au, created)
 	}
 }
 
-// ipLimitUnavailable is the count of requests c's instance let through
-// because Redis did not answer the count in time.
-func ipLimitUnavailable(c *client) int {
-	c.t.Helper()
+// ipLimitUnavailable is the count of requests in let through because Redis
+// did not answer the count in time.
+func ipLimitUnavailable(t *testing.T, in *apptest.Instance) int {
+	t.Helper()
 	const series = `seckill_ip_limit_total{result="unavailable"} `
-	for l := range strings.Lines(string(c.get("/metrics").body)) {
+	for l := range strings.Lines(string(in.Get(t, "/metrics").Body)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), series); ok {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
-				c.t.Fatalf("%s%q: %v", series, v, err)
+				t.Fatalf("%s%q: %v", series, v, err)
 			}
 			return int(n)
 		}
 	}
-	c.t.Fatalf("GET /metrics has no %s", series)
+	t.Fatalf("GET /metrics has no %s", series)
 	return 0
 }
 
@@ -108,22 +101,21 @@ func ipLimitUnavailable(c *client) int {
 func TestIPLimitWindow(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "2/1s", "SECKILL_PER_USER_LIMIT": "0"})
-	c := newClient(t, in)
-	id := c.createProduct("phone", 100)
+	id := in.Create(t, "phone", 100)
 	for i, xff := range []string{"", "198.51.100.1"} {
-		if r := buyFrom(t, c, id, fmt.Sprint("u-", i), xff); r.status != http.StatusCreated {
+		if r := buyFrom(t, in, id, fmt.Sprint("u-", i), xff); r.Status != http.StatusCreated {
 			t.Fatalf("purchase %d = %v; want 201", i, r)
 		}
 	}
 	// A third, claiming to be another client: the peer is not trusted.
-	r := buyFrom(t, c, id, "u-3", "203.0.113.9")
-	wantError(t, "a third purchase with a spoofed X-Forwarded-For", r, http.StatusTooManyRequests, "rate_limited")
-	if r.header.Get("Retry-After") != "1" {
-		t.Errorf("Retry-After %q; want 1", r.header.Get("Retry-After"))
+	r := buyFrom(t, in, id, "u-3", "203.0.113.9")
+	apptest.WantError(t, "a third purchase with a spoofed X-Forwarded-For", r, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") != "1" {
+		t.Errorf("Retry-After %q; want 1", r.Header.Get("Retry-After"))
 	}
 	// The window ends by itself.
 	testenv.Eventually(t, 10*time.Second, "a purchase allowed after the window", func() bool {
-		return buyFrom(t, c, id, "u-4", "").status == http.StatusCreated
+		return buyFrom(t, in, id, "u-4", "").Status == http.StatusCreated
 	})
 }
 
@@ -134,8 +126,7 @@ func TestIPLimitTrustedProxies(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, map[string]string{"SECKILL_IP_LIMIT": "1/30s", "SECKILL_PER_USER_LIMIT": "0",
 		"SECKILL_TRUSTED_PROXIES": "127.0.0.1/32,::1,10.0.0.0/8"})
-	c := newClient(t, in)
-	id := c.createProduct("phone", 100)
+	id := in.Create(t, "phone", 100)
 	for i, tc := range []struct {
 		xff  string
 		want int
@@ -153,7 +144,7 @@ func TestIPLimitTrustedProxies(t *testing.T) {
 		{"", http.StatusCreated},
 		{"", http.StatusTooManyRequests},
 	} {
-		if r := buyFrom(t, c, id, fmt.Sprint("u-", i), tc.xff); r.status != tc.want {
+		if r := buyFrom(t, in, id, fmt.Sprint("u-", i), tc.xff); r.Status != tc.want {
 			t.Errorf("purchase with X-Forwarded-For %q = %v; want %d", tc.xff, r, tc.want)
 		}
 	}

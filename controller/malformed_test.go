@@ -13,26 +13,26 @@ import (
 // contract's error body, never a 500.
 func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"}))
-	id := c.createProduct("phone", 1000)
+	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
+	id := in.Create(t, "phone", 1000)
 	for _, tc := range malformedRequests(id) {
 		header := map[string]string{}
 		wantsToken := strings.Contains(tc.path, "?") || strings.HasSuffix(tc.path, "/audit")
 		if tc.auth == authAdmin || (tc.auth == "" && wantsToken) {
-			header["Authorization"] = "Bearer " + c.token
+			header["Authorization"] = "Bearer " + in.AdminToken
 		}
-		r := c.do(tc.method, tc.path, tc.body, header)
-		wantError(t, fmt.Sprintf("%s: %s %s", tc.name, tc.method, tc.path), r, tc.status, tc.code)
-		if tc.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
+		r := in.Do(t, tc.method, tc.path, tc.body, header)
+		apptest.WantError(t, fmt.Sprintf("%s: %s %s", tc.name, tc.method, tc.path), r, tc.status, tc.code)
+		if tc.status == http.StatusMethodNotAllowed && r.Header.Get("Allow") == "" {
 			t.Errorf("%s: 405 without an Allow header", tc.name)
 		}
 	}
 
 	// None of them sold anything or changed the product.
-	if p := c.product(id); p.Stock != 1000 || p.InitialStock != 1000 {
+	if p := in.Product(t, id); p.Stock != 1000 || p.InitialStock != 1000 {
 		t.Errorf("product after the malformed requests = %+v; want 1000 of 1000", p)
 	}
-	if r := c.get("/api/v1/products"); strings.Count(string(r.body), `"id"`) != 1 {
+	if r := in.Get(t, "/api/v1/products"); strings.Count(string(r.Body), `"id"`) != 1 {
 		t.Errorf("GET /api/v1/products = %v; want only the one product", r)
 	}
 }
@@ -56,7 +56,7 @@ type malformedRequest struct {
 // malformedRequests are TestMalformedRequests' cases against the product
 // id, one on sale with 1000 units.
 func malformedRequests(id int64) []malformedRequest {
-	purchase := purchasePath(id, "")
+	purchase := apptest.PurchasePath(id, "")
 	product := fmt.Sprintf("/api/v1/products/%d", id)
 	stock := fmt.Sprintf("/api/v1/admin/products/%d/stock", id)
 	const ok = `{"user_id":"u-1","quantity":1}`
@@ -126,25 +126,25 @@ func malformedRequests(id int64) []malformedRequest {
 		{"quantity 01", "POST", purchase, `{"user_id":"u-1","quantity":01}`, "", 400, "invalid_argument"},
 		{"trailing comma", "POST", purchase, `{"user_id":"u-1","quantity":1,}`, "", 400, "invalid_argument"},
 		{"vertical tab before the body", "POST", purchase, "\v" + ok, "", 400, "invalid_argument"},
-		{"strategy=%zz", "POST", purchasePath(id, "strategy=%zz"), ok, "", 400, "invalid_argument"},
-		{"strategy given twice", "POST", purchasePath(id, "strategy=none&strategy=redlock"), ok, "", 400, "invalid_argument"},
+		{"strategy=%zz", "POST", apptest.PurchasePath(id, "strategy=%zz"), ok, "", 400, "invalid_argument"},
+		{"strategy given twice", "POST", apptest.PurchasePath(id, "strategy=none&strategy=redlock"), ok, "", 400, "invalid_argument"},
 		{"body over 4 KiB", "POST", purchase, fmt.Sprintf(`{"user_id":"u-1","quantity":1,"pad":%q}`, strings.Repeat("x", 5000)), "", 413, "payload_too_large"},
 
 		// Query parameters under the override.
-		{"strategy=bogus", "POST", purchasePath(id, "strategy=bogus"), ok, "", 400, "invalid_argument"},
-		{"strategy empty", "POST", purchasePath(id, "strategy="), ok, "", 400, "invalid_argument"},
-		{"strategy=REDLOCK", "POST", purchasePath(id, "strategy=REDLOCK"), ok, "", 400, "invalid_argument"},
-		{"hold_ms=-1", "POST", purchasePath(id, "hold_ms=-1"), ok, "", 400, "invalid_argument"},
-		{"hold_ms=10001", "POST", purchasePath(id, "hold_ms=10001"), ok, "", 400, "invalid_argument"},
-		{"hold_ms=abc", "POST", purchasePath(id, "hold_ms=abc"), ok, "", 400, "invalid_argument"},
-		{"hold_ms=1.5", "POST", purchasePath(id, "hold_ms=1.5"), ok, "", 400, "invalid_argument"},
-		{"hold_ms empty", "POST", purchasePath(id, "hold_ms="), ok, "", 400, "invalid_argument"},
-		{"hold_ms beyond int64", "POST", purchasePath(id, "hold_ms=99999999999999999999"), ok, "", 400, "invalid_argument"},
-		{"fencing=maybe", "POST", purchasePath(id, "fencing=maybe"), ok, "", 400, "invalid_argument"},
+		{"strategy=bogus", "POST", apptest.PurchasePath(id, "strategy=bogus"), ok, "", 400, "invalid_argument"},
+		{"strategy empty", "POST", apptest.PurchasePath(id, "strategy="), ok, "", 400, "invalid_argument"},
+		{"strategy=REDLOCK", "POST", apptest.PurchasePath(id, "strategy=REDLOCK"), ok, "", 400, "invalid_argument"},
+		{"hold_ms=-1", "POST", apptest.PurchasePath(id, "hold_ms=-1"), ok, "", 400, "invalid_argument"},
+		{"hold_ms=10001", "POST", apptest.PurchasePath(id, "hold_ms=10001"), ok, "", 400, "invalid_argument"},
+		{"hold_ms=abc", "POST", apptest.PurchasePath(id, "hold_ms=abc"), ok, "", 400, "invalid_argument"},
+		{"hold_ms=1.5", "POST", apptest.PurchasePath(id, "hold_ms=1.5"), ok, "", 400, "invalid_argument"},
+		{"hold_ms empty", "POST", apptest.PurchasePath(id, "hold_ms="), ok, "", 400, "invalid_argument"},
+		{"hold_ms beyond int64", "POST", apptest.PurchasePath(id, "hold_ms=99999999999999999999"), ok, "", 400, "invalid_argument"},
+		{"fencing=maybe", "POST", apptest.PurchasePath(id, "fencing=maybe"), ok, "", 400, "invalid_argument"},
 
 		// The override's parameters and the audit without the token.
-		{"override without the token", "POST", purchasePath(id, "strategy=none"), ok, anonymous, 401, "unauthorized"},
-		{"hold_ms without the token", "POST", purchasePath(id, "hold_ms=100"), ok, anonymous, 401, "unauthorized"},
+		{"override without the token", "POST", apptest.PurchasePath(id, "strategy=none"), ok, anonymous, 401, "unauthorized"},
+		{"hold_ms without the token", "POST", apptest.PurchasePath(id, "hold_ms=100"), ok, anonymous, 401, "unauthorized"},
 		{"audit without the token", "GET", product + "/audit", "", anonymous, 401, "unauthorized"},
 
 		// Routes and methods.
@@ -182,8 +182,8 @@ func malformedRequests(id int64) []malformedRequest {
 // TestRequestLimitsAccepted: the edges of the limits are accepted.
 func TestRequestLimitsAccepted(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"}))
-	id := c.createProduct("phone", 1000)
+	in := apptest.Start(t, map[string]string{"SECKILL_PER_USER_LIMIT": "0"})
+	id := in.Create(t, "phone", 1000)
 	body4K := `{"user_id":"pad","quantity":1}`
 	body4K += strings.Repeat(" ", 4<<10-len(body4K))
 
@@ -201,12 +201,12 @@ func TestRequestLimitsAccepted(t *testing.T) {
 		{"fencing=false", "fencing=false", `{"user_id":"u-1","quantity":1}`},
 		{"fencing=1", "fencing=1", `{"user_id":"u-1","quantity":1}`},
 	} {
-		r := c.purchase(id, tc.query, tc.body)
-		if r.status != http.StatusCreated {
+		r := in.PostPurchase(t, id, tc.query, tc.body)
+		if r.Status != http.StatusCreated {
 			t.Errorf("%s: purchase = %v; want 201", tc.name, r)
 		}
 	}
-	if a := c.audit(id); !a.Consistent || a.UnitsSold != 109 || a.Orders != 10 {
+	if a := in.Audit(t, id); !a.Consistent || a.UnitsSold != 109 || a.Orders != 10 {
 		t.Errorf("audit = %+v; want 10 orders of 109 units, consistent", a)
 	}
 
@@ -220,13 +220,13 @@ func TestRequestLimitsAccepted(t *testing.T) {
 		{"name of 128 characters", fmt.Sprintf(`{"name":%q,"stock":1}`, strings.Repeat("n", 128)), 1},
 		{"non-ASCII name", `{"name":"手机 📱","stock":1}`, 1},
 	} {
-		r := c.admin(http.MethodPost, "/api/v1/admin/products", tc.body)
-		if r.status != http.StatusCreated {
+		r := in.Admin(t, http.MethodPost, "/api/v1/admin/products", tc.body)
+		if r.Status != http.StatusCreated {
 			t.Errorf("%s: create = %v; want 201", tc.name, r)
 			continue
 		}
 		var p product
-		decode(t, r, &p)
+		apptest.Decode(t, r, &p)
 		if p.Stock != tc.want || p.InitialStock != tc.want || !strings.Contains(tc.body, fmt.Sprintf("%q", p.Name)) {
 			t.Errorf("%s: created %+v from %s", tc.name, p, tc.body)
 		}
@@ -237,8 +237,8 @@ func TestRequestLimitsAccepted(t *testing.T) {
 // hold_ms and fencing answers 403, even when its value is fine.
 func TestOverrideDisabled(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false", "SECKILL_PER_USER_LIMIT": "0"}))
-	id := c.createProduct("phone", 10)
+	in := apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false", "SECKILL_PER_USER_LIMIT": "0"})
+	id := in.Create(t, "phone", 10)
 	const ok = `{"user_id":"u-1","quantity":1}`
 	for _, query := range []string{
 		"strategy=token", "strategy=redlock", "strategy=bogus", "strategy=",
@@ -246,19 +246,19 @@ func TestOverrideDisabled(t *testing.T) {
 		"fencing=true", "fencing=false", "fencing=maybe",
 		"strategy=none&hold_ms=0&fencing=false",
 	} {
-		wantError(t, "purchase ?"+query, c.purchase(id, query, ok), http.StatusForbidden, "strategy_override_disabled")
+		apptest.WantError(t, "purchase ?"+query, in.PostPurchase(t, id, query, ok), http.StatusForbidden, "strategy_override_disabled")
 	}
 	// Other query parameters are not the override's business.
-	r := c.purchase(id, "utm_source=mail", ok)
-	if r.status != http.StatusCreated {
+	r := in.PostPurchase(t, id, "utm_source=mail", ok)
+	if r.Status != http.StatusCreated {
 		t.Fatalf("purchase without override parameters = %v; want 201", r)
 	}
 	var o order
-	decode(t, r, &o)
+	apptest.Decode(t, r, &o)
 	if o.Strategy != "redlock" {
 		t.Errorf("order strategy = %q; want the default, redlock", o.Strategy)
 	}
-	if p := c.product(id); p.Stock != 9 {
+	if p := in.Product(t, id); p.Stock != 9 {
 		t.Errorf("stock = %d; want 9: the refused purchases sold nothing", p.Stock)
 	}
 }
@@ -267,14 +267,14 @@ func TestOverrideDisabled(t *testing.T) {
 // purchase that names none.
 func TestDefaultStrategyFromConfig(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, apptest.Start(t, map[string]string{"SECKILL_LOCK": "optimistic"}))
-	id := c.createProduct("phone", 10)
-	r := c.purchase(id, "", `{"user_id":"u-1","quantity":1}`)
+	in := apptest.Start(t, map[string]string{"SECKILL_LOCK": "optimistic"})
+	id := in.Create(t, "phone", 10)
+	r := in.PostPurchase(t, id, "", `{"user_id":"u-1","quantity":1}`)
 	var o order
-	if r.status == http.StatusCreated {
-		decode(t, r, &o)
+	if r.Status == http.StatusCreated {
+		apptest.Decode(t, r, &o)
 	}
-	if r.status != http.StatusCreated || o.Strategy != "optimistic" {
+	if r.Status != http.StatusCreated || o.Strategy != "optimistic" {
 		t.Errorf("purchase = %v; want 201 by optimistic", r)
 	}
 }

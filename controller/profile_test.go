@@ -9,16 +9,17 @@ import (
 
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/apptest"
 )
 
 // serveOnce sends one request to h and returns its answer.
-func serveOnce(h http.Handler, method, path string, header map[string]string) response {
+func serveOnce(h http.Handler, method, path string, header map[string]string) apptest.Response {
 	e := newExchange(method, path)
 	for k, v := range header {
 		e.req.Header.Set(k, v)
 	}
 	e.serve(h, nil)
-	return response{status: e.status, header: e.header.Clone(), body: bytes.Clone(e.out.Bytes())}
+	return apptest.Response{Method: method, Path: path, Status: e.status, Header: e.header.Clone(), Body: bytes.Clone(e.out.Bytes())}
 }
 
 // TestProfilesNeedTheToken: Go's profiles are served by the router under
@@ -38,16 +39,16 @@ func TestProfilesNeedTheToken(t *testing.T) {
 	for _, p := range paths {
 		what := p.method + " " + p.path
 		for _, header := range []map[string]string{nil, {"Authorization": "Bearer not-" + r.token}, {"Authorization": r.token}} {
-			wantError(t, what+" with Authorization "+header["Authorization"], serveOnce(r, p.method, p.path, header),
+			apptest.WantError(t, what+" with Authorization "+header["Authorization"], serveOnce(r, p.method, p.path, header),
 				http.StatusUnauthorized, "unauthorized")
 		}
 		res := serveOnce(r, p.method, p.path, admin)
-		if res.status != http.StatusOK || !strings.Contains(string(res.body), p.want) {
-			t.Errorf("%s with the admin token = %d %.200q; want 200 containing %q", what, res.status, res.body, p.want)
+		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), p.want) {
+			t.Errorf("%s with the admin token = %d %.200q; want 200 containing %q", what, res.Status, res.Body, p.want)
 		}
 	}
 	res := serveOnce(r, http.MethodGet, "/debug/pprof/no-such-profile", admin)
-	if res.status != http.StatusNotFound {
+	if res.Status != http.StatusNotFound {
 		t.Errorf("GET /debug/pprof/no-such-profile with the admin token = %v; want 404", res)
 	}
 }

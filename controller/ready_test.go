@@ -16,8 +16,7 @@ import (
 func TestReadyzNamesTheDatabase(t *testing.T) {
 	t.Parallel()
 	in := apptest.Start(t, nil)
-	c := newClient(t, in)
-	if r := c.get("/readyz"); r.status != http.StatusOK || string(r.body) != `{"status":"ready"}` {
+	if r := in.Get(t, "/readyz"); r.Status != http.StatusOK || string(r.Body) != `{"status":"ready"}` {
 		t.Fatalf("GET /readyz = %v; want 200 {\"status\":\"ready\"}", r)
 	}
 	sqlDB, err := in.Stores.DB.DB()
@@ -27,15 +26,15 @@ func TestReadyzNamesTheDatabase(t *testing.T) {
 	if err := sqlDB.Close(); err != nil { // as if the server went away
 		t.Fatal(err)
 	}
-	r := c.get("/readyz")
+	r := in.Get(t, "/readyz")
 	var body api.Ready
-	if err := json.Unmarshal(r.body, &body); err != nil || r.status != http.StatusServiceUnavailable || body.Status != "unavailable" ||
+	if err := json.Unmarshal(r.Body, &body); err != nil || r.Status != http.StatusServiceUnavailable || body.Status != "unavailable" ||
 		body.Down != "database" || body.Error == nil || body.Error.Code != "unavailable" || !strings.Contains(body.Error.Message, "database") {
 		t.Fatalf("GET /readyz with the database closed = %v; want 503 naming the database as down", r)
 	}
 	for _, leak := range []string{"sql:", "closed", "127.0.0.1", "tcp", in.Config.MySQLDSN} {
-		if strings.Contains(string(r.body), leak) {
-			t.Errorf("GET /readyz body = %s; want no %q in it (driver errors and addresses go to the log)", r.body, leak)
+		if strings.Contains(string(r.Body), leak) {
+			t.Errorf("GET /readyz body = %s; want no %q in it (driver errors and addresses go to the log)", r.Body, leak)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/internal/testenv"
@@ -370,6 +371,14 @@ func mustLock(t testing.TB, l locker.Locker, key string) locker.Lease {
 		t.Fatalf("Lock(%q) = %v; want nil", key, err)
 	}
 	return lease
+}
+
+// onNode returns a client of the Redis node at addr and a lock key of the
+// test's own on it.
+func onNode(t testing.TB, addr string) (redis.UniversalClient, string) {
+	t.Helper()
+	addrs := []string{addr}
+	return testenv.Clients(t, addrs)[0], testenv.KeyPrefix(t, addrs) + "lock"
 }
 
 // BenchmarkLock measures an uncontended Lock and Unlock of every kind.

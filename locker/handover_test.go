@@ -28,37 +28,33 @@ func TestWatchOthers(t *testing.T) {
 			return false
 		}
 	}
-	for range 3 {
-		r.NotifyValue("k", "mine")
-	}
-	r.NotifyValue("other key", "theirs")
-	r.NotifyValue("k", "theirs")
-	if woken() {
-		t.Fatal("woken by its own value's releases, another key's and one node's message of another release; want asleep until two")
-	}
-	r.NotifyValue("k", "theirs")
-	if !woken() {
-		t.Fatal("not woken by two nodes' messages of another holder's release")
-	}
-	r.NotifyValue("k", "theirs") // the third node's message of the same release
-	if woken() {
-		t.Fatal("woken again by the third node's message of a release it woke for")
-	}
-	r.NotifyValue("k", "next")
-	if woken() {
-		t.Fatal("woken by one node's message of the next release")
-	}
-	r.NotifyValue("k", "next")
-	if !woken() {
-		t.Fatal("not woken by two nodes' messages of the next release (the count of the one before carried over)")
-	}
-	r.Notify("k")
-	if !woken() {
-		t.Fatal("not woken at once by a release in process")
-	}
-	r.NotifyValue("k", "released")
-	if !woken() {
-		t.Fatal(`not woken at once by a single-node lock's "released"`)
+	// A message names a key and the value released; no value is a release
+	// in process (Notify).
+	type message struct{ key, value string }
+	for _, step := range []struct {
+		messages []message
+		woken    bool
+		what     string
+	}{
+		{[]message{{"k", "mine"}, {"k", "mine"}, {"k", "mine"}, {"other key", "theirs"}, {"k", "theirs"}}, false,
+			"its own value's releases, another key's and one node's message of another release (asleep until two)"},
+		{[]message{{"k", "theirs"}}, true, "two nodes' messages of another holder's release"},
+		{[]message{{"k", "theirs"}}, false, "the third node's message of the same release, a release it woke for"},
+		{[]message{{"k", "next"}}, false, "one node's message of the next release"},
+		{[]message{{"k", "next"}}, true, "two nodes' messages of the next release (the count of the one before carried over)"},
+		{[]message{{"k", ""}}, true, "a release in process, at once"},
+		{[]message{{"k", "released"}}, true, `a single-node lock's "released", at once`},
+	} {
+		for _, m := range step.messages {
+			if m.value == "" {
+				r.Notify(m.key)
+			} else {
+				r.NotifyValue(m.key, m.value)
+			}
+		}
+		if got := woken(); got != step.woken {
+			t.Fatalf("woken = %t after %s; want %t", got, step.what, step.woken)
+		}
 	}
 }
 

@@ -14,11 +14,7 @@ import (
 // one node down (two of three is a majority) and refuses it with two down,
 // as unavailable (an outage, not contention), within the wait.
 func TestRedlockQuorum(t *testing.T) {
-	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr
-	}
+	nodes, addrs := testenv.StartRedisNodes(t, 3)
 	key := testenv.KeyPrefix(t, addrs) + "lock"
 	opts := locker.Options{TTL: 10 * time.Second, Wait: time.Second}
 	l := locker.NewRedlock(testenv.Clients(t, addrs), opts)
@@ -49,11 +45,7 @@ func TestRedlockQuorum(t *testing.T) {
 // the other two, a round is refused as contention (ErrNotAcquired without
 // ErrUnavailable): enough nodes answered to say the lock is taken.
 func TestRedlockTakenIsNotUnavailable(t *testing.T) {
-	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr
-	}
+	nodes, addrs := testenv.StartRedisNodes(t, 3)
 	key := testenv.KeyPrefix(t, addrs) + "lock"
 	l := locker.NewRedlock(testenv.Clients(t, addrs), locker.Options{TTL: 10 * time.Second, Wait: time.Second})
 	ctx := context.Background()

@@ -16,9 +16,7 @@ import (
 // TestSetNXStoresExpiryInValue: the recipe as published: the value is
 // now + ttl + 1 in unix ms, and the key has no Redis expiry.
 func TestSetNXStoresExpiryInValue(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)[:1]
-	c := testenv.Clients(t, addrs)[0]
-	key := testenv.KeyPrefix(t, addrs) + "lock"
+	c, key := onNode(t, testenv.RedisAddrs(t)[0])
 	now := time.UnixMilli(1_700_000_000_000)
 	ttl := 8 * time.Second
 	s := locker.NewSetNX(c, locker.Options{TTL: ttl}, func() time.Time { return now })
@@ -44,9 +42,7 @@ func TestSetNXStoresExpiryInValue(t *testing.T) {
 // an hour ahead, so B takes over A's live lock; A's expiry has not passed by
 // A's clock, so A's unlock deletes B's lock, and C gets in while B holds.
 func TestSetNXUnlockDeletesForeignLock(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)[:1]
-	c := testenv.Clients(t, addrs)[0]
-	key := testenv.KeyPrefix(t, addrs) + "lock"
+	c, key := onNode(t, testenv.RedisAddrs(t)[0])
 	opts := locker.Options{TTL: 10 * time.Second, Wait: 2 * time.Second}
 	ahead := func() time.Time { return time.Now().Add(time.Hour) }
 	ctx := context.Background()

@@ -16,9 +16,7 @@ import (
 // expires, B takes the lock; A's unlock returns ErrNotHeld and B's key, with
 // B's token, is still there.
 func TestTokenUnlockLeavesForeignLock(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)[:1]
-	c := testenv.Clients(t, addrs)[0]
-	key := testenv.KeyPrefix(t, addrs) + "lock"
+	c, key := onNode(t, testenv.RedisAddrs(t)[0])
 	ctx := context.Background()
 
 	a := mustLock(t, locker.NewToken(c, locker.Options{TTL: 300 * time.Millisecond}), key)
@@ -43,9 +41,7 @@ func TestTokenUnlockLeavesForeignLock(t *testing.T) {
 // TestTokenSetsExpiryAndRandomToken: the key carries a Redis expiry of at
 // most the TTL, and every acquisition writes a token of its own.
 func TestTokenSetsExpiryAndRandomToken(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)[:1]
-	c := testenv.Clients(t, addrs)[0]
-	key := testenv.KeyPrefix(t, addrs) + "lock"
+	c, key := onNode(t, testenv.RedisAddrs(t)[0])
 	ctx := context.Background()
 	ttl := 20 * time.Second
 	l := locker.NewToken(c, locker.Options{TTL: ttl})
@@ -71,9 +67,7 @@ func TestTokenSetsExpiryAndRandomToken(t *testing.T) {
 // unlock.lua cached; Unlock still works (EVALSHA fails with NOSCRIPT and
 // falls back to EVAL, which caches the script again).
 func TestTokenUnlockUsesScript(t *testing.T) {
-	addrs := []string{testenv.StartRedis(t).Addr} // SCRIPT FLUSH on a node of its own
-	c := testenv.Clients(t, addrs)[0]
-	key := testenv.KeyPrefix(t, addrs) + "lock"
+	c, key := onNode(t, testenv.StartRedis(t).Addr) // SCRIPT FLUSH on a node of its own
 	ctx := context.Background()
 	l := locker.NewToken(c, locker.Options{TTL: 20 * time.Second})
 
@@ -97,9 +91,9 @@ func TestTokenUnlockUsesScript(t *testing.T) {
 // takes the lock again once the node is back.
 func TestTokenNodeDownIsUnavailable(t *testing.T) {
 	node := testenv.StartRedis(t)
-	key := testenv.KeyPrefix(t, []string{node.Addr}) + "lock"
+	c, key := onNode(t, node.Addr)
 	opts := locker.Options{TTL: 10 * time.Second, Wait: 20 * time.Second}
-	l := locker.NewToken(testenv.Clients(t, []string{node.Addr})[0], opts)
+	l := locker.NewToken(c, opts)
 	ctx := context.Background()
 
 	node.Stop()

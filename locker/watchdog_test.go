@@ -10,14 +10,20 @@ import (
 	"github.com/seckill/seckill/locker"
 )
 
-// renewable are the kinds whose lease the watchdog renews.
-func renewable(t *testing.T, addrs []string, ttl time.Duration) map[string]func() locker.Locker {
-	opts := locker.Options{TTL: ttl, Wait: 5 * time.Second}
+// eachRenewable runs test once per kind whose lease the watchdog renews,
+// each a subtest named after it: newLocker makes another client of that
+// kind with a 300 ms lease on the test nodes, and key is a key of the
+// subtest's own.
+func eachRenewable(t *testing.T, test func(t *testing.T, newLocker func() locker.Locker, key string)) {
+	addrs := testenv.RedisAddrs(t)
+	opts := locker.Options{TTL: 300 * time.Millisecond, Wait: 5 * time.Second}
 	node := testenv.Clients(t, addrs[:1])[0]
 	all := testenv.Clients(t, addrs)
-	return map[string]func() locker.Locker{
+	for name, newLocker := range map[string]func() locker.Locker{
 		"token":   func() locker.Locker { return locker.NewToken(node, opts) },
 		"redlock": func() locker.Locker { return locker.NewRedlock(all, opts) },
+	} {
+		t.Run(name, func(t *testing.T) { test(t, newLocker, testenv.KeyPrefix(t, addrs)+"lock") })
 	}
 }
 
@@ -25,37 +31,33 @@ func renewable(t *testing.T, addrs []string, ttl time.Duration) map[string]func(
 // renews it every 100 ms is never free for another client; once the
 // watchdog stops and the holder unlocks, the other gets it at once.
 func TestWatchdogKeepsLease(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)
-	for name, newLocker := range renewable(t, addrs, 300*time.Millisecond) {
-		t.Run(name, func(t *testing.T) {
-			key := testenv.KeyPrefix(t, addrs) + "lock"
-			ctx := context.Background()
-			holder := mustLock(t, newLocker(), key)
-			wd := locker.StartWatchdog(ctx, holder, 100*time.Millisecond)
-			// Not a wait for a condition: the 1.2 s (four leases) is the
-			// scenario, and another client tries the lock all along it.
-			for deadline := time.Now().Add(1200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if other, err := newLocker().TryLock(ctx, key); err == nil {
-					other.Unlock(ctx)
-					t.Fatalf("another client took the lock while the watchdog renewed it")
-				}
+	eachRenewable(t, func(t *testing.T, newLocker func() locker.Locker, key string) {
+		ctx := context.Background()
+		holder := mustLock(t, newLocker(), key)
+		wd := locker.StartWatchdog(ctx, holder, 100*time.Millisecond)
+		// Not a wait for a condition: the 1.2 s (four leases) is the
+		// scenario, and another client tries the lock all along it.
+		for deadline := time.Now().Add(1200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if other, err := newLocker().TryLock(ctx, key); err == nil {
+				other.Unlock(ctx)
+				t.Fatalf("another client took the lock while the watchdog renewed it")
 			}
-			select {
-			case <-wd.Lost():
-				t.Errorf("the watchdog lost a lease it was renewing")
-			default:
-			}
-			wd.Stop()
-			if err := holder.Unlock(ctx); err != nil {
-				t.Errorf("Unlock() after 1.2 s under the watchdog = %v; want nil (the lease was kept)", err)
-			}
-			other, err := newLocker().TryLock(ctx, key)
-			if err != nil {
-				t.Fatalf("TryLock() after the holder unlocked = %v; want nil", err)
-			}
-			other.Unlock(ctx)
-		})
-	}
+		}
+		select {
+		case <-wd.Lost():
+			t.Errorf("the watchdog lost a lease it was renewing")
+		default:
+		}
+		wd.Stop()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Errorf("Unlock() after 1.2 s under the watchdog = %v; want nil (the lease was kept)", err)
+		}
+		other, err := newLocker().TryLock(ctx, key)
+		if err != nil {
+			t.Fatalf("TryLock() after the holder unlocked = %v; want nil", err)
+		}
+		other.Unlock(ctx)
+	})
 }
 
 // TestWatchdogFrozenLosesLease: a holder frozen longer than its lease (a
@@ -63,38 +65,32 @@ func TestWatchdogKeepsLease(t *testing.T) {
 // takes the lock, and the watchdog's first renewal after the thaw finds it
 // gone.
 func TestWatchdogFrozenLosesLease(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)
-	for name, newLocker := range renewable(t, addrs, 300*time.Millisecond) {
-		t.Run(name, func(t *testing.T) {
-			key := testenv.KeyPrefix(t, addrs) + "lock"
-			ctx := context.Background()
-			holder := mustLock(t, newLocker(), key)
-			wd := locker.StartWatchdog(ctx, holder, 100*time.Millisecond)
-			defer wd.Stop()
-			wd.Freeze()
-			other := mustLock(t, newLocker(), key) // waits out the unrenewed lease
-			wd.Thaw()
-			select {
-			case <-wd.Lost():
-			case <-time.After(2 * time.Second):
-				t.Errorf("the watchdog did not find its lease gone within 2 s of the thaw")
-			}
-			if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
-				t.Errorf("frozen holder Unlock() = %v; want %v", err, locker.ErrNotHeld)
-			}
-			if err := other.Unlock(ctx); err != nil {
-				t.Errorf("other Unlock() = %v; want nil (the frozen holder's renewal must leave it alone)", err)
-			}
-		})
-	}
+	eachRenewable(t, func(t *testing.T, newLocker func() locker.Locker, key string) {
+		ctx := context.Background()
+		holder := mustLock(t, newLocker(), key)
+		wd := locker.StartWatchdog(ctx, holder, 100*time.Millisecond)
+		defer wd.Stop()
+		wd.Freeze()
+		other := mustLock(t, newLocker(), key) // waits out the unrenewed lease
+		wd.Thaw()
+		select {
+		case <-wd.Lost():
+		case <-time.After(2 * time.Second):
+			t.Errorf("the watchdog did not find its lease gone within 2 s of the thaw")
+		}
+		if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
+			t.Errorf("frozen holder Unlock() = %v; want %v", err, locker.ErrNotHeld)
+		}
+		if err := other.Unlock(ctx); err != nil {
+			t.Errorf("other Unlock() = %v; want nil (the frozen holder's renewal must leave it alone)", err)
+		}
+	})
 }
 
 // TestWatchdogLeavesSetNXAlone: setnx keeps the classic recipe: a watchdog
 // started on its lease renews nothing, and the lease runs out at its TTL.
 func TestWatchdogLeavesSetNXAlone(t *testing.T) {
-	addrs := testenv.RedisAddrs(t)
-	key := testenv.KeyPrefix(t, addrs) + "lock"
-	c := testenv.Clients(t, addrs[:1])[0]
+	c, key := onNode(t, testenv.RedisAddrs(t)[0])
 	opts := locker.Options{TTL: 300 * time.Millisecond, Wait: 5 * time.Second}
 	ctx := context.Background()
 	holder := mustLock(t, locker.NewSetNX(c, opts, time.Now), key)

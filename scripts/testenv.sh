@@ -20,6 +20,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/packages.sh
 . "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
+# shellcheck source=scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 MYSQL_HOST=127.0.0.1
 MYSQL_PORT=${SECKILL_TEST_MYSQL_PORT:-3306}
@@ -40,8 +42,6 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-
-port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 install_missing() {
 	# curl: the README's curl sale (readme_test.go).
@@ -91,15 +91,6 @@ mysql_dsn() {
 	echo "seckill_test:seckill_test@tcp($MYSQL_HOST:$MYSQL_PORT)/"
 }
 
-free_port() {
-	local p
-	for p in $(shuf -i 20000-29999 -n 50); do
-		port_open 127.0.0.1 "$p" || { echo "$p"; return; }
-	done
-	log "no free port"
-	return 1
-}
-
 # start_redis_nodes sets SECKILL_TEST_REDIS_ADDRS; it runs in this shell
 # (not in $(...)) so that cleanup knows the pids.
 start_redis_nodes() {
@@ -107,7 +98,7 @@ start_redis_nodes() {
 	for i in 1 2 3; do
 		# One at a time, so that the next free port is chosen after this
 		# node has bound its own.
-		port=$(free_port)
+		port=$(free_port 20000 29999)
 		mkdir -p "$work/redis$i"
 		redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
 			--dir "$work/redis$i" --logfile "$work/redis$i/redis.log" </dev/null >/dev/null 2>&1 &

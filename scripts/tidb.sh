@@ -16,6 +16,9 @@
 # `scripts/tidb.sh build` only builds (or finds) the binary and prints its path.
 set -euo pipefail
 
+# shellcheck source=scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
+
 # A v8.4-era commit of TiDB. The module's go.mod replaces its parser with
 # ./pkg/parser, a nested module its zip leaves out: it is fetched at the
 # same commit and put back in place.
@@ -80,19 +83,10 @@ build() {
 	log "built $bin"
 }
 
-port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
-
-# Ports below Linux's ephemeral range (32768-60999), where an outgoing
-# connection's own port could take one between this check and the bind,
-# and apart from testenv.sh's Redis nodes (20000-29999).
-free_port() {
-	local p
-	for p in $(shuf -i 10000-19999 -n 50); do
-		port_open 127.0.0.1 "$p" || { echo "$p"; return; }
-	done
-	log "no free port"
-	return 1
-}
+# tidb_port prints a free port below Linux's ephemeral range (32768-60999),
+# where an outgoing connection's own port could take one between this check
+# and the bind, and apart from testenv.sh's Redis nodes (20000-29999).
+tidb_port() { free_port 10000 19999; }
 
 # answers: the server takes a connection and runs a statement. Without a
 # mysql client, an open port is taken as the answer.
@@ -126,9 +120,9 @@ start_once() {
 	local port status
 	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-tidb.XXXXXX")
 	mkdir -p "$work/tmp"
-	port=$(free_port)
-	status=$(free_port)
-	[ "$port" != "$status" ] || status=$(free_port)
+	port=$(tidb_port)
+	status=$(tidb_port)
+	[ "$port" != "$status" ] || status=$(tidb_port)
 	# -path "" keeps unistore in memory; the temp dir is the server's own
 	# (TiDB locks it, so two servers cannot share one).
 	"$bin" -store unistore -path "" -host 127.0.0.1 -P "$port" -status "$status" \

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
 )
 
@@ -49,29 +48,16 @@ func BenchmarkPurchase(b *testing.B) {
 			if _, err := in.svc.SetStock(ctx, prod.ID, int64(b.N)); err != nil {
 				b.Fatalf("SetStock(%d, %d) = %v; want nil", prod.ID, b.N, err)
 			}
-			var (
-				users    atomic.Int64
-				failures atomic.Int64
-				firstErr sync.Once
-				errMsg   string
-			)
-			b.ReportAllocs()
-			b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", users.Add(1)), Quantity: 1, Batch: bc.batch}
+			testenv.RunParallel(b, benchGoroutines, func() func(int64) error {
+				return func(n int64) error {
+					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", n), Quantity: 1, Batch: bc.batch}
 					if _, err := in.svc.Purchase(ctx, p); err != nil {
-						failures.Add(1)
-						firstErr.Do(func() { errMsg = fmt.Sprintf("Purchase(%s) = %v; want nil", show(p), err) })
+						return fmt.Errorf("Purchase(%s) = %v; want nil", show(p), err)
 					}
+					return nil
 				}
 			})
-			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "purchases/s")
-			if n := failures.Load(); n > 0 {
-				b.Errorf("%d of %d purchases failed; the first: %s", n, b.N, errMsg)
-			}
 			a, err := in.svc.Audit(ctx, prod.ID)
 			switch {
 			case err != nil:

@@ -15,10 +15,6 @@ import (
 	"github.com/seckill/seckill/service"
 )
 
-// safeStrategies are the strategies the Guarantees call safe (with fencing
-// on for the Redis locks).
-var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
-
 // TestMixedStrategiesSellExactlyStock is a rolling change of SECKILL_LOCK
 // seen from the database: buyers of one product under every safe strategy,
 // spread over two instances, the lock holders working 30 ms between their
@@ -176,57 +172,54 @@ func TestPerUserLimitRace(t *testing.T) {
 // under every strategy: each makes an order of its own (the limit is one
 // unit per user, so a user taken for another would be refused).
 func TestIDsCompareByteForByte(t *testing.T) {
-	for _, strategy := range strategies {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
-			prod := in.product(t, 100)
-			twoUnits := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 2, Fencing: true})
-			other := twoUnits.product(t, 100)
-			for _, pair := range []struct {
-				in         *instance
-				product    int64
-				first, too service.Purchase
-			}{
-				{in, prod.ID, service.Purchase{UserID: "carol"}, service.Purchase{UserID: "Carol"}},
-				{in, prod.ID, service.Purchase{UserID: "😀"}, service.Purchase{UserID: "🎉"}},
-				{in, prod.ID, service.Purchase{UserID: "élan"}, service.Purchase{UserID: "elan"}},
-				{in, prod.ID, service.Purchase{UserID: "pad"}, service.Purchase{UserID: "pad "}},
-				{in, prod.ID, service.Purchase{UserID: "r-1", RequestID: "Req-aB"}, service.Purchase{UserID: "r-2", RequestID: "req-Ab"}},
-				{in, prod.ID, service.Purchase{UserID: "r-3", RequestID: "y1"}, service.Purchase{UserID: "r-4", RequestID: "y1 "}},
-				{in, prod.ID, service.Purchase{UserID: "r-5", RequestID: "😀"}, service.Purchase{UserID: "r-6", RequestID: "🎉"}},
-				// One user, two request IDs that differ in case only: two orders.
-				{twoUnits, other.ID, service.Purchase{UserID: "u-1", RequestID: "ord-1"}, service.Purchase{UserID: "u-1", RequestID: "Ord-1"}},
-			} {
-				first, too := pair.first, pair.too
-				first.ProductID, first.Quantity = pair.product, 1
-				too.ProductID, too.Quantity = pair.product, 1
-				a, err := pair.in.svc.Purchase(ctx, first)
-				if err != nil || a.Replayed {
-					t.Fatalf("Purchase(%s) = %+v, %v; want a new order", show(first), a, err)
-				}
-				b, err := pair.in.svc.Purchase(ctx, too)
-				if err != nil || b.Replayed || b.Order.ID == a.Order.ID {
-					t.Errorf("Purchase(%s) after Purchase(%s) = %+v, %v; want a new order of its own", show(too), show(first), b, err)
-				}
-				if err == nil && string(b.Order.UserID) != too.UserID {
-					t.Errorf("Purchase(%s) made an order for user %q", show(too), b.Order.UserID)
-				}
+	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
+		ctx := t.Context()
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+		prod := in.product(t, 100)
+		twoUnits := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 2, Fencing: true})
+		other := twoUnits.product(t, 100)
+		for _, pair := range []struct {
+			in         *instance
+			product    int64
+			first, too service.Purchase
+		}{
+			{in, prod.ID, service.Purchase{UserID: "carol"}, service.Purchase{UserID: "Carol"}},
+			{in, prod.ID, service.Purchase{UserID: "😀"}, service.Purchase{UserID: "🎉"}},
+			{in, prod.ID, service.Purchase{UserID: "élan"}, service.Purchase{UserID: "elan"}},
+			{in, prod.ID, service.Purchase{UserID: "pad"}, service.Purchase{UserID: "pad "}},
+			{in, prod.ID, service.Purchase{UserID: "r-1", RequestID: "Req-aB"}, service.Purchase{UserID: "r-2", RequestID: "req-Ab"}},
+			{in, prod.ID, service.Purchase{UserID: "r-3", RequestID: "y1"}, service.Purchase{UserID: "r-4", RequestID: "y1 "}},
+			{in, prod.ID, service.Purchase{UserID: "r-5", RequestID: "😀"}, service.Purchase{UserID: "r-6", RequestID: "🎉"}},
+			// One user, two request IDs that differ in case only: two orders.
+			{twoUnits, other.ID, service.Purchase{UserID: "u-1", RequestID: "ord-1"}, service.Purchase{UserID: "u-1", RequestID: "Ord-1"}},
+		} {
+			first, too := pair.first, pair.too
+			first.ProductID, first.Quantity = pair.product, 1
+			too.ProductID, too.Quantity = pair.product, 1
+			a, err := pair.in.svc.Purchase(ctx, first)
+			if err != nil || a.Replayed {
+				t.Fatalf("Purchase(%s) = %+v, %v; want a new order", show(first), a, err)
 			}
-			// The same bytes still replay and still count against the limit.
-			again := service.Purchase{ProductID: prod.ID, UserID: "r-2", Quantity: 1, RequestID: "req-Ab"}
-			if r, err := in.svc.Purchase(ctx, again); err != nil || !r.Replayed {
-				t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order", show(again), r, err)
+			b, err := pair.in.svc.Purchase(ctx, too)
+			if err != nil || b.Replayed || b.Order.ID == a.Order.ID {
+				t.Errorf("Purchase(%s) after Purchase(%s) = %+v, %v; want a new order of its own", show(too), show(first), b, err)
 			}
-			carol := service.Purchase{ProductID: prod.ID, UserID: "Carol", Quantity: 1}
-			if _, err := in.svc.Purchase(ctx, carol); !errors.Is(err, service.ErrLimitExceeded) {
-				t.Errorf("Purchase(%s) again = %v; want %v", show(carol), err, service.ErrLimitExceeded)
+			if err == nil && string(b.Order.UserID) != too.UserID {
+				t.Errorf("Purchase(%s) made an order for user %q", show(too), b.Order.UserID)
 			}
-			in.wantAudit(t, consistentAudit(prod.ID, 100, 14))
-			twoUnits.wantAudit(t, consistentAudit(other.ID, 100, 2))
-		})
-	}
+		}
+		// The same bytes still replay and still count against the limit.
+		again := service.Purchase{ProductID: prod.ID, UserID: "r-2", Quantity: 1, RequestID: "req-Ab"}
+		if r, err := in.svc.Purchase(ctx, again); err != nil || !r.Replayed {
+			t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order", show(again), r, err)
+		}
+		carol := service.Purchase{ProductID: prod.ID, UserID: "Carol", Quantity: 1}
+		if _, err := in.svc.Purchase(ctx, carol); !errors.Is(err, service.ErrLimitExceeded) {
+			t.Errorf("Purchase(%s) again = %v; want %v", show(carol), err, service.ErrLimitExceeded)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 100, 14))
+		twoUnits.wantAudit(t, consistentAudit(other.ID, 100, 2))
+	})
 }
 
 // TestHungUpBuyersLeaveNoLock: 300 buyers, 30 at a time, hang up 1 to 30 ms
@@ -235,77 +228,71 @@ func TestIDsCompareByteForByte(t *testing.T) {
 // would block the product: afterwards no node holds its key and the next
 // purchase gets the lock at once.
 func TestHungUpBuyersLeaveNoLock(t *testing.T) {
-	for _, strategy := range []string{"setnx", "token", "redlock"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			in := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute})
-			prod := in.product(t, 1000)
-			var wg sync.WaitGroup
-			sem := make(chan struct{}, 30)
-			for i := range 300 {
-				sem <- struct{}{}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rand.N(30))*time.Millisecond)
-					defer cancel()
-					p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Work: time.Duration(rand.N(5)) * time.Millisecond}
-					_, _ = in.svc.Purchase(ctx, p) // most give up; what they got is not the point
-				})
-			}
-			wg.Wait()
-			// A hold answers its buyers before it gives the lock back: the
-			// last one may still be releasing. A key left behind would stay
-			// for the lease's minute.
-			for i, c := range f.clients {
-				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("node %d to forget the lock key after the buyers hung up", i), func() bool {
-					n, err := c.Exists(context.Background(), in.lockKey(strategy, prod.ID)).Result()
-					return err == nil && n == 0
-				})
-			}
-			quick := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute, Wait: time.Second})
-			p := service.Purchase{ProductID: prod.ID, UserID: "next", Quantity: 1}
-			if _, err := quick.svc.Purchase(t.Context(), p); err != nil {
-				t.Errorf("Purchase(%s) after the hung-up buyers = %v; want nil at once (a 1 s wait, a 1 min lease)", show(p), err)
-			}
-			a := in.audit(t, prod.ID)
-			if !a.Consistent {
-				t.Errorf("Audit(%d) = %+v; want consistent", prod.ID, a)
-			}
-		})
-	}
+	eachStrategy(t, []string{"setnx", "token", "redlock"}, func(t *testing.T, strategy string) {
+		f := newFixture(t, nil)
+		in := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute})
+		prod := in.product(t, 1000)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 30)
+		for i := range 300 {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rand.N(30))*time.Millisecond)
+				defer cancel()
+				p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Work: time.Duration(rand.N(5)) * time.Millisecond}
+				_, _ = in.svc.Purchase(ctx, p) // most give up; what they got is not the point
+			})
+		}
+		wg.Wait()
+		// A hold answers its buyers before it gives the lock back: the
+		// last one may still be releasing. A key left behind would stay
+		// for the lease's minute.
+		for i, c := range f.clients {
+			testenv.Eventually(t, 10*time.Second, fmt.Sprintf("node %d to forget the lock key after the buyers hung up", i), func() bool {
+				n, err := c.Exists(context.Background(), in.lockKey(strategy, prod.ID)).Result()
+				return err == nil && n == 0
+			})
+		}
+		quick := f.instance(settings{Strategy: strategy, Fencing: true, TTL: time.Minute, Wait: time.Second})
+		p := service.Purchase{ProductID: prod.ID, UserID: "next", Quantity: 1}
+		if _, err := quick.svc.Purchase(t.Context(), p); err != nil {
+			t.Errorf("Purchase(%s) after the hung-up buyers = %v; want nil at once (a 1 s wait, a 1 min lease)", show(p), err)
+		}
+		a := in.audit(t, prod.ID)
+		if !a.Consistent {
+			t.Errorf("Audit(%d) = %+v; want consistent", prod.ID, a)
+		}
+	})
 }
 
 // TestResetFencesOffHolder: a holder that read the product before a stock
 // reset writes nothing after it: it answers ErrLockLost and the new sale
 // starts whole.
 func TestResetFencesOffHolder(t *testing.T) {
-	for _, strategy := range []string{"token", "redlock"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			in := f.instance(settings{Strategy: strategy, Fencing: true})
-			prod := in.product(t, 5)
-			p := service.Purchase{ProductID: prod.ID, UserID: "before", Quantity: 1, Work: time.Second}
-			done := make(chan error, 1)
-			go func() {
-				_, err := in.svc.Purchase(t.Context(), p)
-				done <- err
-			}()
-			// The holder has claimed its fencing token (it does so once it
-			// holds the lock, before it reads the product and works 1 s).
-			testenv.Eventually(t, 10*time.Second, "the holder to claim the fence of product "+fmt.Sprint(prod.ID), func() bool {
-				return fenceOf(t, f, prod.ID) > prod.Fence
-			})
-			if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
-				t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)
-			}
-			if err := <-done; !errors.Is(err, service.ErrLockLost) {
-				t.Errorf("Purchase(%s) across a reset = %v; want %v", show(p), err, service.ErrLockLost)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 10, 0))
+	eachStrategy(t, []string{"token", "redlock"}, func(t *testing.T, strategy string) {
+		f := newFixture(t, nil)
+		in := f.instance(settings{Strategy: strategy, Fencing: true})
+		prod := in.product(t, 5)
+		p := service.Purchase{ProductID: prod.ID, UserID: "before", Quantity: 1, Work: time.Second}
+		done := make(chan error, 1)
+		go func() {
+			_, err := in.svc.Purchase(t.Context(), p)
+			done <- err
+		}()
+		// The holder has claimed its fencing token (it does so once it
+		// holds the lock, before it reads the product and works 1 s).
+		testenv.Eventually(t, 10*time.Second, "the holder to claim the fence of product "+fmt.Sprint(prod.ID), func() bool {
+			return fenceOf(t, f, prod.ID) > prod.Fence
 		})
-	}
+		if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
+			t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)
+		}
+		if err := <-done; !errors.Is(err, service.ErrLockLost) {
+			t.Errorf("Purchase(%s) across a reset = %v; want %v", show(p), err, service.ErrLockLost)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 10, 0))
+	})
 }
 
 // fenceOf reads the product's fencing token from the database.

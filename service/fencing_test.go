@@ -133,20 +133,17 @@ func overlap(t *testing.T, strategy string, in *instance, a service.Purchase, ot
 // (lock_lost) and B's, later, lands. The token is taken when the lock is
 // granted, not when the holder first writes.
 func TestOvertakenHolderLosesToLaterHolder(t *testing.T) {
-	for _, strategy := range []string{"token", "redlock"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			s := settings{Strategy: strategy, Fencing: true, TTL: 300 * time.Millisecond, Wait: 5 * time.Second}
-			in, other := f.instance(s), f.instance(s)
-			prod := in.product(t, 1)
-			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: 1200 * time.Millisecond}
-			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Pause: 1200 * time.Millisecond}
-			errA, errB := overlap(t, strategy, in, a, other, b, 600*time.Millisecond)
-			if !errors.Is(errA, service.ErrLockLost) || errB != nil {
-				t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, service.ErrLockLost)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
-		})
-	}
+	eachStrategy(t, []string{"token", "redlock"}, func(t *testing.T, strategy string) {
+		f := newFixture(t, nil)
+		s := settings{Strategy: strategy, Fencing: true, TTL: 300 * time.Millisecond, Wait: 5 * time.Second}
+		in, other := f.instance(s), f.instance(s)
+		prod := in.product(t, 1)
+		a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: 1200 * time.Millisecond}
+		b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Pause: 1200 * time.Millisecond}
+		errA, errB := overlap(t, strategy, in, a, other, b, 600*time.Millisecond)
+		if !errors.Is(errA, service.ErrLockLost) || errB != nil {
+			t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, service.ErrLockLost)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testenv"
@@ -26,16 +28,29 @@ import (
 // strategies are every strategy, in the order of service.StrategyTable.
 var strategies = service.StrategyNames()
 
+// safeStrategies are the strategies the Guarantees call safe (with fencing
+// on for the Redis locks), in the table's order.
+var safeStrategies = slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
+	st, _ := service.LookupStrategy(name)
+	return !st.Safe
+})
+
 func TestMain(m *testing.M) {
-	// go-redis logs every failed dial to stderr; TestRedlockNodesDown makes
-	// thousands on purpose. The errors themselves still reach the tests.
-	redis.SetLogger(quietRedisLog{})
+	// TestRedlockNodesDown makes thousands of failed dials on purpose.
+	testenv.QuietRedis()
 	os.Exit(m.Run())
 }
 
-type quietRedisLog struct{}
-
-func (quietRedisLog) Printf(context.Context, string, ...any) {}
+// eachStrategy runs test once per strategy of names, each a parallel
+// subtest named after it: the same cases against every strategy.
+func eachStrategy(t *testing.T, names []string, test func(t *testing.T, strategy string)) {
+	for _, strategy := range names {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			test(t, strategy)
+		})
+	}
+}
 
 // fixture is one test's share of the world: a database of its own, clients
 // for Redis nodes and a key prefix of its own on them.
@@ -176,77 +191,33 @@ func (in *instance) lockKey(strategy string, productID int64) string {
 	return in.prefix + "lock:" + strategy + ":product:" + strconv.FormatInt(productID, 10)
 }
 
+// metrics are the instance's metric families, read as a client of
+// /metrics reads them.
+func (in *instance) metrics(t testing.TB) client.Metrics {
+	t.Helper()
+	mfs, err := in.reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	m := client.Metrics{}
+	for _, mf := range mfs {
+		m[mf.GetName()] = mf
+	}
+	return m
+}
+
 // counter returns the value of seckill_purchases_total for strategy and
 // outcome (0 when it was never incremented).
 func (in *instance) counter(t testing.TB, strategy, outcome string) float64 {
 	t.Helper()
-	mfs, err := in.reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "seckill_purchases_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["strategy"] == strategy && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// histogramCount returns how many observations the histogram name has for
-// strategy.
-func (in *instance) histogramCount(t testing.TB, name, strategy string) uint64 {
-	t.Helper()
-	mfs, err := in.reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "strategy" && l.GetValue() == strategy {
-					return m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return 0
+	return in.metrics(t).Sum("seckill_purchases_total", "strategy", strategy, "outcome", outcome)
 }
 
 // lockWaits returns how many waits for strategy's lock on in ended with
 // result (acquired, timeout, unavailable): seckill_lock_wait_seconds.
-func (in *instance) lockWaits(t *testing.T, strategy, result string) uint64 {
+func (in *instance) lockWaits(t testing.TB, strategy, result string) float64 {
 	t.Helper()
-	mfs, err := in.reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "seckill_lock_wait_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["strategy"] == strategy && labels["result"] == result {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
+	return in.metrics(t).Sum("seckill_lock_wait_seconds", "strategy", strategy, "result", result)
 }
 
 // product creates a product with stock units.

@@ -205,10 +205,10 @@ func TestBatchSellsAsOneByOne(t *testing.T) {
 				// A hold answers its buyers before it gives the lock back
 				// and counts itself: wait for the count.
 				testenv.Eventually(t, 10*time.Second, "the hold to be counted", func() bool {
-					return in.histogramCount(t, "seckill_batch_size", strategy) >= 1
+					return in.metrics(t).Sum("seckill_batch_size", "strategy", strategy) >= 1
 				})
-				if holds := in.histogramCount(t, "seckill_batch_size", strategy); holds != 1 {
-					t.Errorf("seckill_batch_size{strategy=%q} counted %d holds; want the line sold in 1", strategy, holds)
+				if holds := in.metrics(t).Sum("seckill_batch_size", "strategy", strategy); holds != 1 {
+					t.Errorf("seckill_batch_size{strategy=%q} counted %v holds; want the line sold in 1", strategy, holds)
 				}
 			}
 		})
@@ -287,36 +287,33 @@ func wantSoldOut(t *testing.T, in *instance, id, stock int64, answers []string) 
 // fallback of 10 s (it would sleep 5 to 10 s), it buys within a second or
 // two of the release.
 func TestReleaseWakesOtherInstance(t *testing.T) {
-	for _, strategy := range []string{"setnx", "token", "redlock"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			s := settings{Strategy: strategy, Fencing: true, Wait: 30 * time.Second, Fallback: 10 * time.Second}
-			a, b := f.instance(s), f.instance(s)
-			prod := a.product(t, 2)
-			doneA := make(chan time.Time, 1)
-			go func() {
-				if _, err := a.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "a", Quantity: 1, Work: 300 * time.Millisecond}); err != nil {
-					t.Errorf("A's Purchase = %v; want nil", err)
-				}
-				doneA <- time.Now()
-			}()
-			// Once granted, A holds the lock for its 300 ms of work. The
-			// grant is counted, and a count stays: no poll can miss it, as
-			// one can miss A's lock key, which lives only as long as A's hold.
-			testenv.Eventually(t, 10*time.Second, "A to be granted the "+strategy+" lock", func() bool {
-				return a.lockWaits(t, strategy, "acquired") == 1
-			})
-			if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "b", Quantity: 1}); err != nil {
-				t.Fatalf("B's Purchase = %v; want nil", err)
+	eachStrategy(t, []string{"setnx", "token", "redlock"}, func(t *testing.T, strategy string) {
+		f := newFixture(t, nil)
+		s := settings{Strategy: strategy, Fencing: true, Wait: 30 * time.Second, Fallback: 10 * time.Second}
+		a, b := f.instance(s), f.instance(s)
+		prod := a.product(t, 2)
+		doneA := make(chan time.Time, 1)
+		go func() {
+			if _, err := a.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "a", Quantity: 1, Work: 300 * time.Millisecond}); err != nil {
+				t.Errorf("A's Purchase = %v; want nil", err)
 			}
-			doneB := time.Now()
-			if wake := doneB.Sub(<-doneA); wake > 2*time.Second {
-				t.Errorf("B bought %v after A released; want well within its fallback (5 to 10 s): woken by the release", wake)
-			}
-			a.wantAudit(t, consistentAudit(prod.ID, 2, 2))
+			doneA <- time.Now()
+		}()
+		// Once granted, A holds the lock for its 300 ms of work. The
+		// grant is counted, and a count stays: no poll can miss it, as
+		// one can miss A's lock key, which lives only as long as A's hold.
+		testenv.Eventually(t, 10*time.Second, "A to be granted the "+strategy+" lock", func() bool {
+			return a.lockWaits(t, strategy, "acquired") == 1
 		})
-	}
+		if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "b", Quantity: 1}); err != nil {
+			t.Fatalf("B's Purchase = %v; want nil", err)
+		}
+		doneB := time.Now()
+		if wake := doneB.Sub(<-doneA); wake > 2*time.Second {
+			t.Errorf("B bought %v after A released; want well within its fallback (5 to 10 s): woken by the release", wake)
+		}
+		a.wantAudit(t, consistentAudit(prod.ID, 2, 2))
+	})
 }
 
 // TestResetReopensEveryInstance: once an instance has seen a product sold

@@ -16,11 +16,7 @@ import (
 // redis; once the nodes are back it sells again.
 func TestRedlockNodesDown(t *testing.T) {
 	t.Parallel()
-	nodes := []*testenv.Redis{testenv.StartRedis(t), testenv.StartRedis(t), testenv.StartRedis(t)}
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr
-	}
+	nodes, addrs := testenv.StartRedisNodes(t, 3)
 	f := newFixture(t, addrs)
 	in := f.instance(settings{Strategy: "redlock", Fencing: true, TTL: 3 * time.Second, Wait: time.Second})
 	ctx := t.Context()

@@ -21,41 +21,38 @@ import (
 // else; every unit is sold once (each order left a different stock).
 func TestPurchaseSellsExactlyStock(t *testing.T) {
 	const stock, buyersN = 10, 60
-	for _, strategy := range []string{"redlock", "pessimistic", "optimistic", "token", "setnx", "local"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy})
-			prod := in.product(t, stock)
+	eachStrategy(t, []string{"redlock", "pessimistic", "optimistic", "token", "setnx", "local"}, func(t *testing.T, strategy string) {
+		in := newFixture(t, nil).instance(settings{Strategy: strategy})
+		prod := in.product(t, stock)
 
-			results := purchaseAll(t.Context(), buyers(in.svc, prod.ID, "", buyersN, 0))
-			sold, remaining := 0, map[int64]bool{}
-			for _, res := range results {
-				switch {
-				case res.err == nil:
-					sold++
-					if remaining[res.r.Order.RemainingStock] {
-						t.Errorf("Purchase(%s) left stock %d, as an earlier order did", show(res.p), res.r.Order.RemainingStock)
-					}
-					remaining[res.r.Order.RemainingStock] = true
-					if res.r.Order.Strategy != strategy {
-						t.Errorf("Purchase(%s) made an order of strategy %q; want %q", show(res.p), res.r.Order.Strategy, strategy)
-					}
-				case !errors.Is(res.err, service.ErrSoldOut):
-					t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+		results := purchaseAll(t.Context(), buyers(in.svc, prod.ID, "", buyersN, 0))
+		sold, remaining := 0, map[int64]bool{}
+		for _, res := range results {
+			switch {
+			case res.err == nil:
+				sold++
+				if remaining[res.r.Order.RemainingStock] {
+					t.Errorf("Purchase(%s) left stock %d, as an earlier order did", show(res.p), res.r.Order.RemainingStock)
 				}
+				remaining[res.r.Order.RemainingStock] = true
+				if res.r.Order.Strategy != strategy {
+					t.Errorf("Purchase(%s) made an order of strategy %q; want %q", show(res.p), res.r.Order.Strategy, strategy)
+				}
+			case !errors.Is(res.err, service.ErrSoldOut):
+				t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
 			}
-			if sold != stock {
-				t.Errorf("%d of %d purchases succeeded; want %d", sold, buyersN, stock)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, stock, stock))
-			if got := in.counter(t, strategy, "ok"); got != stock {
-				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"ok\"} = %v; want %d", strategy, got, stock)
-			}
-			if got := in.counter(t, strategy, "sold_out"); got != buyersN-stock {
-				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"sold_out\"} = %v; want %d", strategy, got, buyersN-stock)
-			}
-		})
-	}
+		}
+		if sold != stock {
+			t.Errorf("%d of %d purchases succeeded; want %d", sold, buyersN, stock)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, stock, stock))
+		if got := in.counter(t, strategy, "ok"); got != stock {
+			t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"ok\"} = %v; want %d", strategy, got, stock)
+		}
+		if got := in.counter(t, strategy, "sold_out"); got != buyersN-stock {
+			t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"sold_out\"} = %v; want %d", strategy, got, buyersN-stock)
+		}
+	})
 }
 
 // TestPurchaseNoneOversells shows the flaw of none: buyers who read the
@@ -139,25 +136,22 @@ func TestPurchaseLocalInstances(t *testing.T) {
 // TestPurchaseReplay: a purchase repeated with its request ID answers with
 // the first order and sells nothing more, under every strategy.
 func TestPurchaseReplay(t *testing.T) {
-	for _, strategy := range strategies {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
-			prod := in.product(t, 5)
-			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"}
+	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
+		ctx := t.Context()
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+		prod := in.product(t, 5)
+		p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"}
 
-			first, err := in.svc.Purchase(ctx, p)
-			if err != nil || first.Replayed || first.Order.RemainingStock != 4 {
-				t.Fatalf("Purchase(%s) = %+v, %v; want a new order leaving 4", show(p), first, err)
-			}
-			again, err := in.svc.Purchase(ctx, p)
-			if err != nil || !again.Replayed || again.Order.ID != first.Order.ID || again.Order.RemainingStock != 4 {
-				t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order %d leaving 4", show(p), again, err, first.Order.ID)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 5, 1))
-		})
-	}
+		first, err := in.svc.Purchase(ctx, p)
+		if err != nil || first.Replayed || first.Order.RemainingStock != 4 {
+			t.Fatalf("Purchase(%s) = %+v, %v; want a new order leaving 4", show(p), first, err)
+		}
+		again, err := in.svc.Purchase(ctx, p)
+		if err != nil || !again.Replayed || again.Order.ID != first.Order.ID || again.Order.RemainingStock != 4 {
+			t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order %d leaving 4", show(p), again, err, first.Order.ID)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 5, 1))
+	})
 }
 
 // TestPurchaseRequestIDReused: a request ID already used by a purchase of
@@ -197,65 +191,59 @@ func TestPurchaseRequestIDReused(t *testing.T) {
 // the first took the last unit and the user's whole limit.
 func TestPurchaseConcurrentReplay(t *testing.T) {
 	const n = 10
-	for _, strategy := range strategies {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
-			prod := in.product(t, 1)
-			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-" + strategy}
-			attempts := make([]attempt, n)
-			for i := range attempts {
-				attempts[i] = attempt{svc: in.svc, p: p}
+	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+		prod := in.product(t, 1)
+		p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-" + strategy}
+		attempts := make([]attempt, n)
+		for i := range attempts {
+			attempts[i] = attempt{svc: in.svc, p: p}
+		}
+		results := purchaseAll(t.Context(), attempts)
+		orderIDs, fresh := map[int64]bool{}, 0
+		for _, res := range results {
+			if res.err != nil {
+				t.Errorf("Purchase(%s) = %v; want nil", show(res.p), res.err)
+				continue
 			}
-			results := purchaseAll(t.Context(), attempts)
-			orderIDs, fresh := map[int64]bool{}, 0
-			for _, res := range results {
-				if res.err != nil {
-					t.Errorf("Purchase(%s) = %v; want nil", show(res.p), res.err)
-					continue
-				}
-				orderIDs[res.r.Order.ID] = true
-				if !res.r.Replayed {
-					fresh++
-				}
+			orderIDs[res.r.Order.ID] = true
+			if !res.r.Replayed {
+				fresh++
 			}
-			if len(orderIDs) > 1 || fresh > 1 {
-				t.Errorf("%d concurrent Purchase(%s): orders %v, %d not replayed; want one order, made once", n, show(p), orderIDs, fresh)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
-		})
-	}
+		}
+		if len(orderIDs) > 1 || fresh > 1 {
+			t.Errorf("%d concurrent Purchase(%s): orders %v, %d not replayed; want one order, made once", n, show(p), orderIDs, fresh)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
+	})
 }
 
 // TestPurchasePerUserLimit: with a limit of one unit, a user's second
 // purchase, or a first one of two units, answers ErrLimitExceeded and sells
 // nothing, under every strategy.
 func TestPurchasePerUserLimit(t *testing.T) {
-	for _, strategy := range strategies {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
-			prod := in.product(t, 5)
-			for _, tc := range []struct {
-				p    service.Purchase
-				want error
-			}{
-				{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, nil},
-				{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, service.ErrLimitExceeded},
-				{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 2}, service.ErrLimitExceeded},
-				{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1}, nil},
-			} {
-				if _, err := in.svc.Purchase(ctx, tc.p); !errors.Is(err, tc.want) {
-					t.Errorf("Purchase(%s) = %v; want %v", show(tc.p), err, tc.want)
-				}
+	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
+		ctx := t.Context()
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+		prod := in.product(t, 5)
+		for _, tc := range []struct {
+			p    service.Purchase
+			want error
+		}{
+			{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, nil},
+			{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, service.ErrLimitExceeded},
+			{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 2}, service.ErrLimitExceeded},
+			{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1}, nil},
+		} {
+			if _, err := in.svc.Purchase(ctx, tc.p); !errors.Is(err, tc.want) {
+				t.Errorf("Purchase(%s) = %v; want %v", show(tc.p), err, tc.want)
 			}
-			in.wantAudit(t, consistentAudit(prod.ID, 5, 2))
-			if got := in.counter(t, strategy, "limit_exceeded"); got != 2 {
-				t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"limit_exceeded\"} = %v; want 2", strategy, got)
-			}
-		})
-	}
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 5, 2))
+		if got := in.counter(t, strategy, "limit_exceeded"); got != 2 {
+			t.Errorf("seckill_purchases_total{strategy=%q,outcome=\"limit_exceeded\"} = %v; want 2", strategy, got)
+		}
+	})
 }
 
 // TestPurchaseValidation: malformed purchases answer ErrInvalid before
@@ -314,47 +302,44 @@ func TestPurchaseNotFound(t *testing.T) {
 // throughout; the same purchase of the product while it still had stock
 // shows that the lock held is the one a purchase would wait for.
 func TestPurchaseSoldOutSkipsLock(t *testing.T) {
-	for _, strategy := range []string{"local", "setnx", "token", "redlock", "pessimistic"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, Wait: 500 * time.Millisecond, TTL: 30 * time.Second})
-			prod := in.product(t, 1)
-			hold := func() (release func()) {
-				if strategy == "pessimistic" {
-					tx := in.db.WithContext(ctx).Begin()
-					if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&model.Product{}, prod.ID).Error; err != nil {
-						t.Fatalf("lock product row: %v", err)
-					}
-					return func() { tx.Rollback() }
+	eachStrategy(t, []string{"local", "setnx", "token", "redlock", "pessimistic"}, func(t *testing.T, strategy string) {
+		ctx := t.Context()
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, Wait: 500 * time.Millisecond, TTL: 30 * time.Second})
+		prod := in.product(t, 1)
+		hold := func() (release func()) {
+			if strategy == "pessimistic" {
+				tx := in.db.WithContext(ctx).Begin()
+				if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&model.Product{}, prod.ID).Error; err != nil {
+					t.Fatalf("lock product row: %v", err)
 				}
-				lease, err := in.lockers[strategy].Lock(ctx, in.lockKey(strategy, prod.ID))
-				if err != nil {
-					t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
-				}
-				return func() {
-					if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
-						t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
-					}
+				return func() { tx.Rollback() }
+			}
+			lease, err := in.lockers[strategy].Lock(ctx, in.lockKey(strategy, prod.ID))
+			if err != nil {
+				t.Fatalf("Lock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
+			}
+			return func() {
+				if err := lease.Unlock(context.WithoutCancel(ctx)); err != nil {
+					t.Errorf("Unlock(%s) = %v; want nil", in.lockKey(strategy, prod.ID), err)
 				}
 			}
-			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
+		}
+		p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
 
-			release := hold()
-			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrLockTimeout) {
-				t.Errorf("Purchase(%s) with stock 1 and the lock held = %v; want %v", show(p), err, service.ErrLockTimeout)
-			}
-			release()
-			if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
-				t.Fatalf("SetStock(%d, 0) = %v; want nil", prod.ID, err)
-			}
-			release = hold()
-			defer release()
-			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
-				t.Errorf("Purchase(%s) with stock 0 and the lock held = %v; want %v", show(p), err, service.ErrSoldOut)
-			}
-		})
-	}
+		release := hold()
+		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrLockTimeout) {
+			t.Errorf("Purchase(%s) with stock 1 and the lock held = %v; want %v", show(p), err, service.ErrLockTimeout)
+		}
+		release()
+		if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
+			t.Fatalf("SetStock(%d, 0) = %v; want nil", prod.ID, err)
+		}
+		release = hold()
+		defer release()
+		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+			t.Errorf("Purchase(%s) with stock 0 and the lock held = %v; want %v", show(p), err, service.ErrSoldOut)
+		}
+	})
 }
 
 // TestPurchaseCancelledReleasesLock: buyers who hang up leave no lock
@@ -365,46 +350,43 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 // it). Then the next purchase gets the lock at once, with a wait far
 // shorter than the lease.
 func TestPurchaseCancelledReleasesLock(t *testing.T) {
-	for _, strategy := range []string{"local", "setnx", "token", "redlock", "pessimistic"} {
-		t.Run(strategy, func(t *testing.T) {
-			t.Parallel()
-			in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
-				TTL: 30 * time.Second, Wait: 10 * time.Second})
-			prod := in.product(t, 3)
-			a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Work: 2 * time.Second}
-			b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
+	eachStrategy(t, []string{"local", "setnx", "token", "redlock", "pessimistic"}, func(t *testing.T, strategy string) {
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, Fencing: true,
+			TTL: 30 * time.Second, Wait: 10 * time.Second})
+		prod := in.product(t, 3)
+		a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Work: 2 * time.Second}
+		b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
 
-			ctx, cancel := context.WithCancel(t.Context())
-			doneA, doneB := make(chan error, 1), make(chan error, 1)
-			go func() {
-				_, err := in.svc.Purchase(ctx, a)
-				doneA <- err
-			}()
-			// A is in its hold once granted its lock (pessimistic: its row).
-			testenv.Eventually(t, 10*time.Second, "A to be granted its lock", func() bool {
-				return in.lockWaits(t, strategy, "acquired") == 1
-			})
-			go func() {
-				_, err := in.svc.Purchase(ctx, b)
-				doneB <- err
-			}()
-			testenv.Eventually(t, 10*time.Second, "B in line", func() bool { return in.svc.Waiting(prod.ID) == 1 })
-			cancel()
-			if err := <-doneB; !errors.Is(err, context.Canceled) {
-				t.Errorf("Purchase(%s) cancelled in line = %v; want %v", show(b), err, context.Canceled)
-			}
-			if err := <-doneA; err != nil {
-				t.Errorf("Purchase(%s) cancelled in its hold = %v; want nil (the hold's answer)", show(a), err)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
-
-			c := service.Purchase{ProductID: prod.ID, UserID: "u-c", Quantity: 1}
-			cctx, cancelC := context.WithTimeout(t.Context(), 5*time.Second) // far less than the lease
-			defer cancelC()
-			if _, err := in.svc.Purchase(cctx, c); err != nil {
-				t.Errorf("Purchase(%s) after the buyers hung up = %v; want nil", show(c), err)
-			}
-			in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
+		ctx, cancel := context.WithCancel(t.Context())
+		doneA, doneB := make(chan error, 1), make(chan error, 1)
+		go func() {
+			_, err := in.svc.Purchase(ctx, a)
+			doneA <- err
+		}()
+		// A is in its hold once granted its lock (pessimistic: its row).
+		testenv.Eventually(t, 10*time.Second, "A to be granted its lock", func() bool {
+			return in.lockWaits(t, strategy, "acquired") == 1
 		})
-	}
+		go func() {
+			_, err := in.svc.Purchase(ctx, b)
+			doneB <- err
+		}()
+		testenv.Eventually(t, 10*time.Second, "B in line", func() bool { return in.svc.Waiting(prod.ID) == 1 })
+		cancel()
+		if err := <-doneB; !errors.Is(err, context.Canceled) {
+			t.Errorf("Purchase(%s) cancelled in line = %v; want %v", show(b), err, context.Canceled)
+		}
+		if err := <-doneA; err != nil {
+			t.Errorf("Purchase(%s) cancelled in its hold = %v; want nil (the hold's answer)", show(a), err)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
+
+		c := service.Purchase{ProductID: prod.ID, UserID: "u-c", Quantity: 1}
+		cctx, cancelC := context.WithTimeout(t.Context(), 5*time.Second) // far less than the lease
+		defer cancelC()
+		if _, err := in.svc.Purchase(cctx, c); err != nil {
+			t.Errorf("Purchase(%s) after the buyers hung up = %v; want nil", show(c), err)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 3, 2))
+	})
 }

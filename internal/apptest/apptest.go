@@ -1,7 +1,21 @@
-// Package apptest starts real instances of the service for end-to-end
-// tests: the same wiring as the program (internal/app), over a database of
-// the test's own on the test MySQL server and a key prefix of its own on the
-// test Redis nodes, listening on a free port of 127.0.0.1.
+// Package apptest is the one harness of the end-to-end tests: it starts
+// instances of the service and makes the calls of a sale against them
+// (create a product, buy, audit, read the metrics), raw requests for the
+// tests of the contract's statuses and bodies, and the per-user limit's
+// checks.
+//
+// An instance starts one of three ways, each giving a Service (URL, admin
+// token, client, calls), and a second instance of the same sale (the same
+// database, Redis nodes and key prefix) with Another:
+//   - Start: in the test's process, with the program's wiring
+//     (internal/app), over a database of the test's own on the test MySQL
+//     server and a key prefix of its own on the test Redis nodes;
+//   - Run: the program's run function in a goroutine (the main package's
+//     own tests, which alone can name it);
+//   - Exec: the program's binary in a process of its own, built once per
+//     test binary, which a test can kill, pause or stop with a signal.
+//
+// Each listens on a free port of 127.0.0.1.
 package apptest
 
 import (
@@ -9,9 +23,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,37 +34,37 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// Instance is one running instance of the service.
+// Instance is one instance started in the test's process, its stores at
+// hand.
 type Instance struct {
-	// URL is the instance's base URL, http://127.0.0.1:port.
-	URL        string
-	AdminToken string
-	Config     config.Config
-	Stores     *app.Stores
-	keyPrefix  string
+	Service
+	Config config.Config
+	Stores *app.Stores
 }
 
-// Start starts an instance with strategy override on, the test's own
-// database and Redis key prefix, and env on top (SECKILL_* variables as the
-// program reads them). It stops when t ends.
+// Start starts an instance with env over the defaults: the test's own
+// database, the test Redis nodes with a key prefix of the test's own, a
+// random admin token and the strategy override on (SECKILL_* variables as
+// the program reads them; one given as "" is unset). It stops when t ends.
 func Start(t testing.TB, env map[string]string) *Instance {
 	t.Helper()
-	addrs := testenv.RedisAddrs(t)
-	vars := map[string]string{
-		"SECKILL_ADDR":              "127.0.0.1:0",
-		"SECKILL_MYSQL_DSN":         testenv.MySQL(t),
-		"SECKILL_REDIS_ADDRS":       strings.Join(addrs, ","),
-		"SECKILL_ADMIN_TOKEN":       testenv.RandomName("admin-"),
-		"SECKILL_STRATEGY_OVERRIDE": "true",
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
+	in := Open(t, env)
+	in.serve(t)
+	return in
+}
+
+// Open is Start without serving: the configuration and the stores of an
+// instance, closed when t ends, for a test that wires a service or a router
+// over them itself. Its URL is empty.
+func Open(t testing.TB, env map[string]string) *Instance {
+	t.Helper()
+	vars := withDefaults(t, env, func() string { return "127.0.0.1:0" }, // Start listens on a port of its own
+		func() string { return strings.Join(testenv.RedisAddrs(t), ",") })
 	cfg, err := app.LoadConfig(func(k string) string { return vars[k] }, false)
 	if err != nil {
 		t.Fatalf("apptest: %v", err)
 	}
-	st, err := app.OpenStores(t.Context(), cfg, quietLog())
+	st, err := app.OpenStores(context.Background(), cfg, quietLog())
 	if err != nil {
 		t.Fatalf("apptest: %v", err)
 	}
@@ -59,9 +73,11 @@ func Start(t testing.TB, env map[string]string) *Instance {
 			t.Errorf("apptest: close stores: %v", err)
 		}
 	})
-	in := &Instance{AdminToken: cfg.AdminToken, Config: cfg, Stores: st, keyPrefix: testenv.KeyPrefix(t, addrs)}
-	in.serve(t)
-	return in
+	return &Instance{
+		Service: Service{AdminToken: cfg.AdminToken, redisAddrs: cfg.RedisAddrs, keyPrefix: testenv.KeyPrefix(t, cfg.RedisAddrs)},
+		Config:  cfg,
+		Stores:  st,
+	}
 }
 
 // Another starts a second instance of the same sale: the same database,
@@ -71,12 +87,6 @@ func (in *Instance) Another(t testing.TB) *Instance {
 	other := *in
 	other.serve(t)
 	return &other
-}
-
-// LockKey is the Redis key of a product's lock under strategy on the
-// instance's nodes.
-func (in *Instance) LockKey(strategy string, productID int64) string {
-	return in.keyPrefix + "lock:" + strategy + ":product:" + strconv.FormatInt(productID, 10)
 }
 
 func (in *Instance) serve(t testing.TB) {
@@ -97,6 +107,33 @@ func (in *Instance) serve(t testing.TB) {
 			t.Errorf("apptest: serve: %v", err)
 		}
 	})
+}
+
+// withDefaults returns env over the defaults: a database of the test's
+// own, a random admin token, the strategy override on, and the address and
+// Redis nodes that addr and redisAddrs make, which differ from one kind of
+// start to another. A default is made only for a variable env does not
+// name (a database, Redis nodes); a variable env gives as "" stays "",
+// which the program reads as unset (its own default).
+func withDefaults(t testing.TB, env map[string]string, addr, redisAddrs func() string) map[string]string {
+	t.Helper()
+	defaults := map[string]func() string{
+		"SECKILL_ADDR":              addr,
+		"SECKILL_REDIS_ADDRS":       redisAddrs,
+		"SECKILL_MYSQL_DSN":         func() string { return testenv.MySQL(t) },
+		"SECKILL_ADMIN_TOKEN":       func() string { return testenv.RandomName("admin-") },
+		"SECKILL_STRATEGY_OVERRIDE": func() string { return "true" },
+	}
+	vars := maps.Clone(env)
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	for k, def := range defaults {
+		if _, ok := vars[k]; !ok {
+			vars[k] = def()
+		}
+	}
+	return vars
 }
 
 func quietLog() *slog.Logger {

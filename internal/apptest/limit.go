@@ -1,9 +1,7 @@
 package apptest
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -44,17 +42,9 @@ func CheckPerUserLimit(t *testing.T, ins []*Instance, run LimitRun) {
 	t.Helper()
 	ctx := t.Context()
 	a := ins[0]
-	admin := &client.Client{BaseURL: a.URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
 	stock := int64(run.Users * run.Tries * 2)
-	prod, err := admin.CreateProduct(ctx, "limit "+run.Name(), stock)
-	if err != nil {
-		t.Fatalf("CreateProduct = %v", err)
-	}
-	type answer struct {
-		user string
-		err  error
-	}
-	answers := make([]answer, run.Users*run.Tries)
+	id := a.Create(t, "limit "+run.Name(), stock)
+	answers := make([]Answer, run.Users*run.Tries)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range answers {
@@ -64,26 +54,25 @@ func CheckPerUserLimit(t *testing.T, ins []*Instance, run LimitRun) {
 		if o.Strategy == "token" || o.Strategy == "redlock" {
 			o.Hold = run.Hold
 		}
-		c := &client.Client{BaseURL: ins[try%len(ins)].URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
+		in := ins[try%len(ins)]
 		wg.Go(func() {
 			<-start
-			_, err := c.Buy(ctx, prod.ID, client.Purchase{UserID: user, Quantity: 1}, o)
-			answers[i] = answer{user, err}
+			answers[i] = in.Buy(ctx, id, client.Purchase{UserID: user, Quantity: 1}, o)
 		})
 	}
 	close(start)
 	wg.Wait()
 	sold := map[string]int{}
 	for _, an := range answers {
-		var e *client.Error
-		switch {
-		case an.err == nil:
-			sold[an.user]++
-		case !errors.As(an.err, &e) || e.Code != "limit_exceeded":
-			t.Errorf("purchase by %s = %v; want 201 or 409 limit_exceeded", an.user, an.err)
+		switch an.Outcome() {
+		case "ok":
+			sold[an.Purchase.UserID]++
+		case "limit_exceeded":
+		default:
+			t.Errorf("purchase by %s = %v; want 201 or 409 limit_exceeded", an.Purchase.UserID, an.Err)
 		}
 	}
-	ordered, held := unitsPerUser(t, a, prod.ID)
+	ordered, held := unitsPerUser(t, a, id)
 	for u := range run.Users {
 		user := fmt.Sprintf("u-%d", u)
 		if sold[user] != 1 || ordered[user] != 1 || held[user] != 1 {
@@ -94,10 +83,7 @@ func CheckPerUserLimit(t *testing.T, ins []*Instance, run LimitRun) {
 	if len(ordered) != run.Users {
 		t.Errorf("orders for %d users; want %d", len(ordered), run.Users)
 	}
-	au, err := admin.Audit(ctx, prod.ID)
-	if err != nil {
-		t.Fatalf("Audit = %v", err)
-	}
+	au := a.Audit(t, id)
 	if n := int64(run.Users); !au.Held() || au.Orders != n || au.UnitsSold != n || au.Stock != stock-n {
 		t.Errorf("audit %+v; want %d orders of one unit, %d left", au, n, stock-n)
 	}
@@ -136,7 +122,7 @@ func unitsPerUser(t *testing.T, in *Instance, id int64) (ordered, held map[strin
 // locks (a rolling change of SECKILL_LOCK), and token and redlock mixed one
 // purchase per hold (their fence claims collide on every purchase).
 func LimitRuns() []LimitRun {
-	safe := []string{"token", "redlock", "pessimistic", "optimistic"}
+	safe := SafeStrategies()
 	var runs []LimitRun
 	for _, st := range safe {
 		runs = append(runs, LimitRun{Users: 10, Tries: 8, Strategies: []string{st}})

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -22,32 +22,32 @@ import (
 // is fenced off (503 lock_lost).
 func TestWatchdogKeepsLongWorkPauseLosesIt(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t, "", map[string]string{"SECKILL_LOCK_TTL": "1s"})
-	a, b := d.start(), d.start()
+	a := start(t, map[string]string{"SECKILL_LOCK_TTL": "1s"})
+	b := a.Another(t)
 	for _, tc := range []struct {
 		name         string
 		o            client.Override
 		wantA, wantB string
 	}{
-		{"long work", client.Override{Strategy: "redlock", Hold: 3 * time.Second}, "", "sold_out"},
-		{"pause", client.Override{Strategy: "redlock", Pause: 3 * time.Second}, "lock_lost", ""},
+		{"long work", client.Override{Strategy: "redlock", Hold: 3 * time.Second}, "ok", "sold_out"},
+		{"pause", client.Override{Strategy: "redlock", Pause: 3 * time.Second}, "lock_lost", "ok"},
 	} {
-		id := a.product(t, 1)
+		id := a.Create(t, "phone", 1)
 		// Only A's purchases take a lock on a: the count rises by one when
 		// A holds it. (Its key in Redis lives about 1 s once A is paused, and
 		// a poll on a loaded machine can miss it; the count cannot be missed.)
-		before := a.lockAcquisitions(t, "redlock")
-		var gotA answer
+		before := lockAcquisitions(t, a, "redlock")
+		var gotA apptest.Answer
 		var wg sync.WaitGroup
-		wg.Go(func() { gotA = buy(a, id, client.Purchase{UserID: "a", Quantity: 1}, tc.o) })
-		a.waitForLockAcquired(t, "redlock", before)
+		wg.Go(func() { gotA = a.Buy(context.Background(), id, client.Purchase{UserID: "a", Quantity: 1}, tc.o) })
+		waitForLockAcquired(t, a, "redlock", before)
 		time.Sleep(1500 * time.Millisecond) // the scenario: B comes 1.5 s into A's hold, past A's lease
-		gotB := buy(b, id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock"})
+		gotB := b.Buy(t.Context(), id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock"})
 		wg.Wait()
-		if gotA.code != tc.wantA || gotB.code != tc.wantB {
-			t.Errorf("%s: A got %q, B got %q; want A %q, B %q (\"\" is 201)", tc.name, gotA.code, gotB.code, tc.wantA, tc.wantB)
+		if gotA.Outcome() != tc.wantA || gotB.Outcome() != tc.wantB {
+			t.Errorf("%s: A got %q, B got %q; want A %q, B %q", tc.name, gotA.Outcome(), gotB.Outcome(), tc.wantA, tc.wantB)
 		}
-		if au := a.wantConsistent(t, id); au.UnitsSold != 1 {
+		if au := a.WantConsistent(t, id); au.UnitsSold != 1 {
 			t.Errorf("%s: audit %+v; want the one unit sold once", tc.name, au)
 		}
 	}
@@ -60,32 +60,32 @@ func TestWatchdogKeepsLongWorkPauseLosesIt(t *testing.T) {
 func TestKilledHolderFreesProductWithinTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
-	d := newDeployment(t, "", nil)
-	a, b := d.start(), d.start()
-	id := a.product(t, 5)
-	go buy(a, id, client.Purchase{UserID: "doomed", Quantity: 1}, client.Override{Hold: 10 * time.Second})
-	d.waitForLockKey(t, id, 2)
+	a := start(t, nil)
+	b := a.Another(t)
+	id := a.Create(t, "phone", 5)
+	go a.Buy(context.Background(), id, client.Purchase{UserID: "doomed", Quantity: 1}, client.Override{Hold: 10 * time.Second})
+	waitForLockKey(t, a, id, 2)
 	// The watchdog has renewed the lease at least once: its time to live
 	// went up from the lowest seen (the first reading may be a renewal's
 	// own, the whole lease).
-	low := d.lockPTTL(t, id)
+	low := lockPTTL(t, a, id)
 	testenv.Eventually(t, 20*time.Second, "the watchdog to renew the lease", func() bool {
-		ttl := d.lockPTTL(t, id)
+		ttl := lockPTTL(t, a, id)
 		low = min(low, ttl)
 		return ttl > low
 	})
-	a.kill()
+	a.Kill()
 	killed := time.Now()
-	got := buy(b, id, client.Purchase{UserID: "next", Quantity: 1}, client.Override{})
-	blocked := got.at.Sub(killed)
+	got := b.Buy(t.Context(), id, client.Purchase{UserID: "next", Quantity: 1}, client.Override{})
+	blocked := got.At.Sub(killed)
 	t.Logf("after the holder was killed the product was blocked for %v (lease %v)", blocked, ttl)
-	if got.code != "" {
-		t.Fatalf("purchase on the other instance after the kill = %q; want 201", got.code)
+	if got.Outcome() != "ok" {
+		t.Fatalf("purchase on the other instance after the kill = %q; want 201", got.Outcome())
 	}
 	if limit := ttl + time.Second; blocked > limit {
 		t.Errorf("the other instance sold %v after the kill; want within one lease (%v, and up to 1 s of slack)", blocked, ttl)
 	}
-	if au := b.wantConsistent(t, id); au.UnitsSold != 1 || au.Orders != 1 {
+	if au := b.WantConsistent(t, id); au.UnitsSold != 1 || au.Orders != 1 {
 		t.Errorf("audit %+v; want one order, the killed purchase writing nothing", au)
 	}
 }
@@ -120,16 +120,16 @@ func TestDatabaseFrozen(t *testing.T) {
 // database holds.
 func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func()) {
 	const outage = 6 * time.Second
-	d := newDeployment(t, db.DSN, nil)
-	in := d.start()
-	id := in.product(t, 100_000)
+	dsn := testenv.DatabaseDSN(t, db.DSN, "seckill")
+	in := start(t, map[string]string{"SECKILL_MYSQL_DSN": dsn})
+	id := in.Create(t, "phone", 100_000)
 
 	buyers := startOutageBuyers(in, id, 16)
 	// The sale is under way (the instance's pool holds connections)
 	// when the database goes.
 	if !testenv.Until(30*time.Second, func() bool { return buyers.sold(time.Time{}) >= 16 }) {
 		buyers.halt()
-		t.Fatalf("%d purchases answered 201 in 30 s; want 16 before the outage\n%s", buyers.sold(time.Time{}), in.out)
+		t.Fatalf("%d purchases answered 201 in 30 s; want 16 before the outage\n%s", buyers.sold(time.Time{}), in.Out)
 	}
 	down()
 	downAt := time.Now()
@@ -139,14 +139,14 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 	// Sales resume: 16 more 201s that came after the database came back.
 	if !testenv.Until(30*time.Second, func() bool { return buyers.sold(upAt) >= 16 }) {
 		buyers.halt()
-		t.Fatalf("%d purchases answered 201 within 30 s of the database coming back; want 16\n%s", buyers.sold(upAt), in.out)
+		t.Fatalf("%d purchases answered 201 within 30 s of the database coming back; want 16\n%s", buyers.sold(upAt), in.Out)
 	}
 	buyers.halt()
 
 	w := outageWindow{how: how, lasted: outage, downAt: downAt, upAt: upAt}
 	unknown := checkOutageAnswers(t, buyers.answers, w)
-	in.wantConsistent(t, id)
-	orders := d.orderRequestIDs(t, id)
+	in.WantConsistent(t, id)
+	orders := orderRequestIDs(t, dsn, id)
 	checkOutageOrders(t, buyers.answers, orders, unknown)
 }
 
@@ -154,21 +154,21 @@ func databaseOutage(t *testing.T, db *testenv.MariaDB, how string, down, up func
 // until halted.
 type outageBuyers struct {
 	mu      sync.Mutex
-	answers []answer
+	answers []apptest.Answer
 	stop    atomic.Bool
 	wg      sync.WaitGroup
 }
 
 // startOutageBuyers sends n buyers to buy one unit of product id at a time
 // from in, each purchase with a user and a request ID of its own.
-func startOutageBuyers(in *instance, id int64, n int) *outageBuyers {
+func startOutageBuyers(in *apptest.Program, id int64, n int) *outageBuyers {
 	b := &outageBuyers{}
 	var next atomic.Int64
 	for range n {
 		b.wg.Go(func() {
 			for !b.stop.Load() {
 				i := next.Add(1)
-				a := buy(in, id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1, RequestID: fmt.Sprintf("r-%d", i)}, client.Override{})
+				a := in.Buy(context.Background(), id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1, RequestID: fmt.Sprintf("r-%d", i)}, client.Override{})
 				b.mu.Lock()
 				b.answers = append(b.answers, a)
 				b.mu.Unlock()
@@ -184,7 +184,7 @@ func (b *outageBuyers) sold(since time.Time) int {
 	defer b.mu.Unlock()
 	n := 0
 	for _, a := range b.answers {
-		if a.code == "" && a.at.After(since) {
+		if a.Outcome() == "ok" && a.At.After(since) {
 			n++
 		}
 	}
@@ -209,26 +209,26 @@ type outageWindow struct {
 // or outcome_unknown, that some answered unavailable while the database was
 // away, and that none of those took longer than a bounded wait; it returns
 // how many answered outcome_unknown.
-func checkOutageAnswers(t *testing.T, answers []answer, w outageWindow) (unknown int) {
+func checkOutageAnswers(t *testing.T, answers []apptest.Answer, w outageWindow) (unknown int) {
 	t.Helper()
 	var before, during, after, unavailable int
 	var slowest time.Duration
 	for _, a := range answers {
-		switch {
-		case a.code == "": // 201: its order is checked against the orders table
-		case a.code == "unavailable":
+		switch a.Outcome() {
+		case "ok": // 201: its order is checked against the orders table
+		case "unavailable":
 			unavailable++
-		case a.code == "outcome_unknown":
+		case "outcome_unknown":
 			unknown++
 		default:
-			t.Errorf("a purchase got %d %q at %v (took %v); want 201, 503 unavailable or outcome_unknown", a.status, a.code, a.at.Sub(w.downAt), a.took)
+			t.Errorf("a purchase got %d %q at %v (took %v); want 201, 503 unavailable or outcome_unknown", a.Status, a.Outcome(), a.At.Sub(w.downAt), a.Took)
 		}
 		switch {
-		case a.at.Before(w.downAt):
+		case a.At.Before(w.downAt):
 			before++
-		case a.at.Before(w.upAt):
+		case a.At.Before(w.upAt):
 			during++
-			slowest = max(slowest, a.took)
+			slowest = max(slowest, a.Took)
 		default:
 			after++
 		}
@@ -249,17 +249,17 @@ func checkOutageAnswers(t *testing.T, answers []answer, w outageWindow) (unknown
 // checkOutageOrders holds the answers against the request IDs of the
 // product's orders: every 201 has its order, no answer but outcome_unknown
 // has one; it reports how many of the unknown outcomes made theirs.
-func checkOutageOrders(t *testing.T, answers []answer, orders map[string]bool, unknown int) {
+func checkOutageOrders(t *testing.T, answers []apptest.Answer, orders map[string]bool, unknown int) {
 	t.Helper()
 	mayHave := 0
 	for _, a := range answers {
-		switch {
-		case a.code == "" && !orders[a.requestID]:
-			t.Errorf("purchase %s was answered 201 (order %d); the database has no order of it", a.requestID, a.order.OrderID)
-		case a.code == "outcome_unknown" && orders[a.requestID]:
+		switch rid, outcome := a.Purchase.RequestID, a.Outcome(); {
+		case outcome == "ok" && !orders[rid]:
+			t.Errorf("purchase %s was answered 201 (order %d); the database has no order of it", rid, a.Order.OrderID)
+		case outcome == "outcome_unknown" && orders[rid]:
 			mayHave++
-		case a.code != "" && a.code != "outcome_unknown" && orders[a.requestID]:
-			t.Errorf("purchase %s was answered %d %s; the database has its order", a.requestID, a.status, a.code)
+		case outcome != "ok" && outcome != "outcome_unknown" && orders[rid]:
+			t.Errorf("purchase %s was answered %d %s; the database has its order", rid, a.Status, outcome)
 		}
 	}
 	t.Logf("of %d answered outcome_unknown, %d have an order", unknown, mayHave)
@@ -275,34 +275,35 @@ func checkOutageOrders(t *testing.T, answers []answer, orders map[string]bool, u
 func TestRedisNodeRestartedEmpty(t *testing.T) {
 	t.Parallel()
 	const rounds = 3
-	d := newDeployment(t, "", map[string]string{"SECKILL_LOCK_TTL": "3s"})
-	a, b := d.start(), d.start()
+	a := start(t, map[string]string{"SECKILL_LOCK_TTL": "3s"})
+	b := a.Another(t)
+	nodes := a.Nodes
 	twoHolders := map[bool]int{}
 	for _, fencing := range []bool{false, true} {
 		for round := range rounds {
-			id := a.product(t, 1)
-			d.nodes[2].Stop()
-			var gotA answer
+			id := a.Create(t, "phone", 1)
+			nodes[2].Stop()
+			var gotA apptest.Answer
 			var wg sync.WaitGroup
 			wg.Go(func() {
-				gotA = buy(a, id, client.Purchase{UserID: "a", Quantity: 1},
-					client.Override{Strategy: "redlock", Hold: 1500 * time.Millisecond, Fencing: ptr(fencing)})
+				gotA = a.Buy(context.Background(), id, client.Purchase{UserID: "a", Quantity: 1},
+					client.Override{Strategy: "redlock", Hold: 1500 * time.Millisecond, Fencing: new(fencing)})
 			})
-			d.waitForLockKey(t, id, 2)
-			d.nodes[2].Restart(t)
-			d.nodes[0].Stop()
-			d.nodes[0].Restart(t)
-			gotB := buy(b, id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock", Fencing: ptr(fencing)})
+			waitForLockKey(t, a, id, 2)
+			nodes[2].Restart(t)
+			nodes[0].Stop()
+			nodes[0].Restart(t)
+			gotB := b.Buy(t.Context(), id, client.Purchase{UserID: "b", Quantity: 1}, client.Override{Strategy: "redlock", Fencing: new(fencing)})
 			wg.Wait()
-			if gotA.code == "" && gotB.code == "" {
+			if gotA.Outcome() == "ok" && gotB.Outcome() == "ok" {
 				twoHolders[fencing]++
 			}
-			au := a.audit(t, id)
+			au := a.Audit(t, id)
 			if !fencing && au.OversoldUnits > 0 {
-				t.Logf("fencing off, round %d: A %q, B %q, audit %+v: two holders, the unit sold twice", round, gotA.code, gotB.code, au)
+				t.Logf("fencing off, round %d: A %q, B %q, audit %+v: two holders, the unit sold twice", round, gotA.Outcome(), gotB.Outcome(), au)
 			}
 			if fencing && (!au.Consistent || au.OversoldUnits != 0 || au.UnitsSold != 1) {
-				t.Errorf("fencing on, round %d: A %q, B %q, audit %+v; want exactly the one unit sold", round, gotA.code, gotB.code, au)
+				t.Errorf("fencing on, round %d: A %q, B %q, audit %+v; want exactly the one unit sold", round, gotA.Outcome(), gotB.Outcome(), au)
 			}
 		}
 	}
@@ -319,9 +320,8 @@ func TestRedisNodeRestartedEmpty(t *testing.T) {
 // every 201 a buyer saw has its order and there is no order no buyer saw.
 func TestSIGTERMMidSale(t *testing.T) {
 	t.Parallel()
-	d := newDeployment(t, "", nil)
-	in := d.start()
-	id := in.product(t, 100_000)
+	in := start(t, nil)
+	id := in.Create(t, "phone", 100_000)
 	buyers := startDrainBuyers(t, in, id, 32)
 	// SIGTERM comes mid-sale: orders are being made.
 	testenv.Eventually(t, 30*time.Second, "32 orders made before SIGTERM", func() bool {
@@ -330,8 +330,8 @@ func TestSIGTERMMidSale(t *testing.T) {
 	terminateMidSale(t, in)
 	buyers.wg.Wait()
 	// Read the audit through a new instance: the old one is gone.
-	after := d.start()
-	au := after.wantConsistent(t, id)
+	after := in.Another(t)
+	au := after.WantConsistent(t, id)
 	buyers.checkAgainst(t, au)
 }
 
@@ -348,25 +348,25 @@ type drainBuyers struct {
 // startDrainBuyers sends n buyers to buy one unit of product id at a time
 // from in, each purchase working 50 ms inside the lock, until in is gone;
 // an order answered twice fails t.
-func startDrainBuyers(t *testing.T, in *instance, id int64, n int) *drainBuyers {
+func startDrainBuyers(t *testing.T, in *apptest.Program, id int64, n int) *drainBuyers {
 	b := &drainBuyers{created: map[int64]bool{}, other: map[string]int{}}
 	var next atomic.Int64
 	for range n {
 		b.wg.Go(func() {
 			for {
 				i := next.Add(1)
-				a := buy(in, id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{Hold: 50 * time.Millisecond})
+				a := in.Buy(context.Background(), id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{Hold: 50 * time.Millisecond})
 				b.mu.Lock()
-				if a.code == "" {
-					if b.created[a.order.OrderID] {
-						t.Errorf("order %d answered twice", a.order.OrderID)
+				if a.Outcome() == "ok" {
+					if b.created[a.Order.OrderID] {
+						t.Errorf("order %d answered twice", a.Order.OrderID)
 					}
-					b.created[a.order.OrderID] = true
+					b.created[a.Order.OrderID] = true
 				} else {
-					b.other[a.code]++
+					b.other[a.Outcome()]++
 				}
 				b.mu.Unlock()
-				if a.code == "transport" {
+				if a.Outcome() == apptest.NoAnswer {
 					return // the instance is gone
 				}
 			}
@@ -384,23 +384,21 @@ func (b *drainBuyers) orders() int {
 
 // terminateMidSale sends in SIGTERM and checks that /readyz turns 503
 // before the drain delay ends and that the instance then exits 0.
-func terminateMidSale(t *testing.T, in *instance) {
+func terminateMidSale(t *testing.T, in *apptest.Program) {
 	t.Helper()
-	if err := in.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	in.Terminate()
 	// /readyz turns 503 at once, while the purchases in flight finish: well
 	// within the drain delay (5 s), during which the instance still listens.
 	// (Not 1 s: a loaded machine can take that long to deliver the signal.)
 	ready := 0
 	if !testenv.Until(4*time.Second, func() bool {
-		ready = readyz(in.url)
+		ready = readyz(in)
 		return ready == http.StatusServiceUnavailable
 	}) {
 		t.Errorf("GET /readyz within 4 s of SIGTERM = %d; want 503 (draining, before the 5 s drain delay ends)", ready)
 	}
-	if err := in.terminate(40 * time.Second); err != nil {
-		t.Errorf("after SIGTERM the instance exited with %v; want 0\n%s", err, in.out)
+	if err := in.Wait(40 * time.Second); err != nil {
+		t.Errorf("after SIGTERM the instance exited with %v; want 0\n%s", err, in.Out)
 	}
 }
 
@@ -413,25 +411,9 @@ func (b *drainBuyers) checkAgainst(t *testing.T, au client.Audit) {
 	if au.Orders != int64(len(b.created)) {
 		t.Errorf("buyers saw %d orders (201) and the database has %d; want them equal", len(b.created), au.Orders)
 	}
-	for code := range b.other {
-		if code != "transport" {
-			t.Errorf("a purchase during the drain got %q; want 201, or no answer once the instance stopped listening", code)
+	for outcome := range b.other {
+		if outcome != apptest.NoAnswer {
+			t.Errorf("a purchase during the drain got %q; want 201, or no answer once the instance stopped listening", outcome)
 		}
 	}
-}
-
-// readyz returns the status of GET /readyz, 0 when nothing answers.
-func readyz(base string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-	if err != nil {
-		return 0
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer res.Body.Close()
-	return res.StatusCode
 }

@@ -3,7 +3,6 @@ package faulttest_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -19,10 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
+	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/sqlproxy"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -65,7 +63,7 @@ func TestSoak(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
 	s := newSoak(t)
-	sched := schedule(rng, length, len(s.nodes()))
+	sched := schedule(rng, length, len(s.nodes))
 	for _, f := range sched {
 		t.Logf("soak: at %6.2fs %s", f.at.Seconds(), f)
 	}
@@ -79,47 +77,36 @@ type soak struct {
 	t     *testing.T
 	db    *testenv.MariaDB
 	proxy *sqlproxy.Proxy
-	d     *deployment
 	// direct is the database's DSN, not through the proxy.
 	direct   string
+	nodes    []*testenv.Redis
 	products []int64
 
 	mu        sync.Mutex
-	instances []*instance // by slot; a killed one is replaced
-	stopped   []bool
+	instances []*apptest.Program // by slot; a killed one is replaced
 	hist      []history.Line
 }
 
 func newSoak(t *testing.T) *soak {
 	db := testenv.StartMariaDB(t)
-	direct, err := mysql.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct.DBName, direct.ParseTime = "seckill", true
 	proxy, via := testenv.Proxy(t, db.DSN)
-	s := &soak{t: t, db: db, proxy: proxy, direct: direct.FormatDSN()}
-	s.d = newDeployment(t, via, nil)
-	for range soakInstances {
-		s.instances = append(s.instances, s.d.start())
-		s.stopped = append(s.stopped, false)
+	s := &soak{t: t, db: db, proxy: proxy, direct: testenv.DatabaseDSN(t, db.DSN, "seckill")}
+	first := start(t, map[string]string{"SECKILL_MYSQL_DSN": testenv.DatabaseDSN(t, via, "seckill")})
+	s.instances = append(s.instances, first)
+	for len(s.instances) < soakInstances {
+		s.instances = append(s.instances, first.Another(t))
 	}
-	ctx := context.Background()
+	s.nodes = first.Nodes
 	for _, stock := range soakStocks() {
-		p, err := s.instances[0].c.CreateProduct(ctx, testenv.RandomName("soak-"), stock)
-		if err != nil {
-			t.Fatalf("create a product: %v", err)
-		}
-		s.products = append(s.products, p.ID)
-		s.hist = append(s.hist, history.Line{Product: p.ID, Stock: &stock, TimeNS: time.Now().UnixNano()})
+		id := first.Create(t, testenv.RandomName("soak-"), stock)
+		s.products = append(s.products, id)
+		s.hist = append(s.hist, history.Line{Product: id, Stock: &stock, TimeNS: time.Now().UnixNano()})
 	}
 	return s
 }
 
-func (s *soak) nodes() []*testenv.Redis { return s.d.nodes }
-
 // instance returns slot i's instance.
-func (s *soak) instance(i int) *instance {
+func (s *soak) instance(i int) *apptest.Program {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.instances[i]
@@ -187,29 +174,22 @@ func (s *soak) buyOnce(rng *rand.Rand, n int64) {
 }
 
 // buy makes a purchase through in and records it.
-func (s *soak) buy(in *instance, product int64, p client.Purchase, o client.Override) history.Line {
+func (s *soak) buy(in *apptest.Program, product int64, p client.Purchase, o client.Override) history.Line {
 	l := send(in, product, p, o)
 	s.record(l)
 	return l
 }
 
-// send makes a purchase through in and says what it got.
-func send(in *instance, product int64, p client.Purchase, o client.Override) history.Line {
+// send makes a purchase through in and says what it got, as a line of the
+// history (status 0: no answer, the instance is dead, stopped or gone).
+func send(in *apptest.Program, product int64, p client.Purchase, o client.Override) history.Line {
 	l := history.Line{Product: product, UserID: p.UserID, RequestID: p.RequestID, Quantity: p.Quantity,
 		StartNS: time.Now().UnixNano()}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ord, err := in.c.Buy(ctx, product, p, o)
-	l.EndNS = time.Now().UnixNano()
-	var apiErr *client.Error
-	switch {
-	case err == nil:
-		l.Status = 201
-		l.RemainingStock, l.OrderID = &ord.RemainingStock, &ord.OrderID
-	case errors.As(err, &apiErr):
-		l.Status, l.Code = apiErr.Status, apiErr.Code
-	default:
-		l.Status = 0 // no answer: the instance is dead, stopped or gone
+	a := in.Buy(context.Background(), product, p, o)
+	l.EndNS = a.At.UnixNano()
+	l.Status, l.Code = a.Status, a.Code
+	if a.Outcome() == "ok" {
+		l.RemainingStock, l.OrderID = &a.Order.RemainingStock, &a.Order.OrderID
 	}
 	return l
 }
@@ -308,21 +288,22 @@ func (s *soak) inject(ctx context.Context, f fault) error {
 	t := s.t
 	switch f.kind {
 	case killInstance:
-		s.instance(f.target).kill()
+		killed := s.instance(f.target)
+		killed.Kill()
 		sleepUntil(ctx, time.Now().Add(f.lasts))
-		in := s.d.start()
+		in := killed.Another(t)
 		s.mu.Lock()
 		s.instances[f.target] = in
 		s.mu.Unlock()
 	case stopInstance:
 		in := s.instance(f.target)
-		if err := in.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := in.Signal(syscall.SIGSTOP); err != nil {
 			return err
 		}
 		sleepUntil(ctx, time.Now().Add(f.lasts))
-		return in.cmd.Process.Signal(syscall.SIGCONT)
+		return in.Signal(syscall.SIGCONT)
 	case restartRedis:
-		s.nodes()[f.target].Restart(t)
+		s.nodes[f.target].Restart(t)
 	case restartMariaDB:
 		s.db.Kill()
 		sleepUntil(ctx, time.Now().Add(f.lasts))
@@ -356,29 +337,10 @@ func (s *soak) heal() {
 	s.proxy.Pass()
 	for i := range soakInstances {
 		in := s.instance(i)
-		_ = in.cmd.Process.Signal(syscall.SIGCONT) // not stopped, or gone: fine
+		_ = in.Signal(syscall.SIGCONT) // not stopped, or gone: fine
 		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("instance %d ready after the last fault", i),
-			func() bool { return ready(in) == nil })
+			func() bool { return readyz(in) == http.StatusOK })
 	}
-}
-
-// ready says whether in answers /readyz with 200.
-func ready(in *instance) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.url+"/readyz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/readyz answered %d", resp.StatusCode)
-	}
-	return nil
 }
 
 // indeterminate says a purchase line may or may not have taken its units:
@@ -547,15 +509,8 @@ func (s *soak) checkNoForeignOrders(after map[string]row) {
 // stock was below the quantity, and with no reset it stays so to the end.
 func (s *soak) checkStockAtEnd(lines []history.Line) {
 	t := s.t
-	ctx := context.Background()
 	for _, id := range s.products {
-		a, err := s.instance(0).c.Audit(ctx, id)
-		if err != nil {
-			t.Fatalf("audit product %d: %v", id, err)
-		}
-		if !a.Held() {
-			t.Errorf("audit of product %d = %+v; want consistent, nothing oversold", id, a)
-		}
+		a := s.instance(0).WantConsistent(t, id)
 		for _, l := range lines {
 			if l.Product == id && l.Code == "sold_out" && l.Quantity <= a.Stock {
 				t.Errorf("%s (%d of product %d) answered sold_out; %d are left at the end", l.RequestID, l.Quantity, id, a.Stock)

@@ -95,6 +95,22 @@ func databaseOn(t testing.TB, env, serverDSN string, create bool) string {
 			t.Errorf("testenv: drop database %s: %v", name, err)
 		}
 	})
+	return withDatabase(cfg, name)
+}
+
+// DatabaseDSN returns a DSN (with parseTime=true) for the database name on
+// the server of serverDSN, whether it exists or not: the program creates
+// its database at start.
+func DatabaseDSN(t testing.TB, serverDSN, name string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return withDatabase(cfg, name)
+}
+
+func withDatabase(cfg *mysql.Config, name string) string {
 	cfg.DBName = name
 	cfg.ParseTime = true
 	return cfg.FormatDSN()
@@ -107,11 +123,21 @@ func RedisAddrs(t testing.TB) []string {
 	if v := os.Getenv("SECKILL_TEST_REDIS_ADDRS"); v != "" {
 		return strings.Split(v, ",")
 	}
-	addrs := make([]string, 3)
-	for i := range addrs {
-		addrs[i] = StartRedis(t).Addr
-	}
+	_, addrs := StartRedisNodes(t, 3)
 	return addrs
+}
+
+// StartRedisNodes starts n redis-server processes (StartRedis), stopped
+// when t ends, and returns them with their addresses, in the same order.
+func StartRedisNodes(t testing.TB, n int) ([]*Redis, []string) {
+	t.Helper()
+	nodes := make([]*Redis, n)
+	addrs := make([]string, n)
+	for i := range nodes {
+		nodes[i] = StartRedis(t)
+		addrs[i] = nodes[i].Addr
+	}
+	return nodes, addrs
 }
 
 // Clients returns a client per address, closed when t ends. Like the
@@ -228,6 +254,25 @@ func (r *Redis) Restart(t testing.TB) {
 		t.Fatalf("testenv: restart redis-server: %v", err)
 	}
 }
+
+// FreeAddr returns 127.0.0.1 and a port nothing listens on just now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// QuietRedis stops go-redis from logging every failed dial to stderr, for
+// the tests that stop nodes on purpose (from TestMain). The errors
+// themselves still reach the tests.
+func QuietRedis() { redis.SetLogger(quietLog{}) }
+
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
 
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

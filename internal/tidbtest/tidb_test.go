@@ -1,10 +1,7 @@
 package tidbtest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"reflect"
@@ -17,9 +14,6 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
 )
-
-// safeStrategies are the strategies the contract promises exact together.
-var safeStrategies = []string{"token", "redlock", "pessimistic", "optimistic"}
 
 // TestTiDB runs two instances of one sale on TiDB (scripts/tidb.sh starts
 // it; skipped without it) and checks what the contract promises on MySQL:
@@ -59,6 +53,7 @@ func TestTiDB(t *testing.T) {
 // database and the history.
 func sale(t *testing.T, a, b *apptest.Instance, batch int) {
 	const stock, requests = 30, 90
+	safeStrategies := apptest.SafeStrategies()
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	rep, err := driver.Run(t.Context(), driver.Config{
 		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: stock,
@@ -127,83 +122,31 @@ func dbFigures(t *testing.T, in *apptest.Instance, id int64) (orders, units, sto
 	return row.Orders, row.Units, stock
 }
 
-// answer is one purchase's answer as a client sees it.
-type answer struct {
-	status int
-	order  client.Order
-	code   string
-}
-
-// buy posts one purchase under strategy (an override, with the admin
-// token) and reads the status and the body.
-func buy(t *testing.T, in *apptest.Instance, id int64, strategy string, p client.Purchase) answer {
-	t.Helper()
-	body, err := json.Marshal(p)
-	if err != nil {
-		t.Fatalf("marshal %+v: %v", p, err)
-	}
-	url := in.URL + client.PurchasePath(id, client.Override{Strategy: strategy})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+in.AdminToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("POST %s: read the answer: %v", url, err)
-	}
-	a := answer{status: resp.StatusCode}
-	if resp.StatusCode/100 == 2 {
-		err = json.Unmarshal(data, &a.order)
-	} else {
-		var e struct {
-			Error struct{ Code string } `json:"error"`
-		}
-		err = json.Unmarshal(data, &e)
-		a.code = e.Error.Code
-	}
-	if err != nil {
-		t.Fatalf("POST %s: %d %s: %v", url, resp.StatusCode, data, err)
-	}
-	return a
-}
-
 // replayAndLimit buys under each safe strategy on one instance, replays
 // the request on the other and buys again as the same user.
 func replayAndLimit(t *testing.T, a, b *apptest.Instance) {
 	const stock = 10
-	admin := &client.Client{BaseURL: a.URL, AdminToken: a.AdminToken, HTTP: http.DefaultClient}
-	prod, err := admin.CreateProduct(t.Context(), "tidb replay", stock)
-	if err != nil {
-		t.Fatalf("CreateProduct = %v", err)
-	}
+	id := a.Create(t, "tidb replay", stock)
+	safeStrategies := apptest.SafeStrategies()
 	for i, st := range safeStrategies {
 		user, rid := "u-"+st, testenv.RandomName("r-"+st+"-")
-		first := buy(t, a, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: rid})
-		if first.status != http.StatusCreated || first.order.RemainingStock != int64(stock-i-1) || first.order.Strategy != st {
-			t.Fatalf("%s: first purchase = %d %q %+v; want 201 leaving %d", st, first.status, first.code, first.order, stock-i-1)
+		o := client.Override{Strategy: st}
+		first := a.Buy(t.Context(), id, client.Purchase{UserID: user, Quantity: 1, RequestID: rid}, o)
+		if first.Status != http.StatusCreated || first.Err != nil || first.Order.RemainingStock != int64(stock-i-1) || first.Order.Strategy != st {
+			t.Fatalf("%s: first purchase = %d %v %+v; want 201 leaving %d", st, first.Status, first.Err, first.Order, stock-i-1)
 		}
-		replay := buy(t, b, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: rid})
-		if replay.status != http.StatusOK || !reflect.DeepEqual(replay.order, first.order) {
-			t.Errorf("%s: replay on the other instance = %d %q %+v; want 200 with the first order %+v", st, replay.status, replay.code, replay.order, first.order)
+		replay := b.Buy(t.Context(), id, client.Purchase{UserID: user, Quantity: 1, RequestID: rid}, o)
+		if replay.Status != http.StatusOK || replay.Err != nil || !reflect.DeepEqual(replay.Order, first.Order) {
+			t.Errorf("%s: replay on the other instance = %d %v %+v; want 200 with the first order %+v", st, replay.Status, replay.Err, replay.Order, first.Order)
 		}
 		for _, in := range []*apptest.Instance{a, b} {
-			again := buy(t, in, prod.ID, st, client.Purchase{UserID: user, Quantity: 1, RequestID: testenv.RandomName("r-")})
-			if again.status != http.StatusConflict || again.code != "limit_exceeded" {
-				t.Errorf("%s: second purchase of %s = %d %q %+v; want 409 limit_exceeded", st, user, again.status, again.code, again.order)
+			again := in.Buy(t.Context(), id, client.Purchase{UserID: user, Quantity: 1, RequestID: testenv.RandomName("r-")}, o)
+			if again.Status != http.StatusConflict || again.Code != "limit_exceeded" {
+				t.Errorf("%s: second purchase of %s = %d %q %+v; want 409 limit_exceeded", st, user, again.Status, again.Code, again.Order)
 			}
 		}
 	}
-	au, err := admin.Audit(t.Context(), prod.ID)
-	if err != nil {
-		t.Fatalf("Audit = %v", err)
-	}
+	au := a.Audit(t, id)
 	n := int64(len(safeStrategies))
 	if !au.Held() || au.Orders != n || au.UnitsSold != n || au.Stock != stock-n {
 		t.Errorf("audit %+v; want %d orders of one unit, %d left", au, n, stock-n)
