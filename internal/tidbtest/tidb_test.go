@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
+	"github.com/seckill/seckill/loadtest/report"
 )
 
 // TestTiDB runs two instances of one sale on TiDB (scripts/tidb.sh starts
@@ -72,7 +73,7 @@ func sale(t *testing.T, a, b *apptest.Instance, batch int) {
 		if res.Strategy != safeStrategies[i] || !res.Safe {
 			t.Errorf("result %d is %q (safe %t); want %q, safe", i, res.Strategy, res.Safe, safeStrategies[i])
 		}
-		if res.Requests != requests || res.Successes != stock || res.Outcomes[driver.OutcomeSoldOut] != requests-stock {
+		if res.Requests != requests || res.Successes != stock || res.Outcomes[report.OutcomeSoldOut] != requests-stock {
 			t.Errorf("%s: %d requests, %d sold, outcomes %v, codes %v; want %d requests, %d sold, the rest sold_out",
 				res.Strategy, res.Requests, res.Successes, res.Outcomes, res.Codes, requests, stock)
 		}

@@ -15,11 +15,6 @@ import (
 	"github.com/seckill/seckill/loadtest/report"
 )
 
-// OutcomeSoldOut is report.OutcomeSoldOut.
-//
-// Deprecated: name the outcomes through package report, which has them all.
-const OutcomeSoldOut = report.OutcomeSoldOut
-
 // outcome is the class of an answer: the driver counts every answer under
 // one, and names it in the report as outcomeNames says.
 type outcome int
