@@ -38,7 +38,8 @@ type Hooks struct {
 	OrdersRead func(product int64)
 	// ResetHeard runs after a reset announcement was applied or ignored.
 	ResetHeard func(product, gen int64)
-	// Committed runs after a write committed, before the memory hears of it.
+	// Committed runs after a sale was answered (committed, or with nothing
+	// to write), before the stock cache hears of it.
 	Committed func(product int64)
 	// TripGroup runs when a sender has gathered a group of one-trip
 	// purchases (its size), before it sends them.

@@ -5,7 +5,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -186,20 +188,24 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 	for attempt := 1; ; attempt++ {
 		tctx, cancel := context.WithTimeout(ctx, b.cfg.dbTimeout+extra)
 		d, err := once(tctx)
+		// An attempt that ran out of time is not tried again: DBTimeout
+		// bounds a sale, not each of its attempts.
+		outOfTime := tctx.Err() != nil
 		cancel()
 		switch {
 		case uncommitted(err):
 			return b.settleBatch(ctx, ps, d, err)
 		case err == nil:
 			return d, nil
-		case !retryable(err) || attempt == maxAttempts || ctx.Err() != nil:
+		case !retryable(err) || attempt == maxAttempts || outOfTime:
 			return decided{}, err
 		}
 	}
 }
 
-// errConnLost marks an error of the connection before any COMMIT: the
-// server rolls back what it began, and the sale may go on another.
+// errConnLost marks an error of the connection before any COMMIT (the
+// MySQL form's: see mysqlSales.sellOnce): the server rolls back what it
+// began, and the sale may go on another.
 var errConnLost = errors.New("the connection failed before COMMIT")
 
 // retryable says a sale's transaction failed for a reason that deciding
@@ -211,8 +217,15 @@ func retryable(err error) bool {
 	if errors.As(err, &my) {
 		return my.Number == erDeadlock || my.Number == erDupEntry
 	}
-	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, errConnLost) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, errConnLost)
+}
+
+// connLost says err is the connection's, not a statement's: it went, or
+// the pool handed over one that had (a server restarted since).
+func connLost(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op)
 }
 
 // isDeadlock says the database chose the transaction as a deadlock's

@@ -110,7 +110,8 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 	var answer *Error
 	switch {
 	case err == nil, uncommitted(err), ctx.Err() != nil,
-		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &answer):
+		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &answer),
+		!connLost(err):
 		return d, err
 	}
 	// The connection failed before any COMMIT (one the pool kept from
@@ -129,8 +130,10 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	read, err := m.readSale(lockCtx, c, ps)
 	switch {
 	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil:
-		// The driver closed the connection: the server rolls back.
-		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, err)}
+		// The connection goes (the driver has closed it, unless the server
+		// answered first), and the server rolls back.
+		timeout := &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, err)}
+		return decided{}, fmt.Errorf("%w (%w)", timeout, driver.ErrBadConn)
 	case err != nil:
 		return decided{}, errors.Join(err, rollback(ctx, c))
 	case !read.found:
@@ -221,7 +224,9 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 	if requestIDs {
 		err := nextRows(next, len(orderColumns), func(v []driver.Value) error {
 			o, err := scanOrder(v)
-			read.used[string(*o.RequestID)] = o
+			if err == nil {
+				read.used[string(*o.RequestID)] = o
+			}
 			return err
 		})
 		if err != nil {

@@ -64,8 +64,8 @@ type hooks struct {
 	ordersRead func(product int64)
 	// resetHeard runs after a reset announcement was applied, or ignored.
 	resetHeard func(product, gen int64)
-	// committed runs after a write committed and before it tells the
-	// stock cache the stock it left.
+	// committed runs after a sale was answered (committed, or with nothing
+	// to write) and before it tells the stock cache the stock it left.
 	committed func(product int64)
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// TestRetrying: a sale's transaction is tried again for what deciding
+// again fixes (a deadlock, a duplicate request ID, a connection lost
+// before COMMIT), up to maxAttempts in all, and not for anything else: an
+// attempt that ran out of its own time (DBTimeout bounds the sale, not
+// each attempt), a refusal, an error of a statement that would fail again.
+func TestRetrying(t *testing.T) {
+	deadlock := &mysql.MySQLError{Number: erDeadlock}
+	for _, tc := range []struct {
+		name string
+		// fail is the error of attempt n (from 1); nil answers.
+		fail func(ctx context.Context, n int) error
+		want int // attempts made
+	}{
+		{"answered at once", func(context.Context, int) error { return nil }, 1},
+		{"a deadlock's victim once", func(_ context.Context, n int) error {
+			if n == 1 {
+				return deadlock
+			}
+			return nil
+		}, 2},
+		{"deadlocked every time", func(context.Context, int) error { return deadlock }, maxAttempts},
+		{"a connection lost before COMMIT", func(_ context.Context, n int) error {
+			if n == 1 {
+				return fmt.Errorf("%w: %w", errConnLost, io.ErrUnexpectedEOF)
+			}
+			return nil
+		}, 2},
+		{"an attempt out of time, its connection closed", func(ctx context.Context, _ int) error {
+			<-ctx.Done()
+			return fmt.Errorf("%w: %w", errConnLost, errors.Join(ctx.Err(), driver.ErrBadConn))
+		}, 1},
+		{"a statement that would fail again", func(context.Context, int) error {
+			return errors.New("write 3 orders of product 1: not the results a sale makes")
+		}, 1},
+		{"a refusal", func(context.Context, int) error { return &fenceMoved{generation: 2} }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := sqlBase{cfg: saleConfig{dbTimeout: 20 * time.Millisecond, log: slog.New(slog.DiscardHandler)}}
+			n := 0
+			_, err := b.retrying(context.Background(), []Purchase{{ProductID: 1}}, 0, func(ctx context.Context) (decided, error) {
+				n++
+				return decided{}, tc.fail(ctx, n)
+			})
+			if n != tc.want {
+				t.Errorf("%d attempts (last error %v); want %d", n, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestConnLost: the errors of a connection, not of a statement, are the
+// ones a sale goes on another connection for.
+func TestConnLost(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{driver.ErrBadConn, true},
+		{fmt.Errorf("read a sale of product 1: %w", mysql.ErrInvalidConn), true},
+		{io.ErrUnexpectedEOF, true},
+		{&mysql.MySQLError{Number: erDeadlock}, false},
+		{errors.New("a result of 2 columns; want 3"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := connLost(tc.err); got != tc.want {
+			t.Errorf("connLost(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}
