@@ -73,13 +73,6 @@ func (r Result) failures() []string {
 	return out
 }
 
-func (r Result) warmRequests() int {
-	if r.Warmup == nil {
-		return 0
-	}
-	return r.Warmup.Requests
-}
-
 func (r Result) warmSuccesses() int {
 	if r.Warmup == nil {
 		return 0
