@@ -34,6 +34,20 @@ type Order struct {
 	RemainingStock int64   `json:"remaining_stock"`
 }
 
+// PurchaseState is what became of a purchase attempt, under any strategy
+// (GET /api/v1/purchases/{request_id}): State is StateOrdered, with its
+// Order.
+type PurchaseState struct {
+	RequestID string `json:"request_id"`
+	State     string `json:"state"`
+	Order     *Order `json:"order,omitempty"`
+}
+
+// The states of a purchase attempt.
+const (
+	StateOrdered = "ordered"
+)
+
 // Audit is the answer to GET /api/v1/products/{id}/audit. Consistent is
 // stock >= 0 && initial_stock - stock == units_sold; OversoldUnits is
 // max(0, units_sold - initial_stock).

@@ -70,6 +70,8 @@ type (
 	Audit = api.Audit
 	// Purchase is the body of a purchase.
 	Purchase = api.Purchase
+	// PurchaseState is what became of a purchase attempt.
+	PurchaseState = api.PurchaseState
 )
 
 // Override are the query parameters a purchase may carry when the service
@@ -187,6 +189,14 @@ func (c *Client) Audit(ctx context.Context, id int64) (Audit, error) {
 func (c *Client) Buy(ctx context.Context, id int64, p Purchase, o Override) (Order, error) {
 	var out Order
 	err := c.call(ctx, http.MethodPost, PurchasePath(id, o), p, &out)
+	return out, err
+}
+
+// PurchaseState asks what became of the purchase attempt with requestID:
+// a 404 purchase_not_found is an *Error.
+func (c *Client) PurchaseState(ctx context.Context, requestID string) (PurchaseState, error) {
+	var out PurchaseState
+	err := c.call(ctx, http.MethodGet, "/api/v1/purchases/"+url.PathEscape(requestID), nil, &out)
 	return out, err
 }
 

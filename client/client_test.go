@@ -34,8 +34,14 @@ func TestClient(t *testing.T) {
 	if err != nil || o.ProductID != p.ID || o.Strategy != "token" || o.RemainingStock != 1 {
 		t.Fatalf("Buy = %+v, %v; want an order under token leaving 1", o, err)
 	}
+	if st, err := c.PurchaseState(ctx, "r-1"); err != nil || st.State != "ordered" || st.Order == nil || st.Order.OrderID != o.OrderID {
+		t.Errorf("PurchaseState(r-1) = %+v, %v; want ordered, order %d", st, err, o.OrderID)
+	}
 	_, err = c.Buy(ctx, p.ID, client.Purchase{UserID: "u-1", Quantity: 1}, client.Override{})
 	var e *client.Error
+	if _, err := c.PurchaseState(ctx, "r/unknown"); !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Code != "purchase_not_found" {
+		t.Errorf("PurchaseState(r/unknown) = %v; want 404 purchase_not_found", err)
+	}
 	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != "limit_exceeded" {
 		t.Errorf("a second unit for u-1: %v; want 409 limit_exceeded", err)
 	}

@@ -109,6 +109,21 @@ func handleProduct(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
+// handlePurchaseState answers what became of a purchase attempt, by its
+// request ID.
+func handlePurchaseState(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		rid := c.Param("request_id")
+		o, err := svc.PurchaseOf(c.Request.Context(), rid)
+		if err != nil {
+			writeError(c, log, err)
+			return
+		}
+		order := toOrder(o)
+		c.JSON(http.StatusOK, api.PurchaseState{RequestID: rid, State: api.StateOrdered, Order: &order})
+	}
+}
+
 func handleAudit(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		id, err := productID(c)

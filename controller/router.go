@@ -78,6 +78,9 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	}
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
+	// Routes match the path as sent, so that a request ID holding a "/"
+	// (escaped, %2F) stays one segment; path values are unescaped.
+	r.UseRawPath, r.UnescapePathValues = true, true
 	r.Use(requestID(), recovery(log), requestMetrics(opts.Registerer), accessLog(log, opts.Drain, opts.Clock))
 	r.NoRoute(func(c *gin.Context) { writeError(c, log, apiError(codeRouteNotFound, "no such route")) })
 	r.NoMethod(func(c *gin.Context) {
@@ -98,6 +101,7 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	// The audit counts and sums all of a product's orders, on the pool the
 	// purchases need: an admin's.
 	v1.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
+	v1.GET("/purchases/:request_id", handlePurchaseState(svc, log))
 
 	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))

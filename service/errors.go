@@ -12,14 +12,17 @@ type Code string
 
 // The codes the service answers with.
 const (
-	CodeInvalid         Code = "invalid_argument"
-	CodeNotFound        Code = "product_not_found"
-	CodeSoldOut         Code = "sold_out"
-	CodeLimitExceeded   Code = "limit_exceeded"
-	CodeRequestIDReused Code = "request_id_reused"
-	CodeLockTimeout     Code = "lock_timeout"
-	CodeLockLost        Code = "lock_lost"
-	CodeUnavailable     Code = "unavailable"
+	CodeInvalid  Code = "invalid_argument"
+	CodeNotFound Code = "product_not_found"
+	// CodePurchaseNotFound: no order (and, under reserve, no reservation)
+	// carries the request ID.
+	CodePurchaseNotFound Code = "purchase_not_found"
+	CodeSoldOut          Code = "sold_out"
+	CodeLimitExceeded    Code = "limit_exceeded"
+	CodeRequestIDReused  Code = "request_id_reused"
+	CodeLockTimeout      Code = "lock_timeout"
+	CodeLockLost         Code = "lock_lost"
+	CodeUnavailable      Code = "unavailable"
 	// CodeOutcomeUnknown: a COMMIT was sent and what became of it could not
 	// be looked up; a replay of the request ID answers the truth.
 	CodeOutcomeUnknown Code = "outcome_unknown"
@@ -59,15 +62,16 @@ func (e *Error) Is(target error) bool {
 // The errors a caller tells apart, one per code but CodeInternal: compare
 // with errors.Is.
 var (
-	ErrInvalid         = &Error{Code: CodeInvalid, Message: "invalid argument"}
-	ErrNotFound        = &Error{Code: CodeNotFound, Message: "product not found"}
-	ErrSoldOut         = &Error{Code: CodeSoldOut, Message: "sold out"}
-	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded, Message: "per-user limit exceeded"}
-	ErrRequestIDReused = &Error{Code: CodeRequestIDReused, Message: "request_id already used for another purchase"}
-	ErrLockTimeout     = &Error{Code: CodeLockTimeout, Message: "the product's lock was held by others for the whole wait"}
-	ErrLockLost        = &Error{Code: CodeLockLost, Message: "the lock's lease ran out and a later holder took over; nothing was written"}
-	ErrUnavailable     = &Error{Code: CodeUnavailable, Message: "a store the service needs is unavailable"}
-	ErrOutcomeUnknown  = &Error{Code: CodeOutcomeUnknown, Message: "the purchase may or may not have been made"}
+	ErrInvalid          = &Error{Code: CodeInvalid, Message: "invalid argument"}
+	ErrNotFound         = &Error{Code: CodeNotFound, Message: "product not found"}
+	ErrPurchaseNotFound = &Error{Code: CodePurchaseNotFound, Message: "no purchase carries that request_id"}
+	ErrSoldOut          = &Error{Code: CodeSoldOut, Message: "sold out"}
+	ErrLimitExceeded    = &Error{Code: CodeLimitExceeded, Message: "per-user limit exceeded"}
+	ErrRequestIDReused  = &Error{Code: CodeRequestIDReused, Message: "request_id already used for another purchase"}
+	ErrLockTimeout      = &Error{Code: CodeLockTimeout, Message: "the product's lock was held by others for the whole wait"}
+	ErrLockLost         = &Error{Code: CodeLockLost, Message: "the lock's lease ran out and a later holder took over; nothing was written"}
+	ErrUnavailable      = &Error{Code: CodeUnavailable, Message: "a store the service needs is unavailable"}
+	ErrOutcomeUnknown   = &Error{Code: CodeOutcomeUnknown, Message: "the purchase may or may not have been made"}
 )
 
 // because returns an *Error of e's code and message whose cause, for the

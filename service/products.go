@@ -179,3 +179,23 @@ func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 	}
 	return a, nil
 }
+
+// PurchaseOf returns the order the purchase attempt with requestID made,
+// under any strategy: ErrPurchaseNotFound when none carries it (never
+// made, or refused).
+func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (model.Order, error) {
+	if checkID(requestID) != nil {
+		return model.Order{}, errorf(CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
+	}
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	var o model.Order
+	err := s.db.WithContext(ctx).Where("request_id = ?", requestID).Take(&o).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return model.Order{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+	case err != nil:
+		return model.Order{}, storeErr("look up request_id", err)
+	}
+	return o, nil
+}
