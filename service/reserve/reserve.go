@@ -1,0 +1,194 @@
+// Package reserve is the Redis side of the reserve strategy: a stock
+// counter per product kept in Redis, checked and decremented by one Lua
+// script (reserve.lua) that also checks and counts the buyer's units,
+// records the request ID and appends the reservation to a stream, as one
+// atomic step. The database learns of each reservation later, from the
+// stream.
+//
+// Every key of a product, and the stream of its bucket, share one hash tag
+// (the bucket), so that the script's keys are in one slot and the same code
+// runs on a Redis Cluster; the keys are passed in KEYS, never built inside
+// the script.
+package reserve
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Buckets is how many streams the reservations are spread over. A
+// product's keys are in the hash slot of its bucket's stream.
+const Buckets = 16
+
+var (
+	//go:embed reserve.lua
+	reserveLua    string
+	reserveScript = redis.NewScript(reserveLua)
+	//go:embed load.lua
+	loadLua    string
+	loadScript = redis.NewScript(loadLua)
+)
+
+// Store is the reserve strategy's keys on one Redis (a node, or a
+// cluster through a cluster client), under a key prefix.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// New returns the store of rdb's keys under prefix.
+func New(rdb redis.UniversalClient, prefix string) *Store {
+	return &Store{rdb: rdb, prefix: prefix}
+}
+
+// Keys are the Redis keys of one product.
+type Keys struct {
+	// Counter is a hash: the stock left ("stock") and the generation of
+	// the database's stock it was loaded from ("gen").
+	Counter string
+	// Units maps each buyer to the units reserved in this generation.
+	Units string
+	// Requests maps each request ID to its Record.
+	Requests string
+	// Stream is the stream of reservations of the product's bucket.
+	Stream string
+}
+
+// Bucket is the bucket of a product.
+func Bucket(product int64) int { return int(product % Buckets) }
+
+// KeysOf returns the keys of a product.
+func (s *Store) KeysOf(product int64) Keys {
+	tag := s.prefix + "reserve:{" + strconv.Itoa(Bucket(product)) + "}:"
+	p := tag + "p:" + strconv.FormatInt(product, 10)
+	return Keys{Counter: p, Units: p + ":units", Requests: p + ":req", Stream: tag + "stream"}
+}
+
+// StreamOf returns the stream of a bucket.
+func (s *Store) StreamOf(bucket int) string {
+	return s.prefix + "reserve:{" + strconv.Itoa(bucket) + "}:stream"
+}
+
+// Request is one purchase under reserve.
+type Request struct {
+	Product   int64
+	User      string
+	Quantity  int64
+	RequestID string
+	// Limit is the most units one buyer may hold of the product; 0 is no
+	// limit.
+	Limit int64
+}
+
+// Verdict is what the script made of a request.
+type Verdict int
+
+// The verdicts.
+const (
+	// Reserved: the units are taken and the reservation is in the
+	// stream. Result.Left is the stock it left, Result.Generation its
+	// generation.
+	Reserved Verdict = iota + 1
+	// Seen: the request ID was used; Result.Record is its record.
+	Seen
+	// SoldOut: fewer units are left (Result.Left) than the quantity.
+	SoldOut
+	// OverLimit: the buyer holds Result.Units, and the quantity would take
+	// them past the limit.
+	OverLimit
+	// NotLoaded: the product's counter is not in Redis: Load it first.
+	NotLoaded
+)
+
+// Result is what Reserve answers.
+type Result struct {
+	Verdict    Verdict
+	Left       int64
+	Units      int64
+	Generation int64
+	Record     Record
+}
+
+// Record is what the store keeps of a request ID: the reservation's
+// quantity, the stock it left, and its buyer.
+type Record struct {
+	Quantity, Left int64
+	User           string
+}
+
+// parseRecord reads a record as reserve.lua writes it:
+// "quantity|left|user" (the user last: it may hold a "|").
+func parseRecord(s string) (Record, error) {
+	parts := strings.SplitN(s, "|", 3)
+	if len(parts) != 3 {
+		return Record{}, fmt.Errorf("reserve: a record %q is not quantity|left|user", s)
+	}
+	q, qerr := strconv.ParseInt(parts[0], 10, 64)
+	left, lerr := strconv.ParseInt(parts[1], 10, 64)
+	if err := errors.Join(qerr, lerr); err != nil {
+		return Record{}, fmt.Errorf("reserve: a record %q: %w", s, err)
+	}
+	return Record{Quantity: q, Left: left, User: parts[2]}, nil
+}
+
+// Reserve runs the script for r: see Verdict for its answers.
+func (s *Store) Reserve(ctx context.Context, r Request) (Result, error) {
+	k := s.KeysOf(r.Product)
+	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream},
+		r.Product, r.User, r.Quantity, r.RequestID, r.Limit).Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("reserve: product %d: %w", r.Product, err)
+	}
+	return readResult(v)
+}
+
+// readResult reads the script's reply.
+func readResult(v []any) (Result, error) {
+	verdict, _ := v[0].(string)
+	num := func(i int) int64 {
+		if i < len(v) {
+			n, _ := v[i].(int64)
+			return n
+		}
+		return 0
+	}
+	switch verdict {
+	case "load":
+		return Result{Verdict: NotLoaded}, nil
+	case "sold_out":
+		return Result{Verdict: SoldOut, Left: num(1)}, nil
+	case "limit":
+		return Result{Verdict: OverLimit, Units: num(1)}, nil
+	case "ok":
+		gen, err := strconv.ParseInt(fmt.Sprint(v[2]), 10, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("reserve: the generation %v: %w", v[2], err)
+		}
+		return Result{Verdict: Reserved, Left: num(1), Generation: gen}, nil
+	case "seen":
+		rec, err := parseRecord(fmt.Sprint(v[2]))
+		return Result{Verdict: Seen, Record: rec}, err
+	}
+	return Result{}, fmt.Errorf("reserve: the script answered %v", v)
+}
+
+// Load sets a product's counter to stock for generation gen, unless it
+// holds that generation or a newer one already (loaded false). It returns
+// the counter as it is then.
+func (s *Store) Load(ctx context.Context, product, stock, gen int64) (loaded bool, counter int64, counterGen int64, err error) {
+	k := s.KeysOf(product)
+	v, err := loadScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests}, stock, gen).Int64Slice()
+	if err != nil {
+		return false, 0, 0, fmt.Errorf("reserve: load product %d: %w", product, err)
+	}
+	if len(v) != 3 {
+		return false, 0, 0, fmt.Errorf("reserve: load product %d: the script answered %v", product, v)
+	}
+	return v[0] == 1, v[1], v[2], nil
+}
