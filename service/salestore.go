@@ -2,12 +2,9 @@ package service
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -218,14 +215,6 @@ func retryable(err error) bool {
 		return my.Number == erDeadlock || my.Number == erDupEntry
 	}
 	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, errConnLost)
-}
-
-// connLost says err is the connection's, not a statement's: it went, or
-// the pool handed over one that had (a server restarted since).
-func connLost(err error) bool {
-	var op *net.OpError
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op)
 }
 
 // isDeadlock says the database chose the transaction as a deadlock's

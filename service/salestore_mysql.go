@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,6 +119,14 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 	// The connection failed before any COMMIT (one the pool kept from
 	// before the server restarted, say): nothing was written.
 	return d, fmt.Errorf("%w: %w", errConnLost, err)
+}
+
+// connLost says err is the connection's, not a statement's: it went, or
+// the pool handed over one that had (a server restarted since).
+func connLost(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op)
 }
 
 // sellOn is sellOnce on the driver connection c. An error that leaves the
