@@ -36,7 +36,7 @@ func statusOf(code service.Code) int {
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case service.CodeSoldOut, service.CodeLimitExceeded, service.CodeRequestIDReused:
+	case service.CodeSoldOut, service.CodeLimitExceeded, service.CodeRequestIDReused, service.CodeStrategyConflict:
 		return http.StatusConflict
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -28,8 +28,12 @@ type Product struct {
 	// sold-out product's orders and the reset announcements all carry it,
 	// so that nothing learnt of an older sale overwrites a newer one.
 	Generation int64 `gorm:"not null;default:0"`
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Reserve says the product's stock was moved into Redis for the
+	// reserve strategy in this generation: until the next reset it sells
+	// only under reserve, and the other strategies write nothing.
+	Reserve   bool `gorm:"not null;default:false"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // BinaryString is a string the database stores and compares byte for byte,

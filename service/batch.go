@@ -82,6 +82,9 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
 		return s.decide(st, ps, expired, stock, used, units)
 	})
+	if errors.Is(err, ErrStrategyConflict) {
+		return s.conflicted(ctx, ps, err), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +92,25 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 		s.wrote(id, d.left, gen)
 	}
 	return d.answers, nil
+}
+
+// conflicted answers purchases of a product that sells under another
+// strategy now (conflict): each its request ID's order, made before the
+// product changed hands, or the conflict.
+func (s *Seckill) conflicted(ctx context.Context, ps []Purchase, conflict error) []answer {
+	as := make([]answer, len(ps))
+	rctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	for i, p := range ps {
+		as[i].err = conflict
+		if p.RequestID == "" || p.serverRequestID {
+			continue
+		}
+		if r, ok, err := s.replay(rctx, s.db, p); ok || err != nil {
+			as[i] = answer{r: r, err: err}
+		}
+	}
+	return as
 }
 
 // hold is one tenure of a product's lock: the purchases it sells, in line

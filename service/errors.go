@@ -12,17 +12,24 @@ type Code string
 
 // The codes the service answers with.
 const (
-	CodeInvalid  Code = "invalid_argument"
-	CodeNotFound Code = "product_not_found"
+	CodeInvalid         Code = "invalid_argument"
+	CodeNotFound        Code = "product_not_found"
+	CodeSoldOut         Code = "sold_out"
+	CodeLimitExceeded   Code = "limit_exceeded"
+	CodeRequestIDReused Code = "request_id_reused"
+	CodeLockTimeout     Code = "lock_timeout"
+	CodeLockLost        Code = "lock_lost"
+	CodeUnavailable     Code = "unavailable"
+)
+
+// The codes that need a word more.
+const (
+	// CodeStrategyConflict: the product sells under reserve, and the
+	// purchase asked for another strategy (or the other way round).
+	CodeStrategyConflict Code = "strategy_conflict"
 	// CodePurchaseNotFound: no order (and, under reserve, no reservation)
 	// carries the request ID.
 	CodePurchaseNotFound Code = "purchase_not_found"
-	CodeSoldOut          Code = "sold_out"
-	CodeLimitExceeded    Code = "limit_exceeded"
-	CodeRequestIDReused  Code = "request_id_reused"
-	CodeLockTimeout      Code = "lock_timeout"
-	CodeLockLost         Code = "lock_lost"
-	CodeUnavailable      Code = "unavailable"
 	// CodeOutcomeUnknown: a COMMIT was sent and what became of it could not
 	// be looked up; a replay of the request ID answers the truth.
 	CodeOutcomeUnknown Code = "outcome_unknown"
@@ -64,6 +71,7 @@ func (e *Error) Is(target error) bool {
 var (
 	ErrInvalid          = &Error{Code: CodeInvalid, Message: "invalid argument"}
 	ErrNotFound         = &Error{Code: CodeNotFound, Message: "product not found"}
+	ErrStrategyConflict = &Error{Code: CodeStrategyConflict, Message: "the product sells under another strategy until its stock is reset"}
 	ErrPurchaseNotFound = &Error{Code: CodePurchaseNotFound, Message: "no purchase carries that request_id"}
 	ErrSoldOut          = &Error{Code: CodeSoldOut, Message: "sold out"}
 	ErrLimitExceeded    = &Error{Code: CodeLimitExceeded, Message: "per-user limit exceeded"}
@@ -81,6 +89,12 @@ func (e *Error) because(cause error) *Error {
 }
 
 // notFound is the answer about a product that does not exist.
+// strategyConflict is the answer to a purchase of product id under a
+// strategy the product does not sell under now.
+func strategyConflict(id int64) *Error {
+	return errorf(CodeStrategyConflict, "product %d sells under reserve until its stock is reset", id)
+}
+
 func notFound(id int64) *Error {
 	return errorf(CodeNotFound, "product %d not found", id)
 }

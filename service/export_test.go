@@ -70,3 +70,9 @@ func (s *Seckill) TripsWaiting() int {
 
 // TripSenders is how many groups of one-trip purchases are sent at once.
 const TripSenders = tripSenders
+
+// MoveToReserve marks the product as selling under reserve in its
+// generation, as reserve's first purchase does.
+func (s *Seckill) MoveToReserve(ctx context.Context, id int64) (model.Product, error) {
+	return s.moveToReserve(ctx, id)
+}

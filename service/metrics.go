@@ -50,7 +50,7 @@ type purchaseSeries struct {
 // them: ok (201), replayed (200), or the code of the error it answered.
 func PurchaseOutcomes() []string {
 	return []string{"ok", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
-		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeLockTimeout), string(CodeLockLost),
+		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeStrategyConflict), string(CodeLockTimeout), string(CodeLockLost),
 		string(CodeUnavailable), string(CodeOutcomeUnknown), string(CodeInternal)}
 }
 

@@ -103,8 +103,10 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// nothing into the new sale (it gets ErrLockLost).
 			// So does the generation: what any instance learnt of the sale
 			// before it counts for nothing in the new one.
+			// And the stock is the database's again, whatever strategy
+			// sold it before.
 			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
-				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1")}).Error
+				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "reserve": false}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}
@@ -115,7 +117,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 				return fmt.Errorf("delete the units users hold: %w", err)
 			}
 			// The row is locked: nobody else moved them on meanwhile.
-			p.Stock, p.InitialStock, p.Fence, p.Generation = stock, stock, p.Fence+1, p.Generation+1
+			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Reserve = stock, stock, p.Fence+1, p.Generation+1, false
 			return nil
 		})
 	}

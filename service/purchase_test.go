@@ -155,6 +155,46 @@ func TestPurchaseReplay(t *testing.T) {
 	})
 }
 
+// TestPurchaseStrategyConflict: once a product's stock has moved to
+// reserve, every other strategy answers strategy_conflict and writes
+// nothing, its single purchase (batch=1) and its batches alike, while a
+// replay of an order made before still answers that order; a stock reset
+// gives the product back to every strategy.
+func TestPurchaseStrategyConflict(t *testing.T) {
+	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
+		ctx := t.Context()
+		in := newFixture(t, nil).instance(settings{Strategy: strategy, PerUserLimit: 1, Fencing: true})
+		prod := in.product(t, 5)
+		first := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1"}
+		made, err := in.svc.Purchase(ctx, first)
+		if err != nil {
+			t.Fatalf("Purchase(%s) = %v; want an order", show(first), err)
+		}
+		if moved, err := in.svc.MoveToReserve(ctx, prod.ID); err != nil || !moved.Reserve || moved.Stock != 4 {
+			t.Fatalf("MoveToReserve = %+v, %v; want the product under reserve with 4 left", moved, err)
+		}
+		for _, p := range []service.Purchase{
+			{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "req-2"},
+			{ProductID: prod.ID, UserID: "u-3", Quantity: 1, Batch: 1},
+		} {
+			if r, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrStrategyConflict) {
+				t.Errorf("Purchase(%s) of a product under reserve = %+v, %v; want strategy_conflict", show(p), r, err)
+			}
+		}
+		if again, err := in.svc.Purchase(ctx, first); err != nil || !again.Replayed || again.Order.ID != made.Order.ID {
+			t.Errorf("a replay of req-1 under reserve = %+v, %v; want the order %d", again, err, made.Order.ID)
+		}
+		in.wantAudit(t, consistentAudit(prod.ID, 5, 1))
+		if _, err := in.svc.SetStock(ctx, prod.ID, 2); err != nil {
+			t.Fatalf("SetStock = %v", err)
+		}
+		p := service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "req-3"}
+		if r, err := in.svc.Purchase(ctx, p); err != nil || r.Order.RemainingStock != 1 {
+			t.Errorf("Purchase(%s) after a reset = %+v, %v; want an order leaving 1", show(p), r, err)
+		}
+	})
+}
+
 // TestPurchaseRequestIDReused: a request ID already used by a purchase of
 // another product, user or quantity answers ErrRequestIDReused and sells
 // nothing.

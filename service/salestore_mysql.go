@@ -148,6 +148,8 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 		return decided{}, errors.Join(err, rollback(ctx, c))
 	case !read.found:
 		return decided{}, errors.Join(notFound(id), rollback(ctx, c))
+	case read.reserve != 0:
+		return decided{}, errors.Join(strategyConflict(id), rollback(ctx, c))
 	case r.token != nil && read.fence != *r.token:
 		return decided{}, errors.Join(&fenceMoved{generation: read.generation}, rollback(ctx, c))
 	}
@@ -198,6 +200,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 type saleRead struct {
 	found                    bool
 	stock, fence, generation int64
+	reserve                  int64 // 1: the product sells under reserve
 	used                     map[string]model.Order
 	units                    map[string]int64
 }
@@ -224,9 +227,9 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 	if !isMulti {
 		return read, fmt.Errorf("read a sale of product %d: rows of type %T have one result set", id, rows)
 	}
-	err = eachRow(rows, 3, func(v []driver.Value) (err error) {
+	err = eachRow(rows, 4, func(v []driver.Value) (err error) {
 		read.found = true
-		return scanInts(v, &read.stock, &read.fence, &read.generation)
+		return scanInts(v, &read.stock, &read.fence, &read.generation, &read.reserve)
 	})
 	if err != nil {
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)

@@ -66,7 +66,7 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 	lockCtx, cancel := r.lockContext(ctx)
 	defer cancel()
 	var prod model.Product
-	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation").Take(&prod, id).Error
+	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation", "reserve").Take(&prod, id).Error
 	switch {
 	case lockCtx.Err() != nil && ctx.Err() == nil:
 		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
@@ -74,6 +74,8 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 		return decided{}, notFound(id)
 	case err != nil:
 		return decided{}, fmt.Errorf("read the stock of product %d: %w", id, err)
+	case prod.Reserve:
+		return decided{}, strategyConflict(id)
 	case r.token != nil && prod.Fence != *r.token:
 		return decided{}, &fenceMoved{generation: prod.Generation}
 	}

@@ -22,12 +22,13 @@ const (
 	// fence in LAST_INSERT_ID. Args: product ID.
 	stmtClaimFence = "UPDATE products SET fence = LAST_INSERT_ID(fence + 1) WHERE id = ?"
 
-	// stmtDecrement takes q from a product's stock if at least q is left,
-	// and leaves the stock it left in LAST_INSERT_ID (never negative
-	// here); stmtDecrementClaiming moves the fence on as well. Args: q,
-	// now, product ID, q.
-	stmtDecrement         = "UPDATE products SET stock = LAST_INSERT_ID(stock - ?), updated_at = ? WHERE id = ? AND stock >= ?"
-	stmtDecrementClaiming = "UPDATE products SET stock = LAST_INSERT_ID(stock - ?), fence = fence + 1, updated_at = ? WHERE id = ? AND stock >= ?"
+	// stmtDecrement takes q from a product's stock if at least q is left
+	// and the stock is the database's (not moved to reserve), and leaves
+	// the stock it left in LAST_INSERT_ID (never negative here);
+	// stmtDecrementClaiming moves the fence on as well. Args: q, now,
+	// product ID, q.
+	stmtDecrement         = "UPDATE products SET stock = LAST_INSERT_ID(stock - ?), updated_at = ? WHERE id = ? AND stock >= ? AND NOT reserve"
+	stmtDecrementClaiming = "UPDATE products SET stock = LAST_INSERT_ID(stock - ?), fence = fence + 1, updated_at = ? WHERE id = ? AND stock >= ? AND NOT reserve"
 
 	// stmtRaiseUnits raises a user's units in one conditional upsert; it
 	// changes no row when the sum would pass the limit (the pool counts
@@ -42,9 +43,9 @@ const (
 	stmtOrderOneTrip = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at) " +
 		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?)"
 
-	// stmtProductForUpdate reads a product's stock, fence and generation
-	// under its row lock. Args: product ID.
-	stmtProductForUpdate = "SELECT stock, fence, generation FROM products WHERE id = ? FOR UPDATE"
+	// stmtProductForUpdate reads a product's stock, fence, generation and
+	// whether it sells under reserve, under its row lock. Args: product ID.
+	stmtProductForUpdate = "SELECT stock, fence, generation, reserve FROM products WHERE id = ? FOR UPDATE"
 	// stmtUsedRequestIDs reads the orders made with a list of request IDs
 	// (orderColumns). Args: the request IDs.
 	stmtUsedRequestIDs = "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at " +
