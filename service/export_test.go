@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/stockcache"
@@ -75,4 +76,23 @@ const TripSenders = tripSenders
 // generation, as reserve's first purchase does.
 func (s *Seckill) MoveToReserve(ctx context.Context, id int64) (model.Product, error) {
 	return s.moveToReserve(ctx, id)
+}
+
+// WriteReservations writes reservations of one product taken in
+// generation gen, as reserve's writer does, and returns each one's order
+// or error.
+func (s *Seckill) WriteReservations(ctx context.Context, gen int64, rs []Reservation) ([]Receipt, []error, error) {
+	as, err := s.writeReservations(ctx, gen, rs)
+	rs2, errs := make([]Receipt, len(as)), make([]error, len(as))
+	for i, a := range as {
+		rs2[i], errs[i] = a.r, a.err
+	}
+	return rs2, errs, err
+}
+
+// ErrGenerationGone says whether err is a write of reservations that a
+// reset discarded.
+func ErrGenerationGone(err error) bool {
+	_, ok := errors.AsType[*generationGone](err)
+	return ok
 }

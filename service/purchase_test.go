@@ -195,6 +195,69 @@ func TestPurchaseStrategyConflict(t *testing.T) {
 	})
 }
 
+// TestWriteReservations: reserve's writer writes a product's reservations
+// as orders, each with the stock its reservation left in Redis, decided
+// by the sale rule against the database: writing them again writes
+// nothing more (each answers its order); one the database cannot honour
+// (fewer units left than Redis said, the buyer past the limit, a request ID
+// used for another purchase) is refused with its reason and writes
+// nothing; after a reset, the older generation's reservations are
+// discarded whole.
+func TestWriteReservations(t *testing.T) {
+	ctx := t.Context()
+	in := newFixture(t, nil).instance(settings{PerUserLimit: 2})
+	prod := in.product(t, 5)
+	moved, err := in.svc.MoveToReserve(ctx, prod.ID)
+	if err != nil {
+		t.Fatalf("MoveToReserve = %v", err)
+	}
+	gen := moved.Generation
+	res := func(user string, q int64, rid string, left int64) service.Reservation {
+		return service.Reservation{Purchase: service.Purchase{ProductID: prod.ID, UserID: user, Quantity: q, RequestID: rid}, Left: left}
+	}
+	first := []service.Reservation{res("u-1", 1, "r-1", 4), res("u-2", 1, "r-2", 3), res("u-3", 2, "r-3", 1)}
+	receipts, errs, err := in.svc.WriteReservations(ctx, gen, first)
+	if err != nil {
+		t.Fatalf("WriteReservations = %v", err)
+	}
+	for i, r := range receipts {
+		if errs[i] != nil || r.Replayed || r.Order.ID == 0 || r.Order.Strategy != "reserve" || r.Order.RemainingStock != first[i].Left {
+			t.Errorf("reservation %s: %+v, %v; want a new reserve order leaving %d", show(first[i].Purchase), r, errs[i], first[i].Left)
+		}
+	}
+	again, errs, err := in.svc.WriteReservations(ctx, gen, first)
+	if err != nil {
+		t.Fatalf("WriteReservations again = %v", err)
+	}
+	for i, r := range again {
+		if errs[i] != nil || !r.Replayed || r.Order.ID != receipts[i].Order.ID {
+			t.Errorf("reservation %s again: %+v, %v; want its order %d replayed", show(first[i].Purchase), r, errs[i], receipts[i].Order.ID)
+		}
+	}
+	written := service.Audit{ProductID: prod.ID, InitialStock: 5, Stock: 1, Orders: 3, UnitsSold: 4, Consistent: true}
+	in.wantAudit(t, written)
+
+	refused := []service.Reservation{res("u-4", 2, "r-4", 0), res("u-3", 1, "r-5", 0), res("u-5", 1, "r-1", 0)}
+	_, errs, err = in.svc.WriteReservations(ctx, gen, refused)
+	if err != nil {
+		t.Fatalf("WriteReservations of refused ones = %v", err)
+	}
+	for i, want := range []error{service.ErrSoldOut, service.ErrLimitExceeded, service.ErrRequestIDReused} {
+		if !errors.Is(errs[i], want) {
+			t.Errorf("reservation %s: %v; want %v", show(refused[i].Purchase), errs[i], want)
+		}
+	}
+	in.wantAudit(t, written)
+
+	if _, err := in.svc.SetStock(ctx, prod.ID, 3); err != nil {
+		t.Fatalf("SetStock = %v", err)
+	}
+	if _, _, err := in.svc.WriteReservations(ctx, gen, []service.Reservation{res("u-6", 1, "r-6", 2)}); !service.ErrGenerationGone(err) {
+		t.Errorf("WriteReservations of a generation a reset ended = %v; want them discarded", err)
+	}
+	in.wantAudit(t, consistentAudit(prod.ID, 3, 0))
+}
+
 // TestPurchaseRequestIDReused: a request ID already used by a purchase of
 // another product, user or quantity answers ErrRequestIDReused and sells
 // nothing.

@@ -49,3 +49,49 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (model.Product, e
 	}
 	return p, nil
 }
+
+// Reservation is one reservation of the reserve strategy, as its stream
+// holds it: the purchase, and the stock its counter in Redis left, which
+// its order carries as its remaining stock (what the buyer was answered).
+type Reservation struct {
+	Purchase
+	Left int64
+}
+
+// writeReservations writes reservations of one product, taken in
+// generation gen, in line order, in one transaction of the sale store: the
+// rule decides each against the database's stock, the buyers' units and
+// the request IDs already used, so that the database never goes below 0
+// whatever Redis says, and writing one again writes nothing more (its
+// answer is its order, replayed). Each answer is the reservation's order,
+// or the reason the database refused it (sold_out, limit_exceeded,
+// request_id_reused). A *generationGone error says a reset discarded them
+// all: nothing is written.
+func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reservation) ([]answer, error) {
+	st := Strategy{Name: reserveStrategy}
+	ps := make([]Purchase, len(rs))
+	for i, r := range rs {
+		ps[i] = r.Purchase
+		ps[i].Strategy = st.Name
+	}
+	id := ps[0].ProductID
+	cacheGen := s.cache.Generation(id)
+	d, err := s.sales.sell(ctx, ps, stockRead{reserveGen: &gen}, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
+		d := s.decide(st, ps, expired, stock, used, units)
+		for k, i := range d.sold {
+			d.orders[k].RemainingStock = rs[i].Left
+		}
+		return d
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.final {
+		s.wrote(id, d.left, cacheGen)
+	}
+	return d.answers, nil
+}
+
+// reserveStrategy is the name of the reserve strategy, which its orders
+// carry.
+const reserveStrategy = "reserve"

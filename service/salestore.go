@@ -82,6 +82,34 @@ type stockRead struct {
 	// extra is how much longer than DBTimeout the transaction may take:
 	// the row lock's wait and the work under it.
 	extra time.Duration
+	// reserveGen, when not nil, says the sale writes reserve's
+	// reservations, taken in that generation: the product must sell under
+	// reserve in it (otherwise *generationGone: a reset discarded them).
+	// Any other sale of a product under reserve is a strategy_conflict.
+	reserveGen *int64
+}
+
+// generationGone is a sale of reservations whose generation is not the
+// product's any more: a reset discarded them, with their generation's
+// orders. Nothing is written.
+type generationGone struct {
+	product, gen, now int64
+}
+
+func (e *generationGone) Error() string {
+	return fmt.Sprintf("product %d is in generation %d, not %d: its reservations were discarded by a reset", e.product, e.now, e.gen)
+}
+
+// owner says whether a sale under r may write a product read under its row
+// lock in generation gen, reserve saying whether it sells under reserve.
+func (r stockRead) owner(id, gen int64, reserve bool) error {
+	switch {
+	case r.reserveGen != nil && (!reserve || gen != *r.reserveGen):
+		return &generationGone{product: id, gen: *r.reserveGen, now: gen}
+	case r.reserveGen == nil && reserve:
+		return strategyConflict(id)
+	}
+	return nil
 }
 
 // lockContext is ctx bounded by r.lockUntil, the wait for the row lock,

@@ -109,10 +109,11 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 	var my *mysql.MySQLError
 	var moved *fenceMoved
 	var timeout *rowLockTimeout
+	var gone *generationGone
 	var answer *Error
 	switch {
 	case err == nil, uncommitted(err), ctx.Err() != nil,
-		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &answer),
+		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &gone), errors.As(err, &answer),
 		!connLost(err):
 		return d, err
 	}
@@ -148,9 +149,11 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 		return decided{}, errors.Join(err, rollback(ctx, c))
 	case !read.found:
 		return decided{}, errors.Join(notFound(id), rollback(ctx, c))
-	case read.reserve != 0:
-		return decided{}, errors.Join(strategyConflict(id), rollback(ctx, c))
-	case r.token != nil && read.fence != *r.token:
+	}
+	if err := r.owner(id, read.generation, read.reserve != 0); err != nil {
+		return decided{}, errors.Join(err, rollback(ctx, c))
+	}
+	if r.token != nil && read.fence != *r.token {
 		return decided{}, errors.Join(&fenceMoved{generation: read.generation}, rollback(ctx, c))
 	}
 	var expired []bool

@@ -74,9 +74,11 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 		return decided{}, notFound(id)
 	case err != nil:
 		return decided{}, fmt.Errorf("read the stock of product %d: %w", id, err)
-	case prod.Reserve:
-		return decided{}, strategyConflict(id)
-	case r.token != nil && prod.Fence != *r.token:
+	}
+	if err := r.owner(id, prod.Generation, prod.Reserve); err != nil {
+		return decided{}, err
+	}
+	if r.token != nil && prod.Fence != *r.token {
 		return decided{}, &fenceMoved{generation: prod.Generation}
 	}
 	var expired []bool
