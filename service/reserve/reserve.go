@@ -116,25 +116,58 @@ type Result struct {
 }
 
 // Record is what the store keeps of a request ID: the reservation's
-// quantity, the stock it left, and its buyer.
+// quantity, the stock it left, and its buyer; while the writers have not
+// refused it, it is pending (Code ""); once refused, Code is the reason
+// (sold_out, limit_exceeded, request_id_reused).
 type Record struct {
 	Quantity, Left int64
 	User           string
+	Code           string
 }
 
-// parseRecord reads a record as reserve.lua writes it:
-// "quantity|left|user" (the user last: it may hold a "|").
+// Pending says the reservation waits to be written, or was written.
+func (r Record) Pending() bool { return r.Code == "" }
+
+// String is the record as the store keeps it: "p|quantity|left|user"
+// while pending, "f|quantity|left|code|user" once refused (the user last:
+// it may hold a "|").
+func (r Record) String() string {
+	q, left := strconv.FormatInt(r.Quantity, 10), strconv.FormatInt(r.Left, 10)
+	if r.Pending() {
+		return "p|" + q + "|" + left + "|" + r.User
+	}
+	return "f|" + q + "|" + left + "|" + r.Code + "|" + r.User
+}
+
+// parseRecord reads Record.String's form.
 func parseRecord(s string) (Record, error) {
-	parts := strings.SplitN(s, "|", 3)
-	if len(parts) != 3 {
-		return Record{}, fmt.Errorf("reserve: a record %q is not quantity|left|user", s)
+	bad := func(err error) (Record, error) {
+		return Record{}, fmt.Errorf("reserve: a record %q: %w", s, err)
+	}
+	state, rest, _ := strings.Cut(s, "|")
+	n := 3
+	if state == "f" {
+		n = 4
+	} else if state != "p" {
+		return bad(errors.New("neither pending nor failed"))
+	}
+	parts := strings.SplitN(rest, "|", n)
+	if len(parts) != n {
+		return bad(errors.New("too few fields"))
 	}
 	q, qerr := strconv.ParseInt(parts[0], 10, 64)
 	left, lerr := strconv.ParseInt(parts[1], 10, 64)
 	if err := errors.Join(qerr, lerr); err != nil {
-		return Record{}, fmt.Errorf("reserve: a record %q: %w", s, err)
+		return bad(err)
 	}
-	return Record{Quantity: q, Left: left, User: parts[2]}, nil
+	r := Record{Quantity: q, Left: left, User: parts[n-1]}
+	if state == "f" {
+		r.Code = parts[2]
+		if r.Code == "" {
+			return bad(errors.New("a failure without its code"))
+		}
+	}
+	return r, nil
 }
 
 // Reserve runs the script for r: see Verdict for its answers.
@@ -191,4 +224,25 @@ func (s *Store) Load(ctx context.Context, product, stock, gen int64) (loaded boo
 		return false, 0, 0, fmt.Errorf("reserve: load product %d: the script answered %v", product, v)
 	}
 	return v[0] == 1, v[1], v[2], nil
+}
+
+// entryOf reads a stream entry as reserve.lua wrote it.
+func entryOf(stream string, m redis.XMessage) (Entry, error) {
+	e := Entry{Stream: stream, ID: m.ID}
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	var errs []error
+	num := func(k string) int64 {
+		n, err := strconv.ParseInt(str(k), 10, 64)
+		errs = append(errs, err)
+		return n
+	}
+	e.Product, e.Quantity, e.Generation, e.Left = num("p"), num("q"), num("g"), num("l")
+	e.User, e.RequestID = str("u"), str("r")
+	if err := errors.Join(errs...); err != nil {
+		return e, fmt.Errorf("reserve: entry %s of %s is not a reservation: %v: %w", m.ID, stream, m.Values, err)
+	}
+	if e.RequestID == "" || e.User == "" {
+		return e, fmt.Errorf("reserve: entry %s of %s is not a reservation: %v", m.ID, stream, m.Values)
+	}
+	return e, nil
 }

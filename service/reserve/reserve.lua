@@ -13,7 +13,8 @@
 -- Returns {verdict, n, record}:
 --   {"load"}               the counter is not there: load it, then again
 --   {"seen", 0, record}    the request ID was used: its record,
---                          "quantity|left|user" (see Record)
+--                          "p|quantity|left|user" while pending (see
+--                          Record)
 --   {"sold_out", stock}    fewer than the quantity left
 --   {"limit", units}       the buyer would pass the limit
 --   {"ok", left, gen}      reserved: the stock it left, its generation
@@ -40,6 +41,6 @@ end
 local left = redis.call('HINCRBY', KEYS[1], 'stock', -q)
 local gen = redis.call('HGET', KEYS[1], 'gen')
 redis.call('HINCRBY', KEYS[2], ARGV[2], q)
-redis.call('HSET', KEYS[3], ARGV[4], ARGV[3] .. '|' .. left .. '|' .. ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[4], 'p|' .. ARGV[3] .. '|' .. left .. '|' .. ARGV[2])
 redis.call('XADD', KEYS[4], '*', 'p', ARGV[1], 'u', ARGV[2], 'q', ARGV[3], 'r', ARGV[4], 'g', gen, 'l', left)
 return {'ok', left, gen}

@@ -1,0 +1,138 @@
+package reserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The writers' side of the streams: every instance's writer joins one
+// consumer group (Group) on every bucket's stream, reads the reservations
+// no writer has read (Read), acknowledges each once the database holds it
+// or has refused it (Ack, after Fail), and takes over what a writer that
+// died left unacknowledged (Claim).
+
+// Group is the consumer group of the writers.
+const Group = "writers"
+
+// Entry is one reservation as a stream holds it.
+type Entry struct {
+	// Stream and ID name the entry, for Ack.
+	Stream, ID string
+	Request
+	// Generation is the generation the units were taken in; Left the stock
+	// the counter was left with.
+	Generation, Left int64
+}
+
+// Join creates the writers' group on every bucket's stream (and the
+// stream, if it is not there yet), reading from its start; a group that
+// exists already is kept as it is.
+func (s *Store) Join(ctx context.Context) error {
+	for b := range Buckets {
+		err := s.rdb.XGroupCreateMkStream(ctx, s.StreamOf(b), Group, "0").Err()
+		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+			return fmt.Errorf("reserve: join the writers of bucket %d: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// Read reads, for consumer, up to count entries of every bucket that no
+// writer has read yet, waiting up to block when there are none (0: not at
+// all). The entries are pending on consumer until acknowledged.
+func (s *Store) Read(ctx context.Context, consumer string, count int64, block time.Duration) ([]Entry, error) {
+	streams := make([]string, 0, 2*Buckets)
+	for b := range Buckets {
+		streams = append(streams, s.StreamOf(b))
+	}
+	for range Buckets {
+		streams = append(streams, ">")
+	}
+	if block <= 0 {
+		block = -1 // go-redis: no BLOCK argument
+	}
+	got, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer, Streams: streams, Count: count, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reserve: read the streams: %w", err)
+	}
+	var out []Entry
+	for _, st := range got {
+		for _, m := range st.Messages {
+			e, err := entryOf(st.Stream, m)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Claim takes over for consumer up to count entries of every bucket that
+// another writer read and has not acknowledged for minIdle or more: a
+// writer that died, or stalled.
+func (s *Store) Claim(ctx context.Context, consumer string, minIdle time.Duration, count int64) ([]Entry, error) {
+	var out []Entry
+	for b := range Buckets {
+		stream := s.StreamOf(b)
+		msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: Group, Consumer: consumer,
+			MinIdle: minIdle, Start: "0-0", Count: count}).Result()
+		if err != nil {
+			return out, fmt.Errorf("reserve: claim the pending reservations of bucket %d: %w", b, err)
+		}
+		for _, m := range msgs {
+			e, err := entryOf(stream, m)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Ack acknowledges entries: the database holds them, or refused them
+// (Fail).
+func (s *Store) Ack(ctx context.Context, entries []Entry) error {
+	ids := map[string][]string{}
+	for _, e := range entries {
+		ids[e.Stream] = append(ids[e.Stream], e.ID)
+	}
+	for stream, list := range ids {
+		if err := s.rdb.XAck(ctx, stream, Group, list...).Err(); err != nil {
+			return fmt.Errorf("reserve: acknowledge %d reservations: %w", len(list), err)
+		}
+	}
+	return nil
+}
+
+// Fail records that the database refused a reservation, and why (code):
+// its request's record says so from now on.
+func (s *Store) Fail(ctx context.Context, e Entry, code string) error {
+	rec := Record{Quantity: e.Quantity, Left: e.Left, User: e.User, Code: code}
+	if err := s.rdb.HSet(ctx, s.KeysOf(e.Product).Requests, e.RequestID, rec.String()).Err(); err != nil {
+		return fmt.Errorf("reserve: record the failure of request %s: %w", e.RequestID, err)
+	}
+	return nil
+}
+
+// RecordOf returns the record of a request ID of a product; ok is false
+// when the store has none.
+func (s *Store) RecordOf(ctx context.Context, product int64, requestID string) (rec Record, ok bool, err error) {
+	v, err := s.rdb.HGet(ctx, s.KeysOf(product).Requests, requestID).Result()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("reserve: read the record of request %s: %w", requestID, err)
+	}
+	rec, err = parseRecord(v)
+	return rec, err == nil, err
+}

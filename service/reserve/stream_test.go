@@ -1,0 +1,78 @@
+package reserve_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/seckill/seckill/service/reserve"
+)
+
+// TestStreams: the writers' group reads each reservation once, with what
+// the script appended; what one writer read and did not acknowledge,
+// another claims; what is acknowledged is nobody's any more; a refused
+// reservation's record says why, and a request ID the store never saw has
+// no record.
+func TestStreams(t *testing.T) {
+	s, ctx := newStore(t)
+	for range 2 { // joining again keeps the group
+		if err := s.Join(ctx); err != nil {
+			t.Fatalf("Join = %v", err)
+		}
+	}
+	for _, p := range []int64{3, 20} { // buckets 3 and 4
+		if _, _, _, err := s.Load(ctx, p, 10, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := []reserve.Request{
+		{Product: 3, User: "u|1", Quantity: 2, RequestID: "r-1"},
+		{Product: 20, User: "u-2", Quantity: 1, RequestID: "r-2"},
+		{Product: 3, User: "u-3", Quantity: 1, RequestID: "r-3"},
+	}
+	for _, r := range reqs {
+		if res := reserveOK(t, s, r); res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve(%+v) = %+v; want Reserved", r, res)
+		}
+	}
+	show := func(es []reserve.Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, fmt.Sprintf("%d %s %d %s g%d l%d", e.Product, e.User, e.Quantity, e.RequestID, e.Generation, e.Left))
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"20 u-2 1 r-2 g2 l9", "3 u-3 1 r-3 g2 l7", "3 u|1 2 r-1 g2 l8"}
+	read, err := s.Read(ctx, "a", 100, 0)
+	if err != nil || !slices.Equal(show(read), want) {
+		t.Fatalf("Read = %q, %v; want %q", show(read), err, want)
+	}
+	if again, err := s.Read(ctx, "b", 100, 0); err != nil || len(again) != 0 {
+		t.Errorf("Read by another writer = %q, %v; want nothing: each is read once", show(again), err)
+	}
+	claimed, err := s.Claim(ctx, "b", 0, 100)
+	if err != nil || !slices.Equal(show(claimed), want) {
+		t.Fatalf("Claim of what a left = %q, %v; want %q", show(claimed), err, want)
+	}
+	if err := s.Ack(ctx, claimed); err != nil {
+		t.Fatalf("Ack = %v", err)
+	}
+	if left, err := s.Claim(ctx, "c", 0, 100); err != nil || len(left) != 0 {
+		t.Errorf("Claim after Ack = %q, %v; want nothing", show(left), err)
+	}
+	if err := s.Fail(ctx, read[0], "sold_out"); err != nil {
+		t.Fatalf("Fail = %v", err)
+	}
+	rec, ok, err := s.RecordOf(ctx, read[0].Product, read[0].RequestID)
+	want0 := reserve.Record{Quantity: read[0].Quantity, Left: read[0].Left, User: read[0].User, Code: "sold_out"}
+	if err != nil || !ok || rec != want0 || rec.Pending() {
+		t.Errorf("RecordOf a refused reservation = %+v, %v, %v; want %+v", rec, ok, err, want0)
+	}
+	if rec, ok, err := s.RecordOf(ctx, read[1].Product, read[1].RequestID); err != nil || !ok || !rec.Pending() {
+		t.Errorf("RecordOf a pending reservation = %+v, %v, %v; want pending", rec, ok, err)
+	}
+	if _, ok, err := s.RecordOf(ctx, 3, "never"); err != nil || ok {
+		t.Errorf("RecordOf an unknown request = %v, %v; want none", ok, err)
+	}
+}
