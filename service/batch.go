@@ -20,9 +20,10 @@ import (
 //     generation), then claims the product's next fencing token (one short
 //     statement: fence = fence + 1, read back), which makes every earlier
 //     holder's token stale. Its sale writes only while the fence is still
-//     its token, read under the row lock with the stock it sells from: a hold overtaken by a later holder of its lock, or by a stock
-//     reset, writes nothing and gets ErrLockLost; one whose fence another
-//     lock kind's holder moved sells again (overtaken). No decrement can
+//     its token, read under the row lock with the stock it sells from: a
+//     hold overtaken by a later holder of its lock, or by a stock reset,
+//     writes nothing and gets ErrLockLost; one whose fence another lock
+//     kind's holder moved sells again (overtaken). No decrement can
 //     take the stock below zero whoever else writes. A hold with nothing
 //     to do between its grant and its write (no Work, no Pause) folds the
 //     claim into the write, under the row lock its sale read the stock

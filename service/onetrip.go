@@ -94,8 +94,9 @@ func (m *mysqlSales) buy(ctx context.Context, p Purchase, claim bool) (o model.O
 
 // tripOutcome is what sending a one-trip purchase came to: committed, with
 // the stock left and the order's ID; or a COMMIT that failed (commitErr:
-// whether it took is not known, so it must not be sold again); or neither, nothing written. complete says it did all a purchase
-// needs in a group that rolled back for another purchase's sake.
+// whether it took is not known, so it must not be sold again); or neither,
+// nothing written. complete says it did all a purchase needs in a group
+// that rolled back for another purchase's sake.
 type tripOutcome struct {
 	committed bool
 	left, id  int64
@@ -285,9 +286,9 @@ func (m *mysqlSales) sendStatements(ctx context.Context, dc any, group []*tripRe
 	return outs, nil
 }
 
-// tripStatements is a one-trip purchase's statements, joined by "; ", with their
-// arguments: its product's conditional decrement, the units' upsert when
-// there is a limit, its order.
+// tripStatements is a one-trip purchase's statements, joined by "; ",
+// with their arguments: its product's conditional decrement, the units'
+// upsert when there is a limit, its order.
 type tripStatements struct {
 	product int64
 	query   string
@@ -297,8 +298,8 @@ type tripStatements struct {
 	units bool
 }
 
-// did says the purchase's statements, whose results start at rows[at], did
-// what a purchase needs: the decrement took the stock, the units stayed
+// tookEffect says the purchase's statements, whose results start at
+// rows[at], did what a purchase needs: the decrement took the stock, the units stayed
 // within the limit, the order was written.
 func (t tripStatements) tookEffect(rows []int64, at int) bool {
 	if at+t.n > len(rows) {
