@@ -119,6 +119,10 @@ type settings struct {
 	NoReleases bool
 	// Fallback is the lockers' fallback delay (locker.Options.Fallback).
 	Fallback time.Duration
+	// Reserve sets the instance up for reserve on the fixture's first
+	// Redis node, its writer named Consumer.
+	Reserve  bool
+	Consumer string
 	// DBTimeout bounds each database call (service.Config.DBTimeout).
 	DBTimeout time.Duration
 	// Hooks force interleavings (service.Config.WithHooks).
@@ -165,7 +169,13 @@ func (f *fixture) instance(s settings) *instance {
 		lockers["redlock"] = locker.NewRedlock(f.clients, opts)
 	}
 	reg := prometheus.NewRegistry()
+	var reserveRedis redis.UniversalClient
+	if s.Reserve {
+		reserveRedis = f.clients[0]
+	}
 	svc := service.New(f.db, lockers, f.clients, service.Config{
+		ReserveRedis: reserveRedis,
+		Consumer:     s.Consumer,
 		Strategy:     s.Strategy,
 		PerUserLimit: s.PerUserLimit,
 		Fencing:      s.Fencing,

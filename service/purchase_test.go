@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/reserve"
 )
 
 // TestPurchaseSellsExactlyStock: many more concurrent buyers than units
@@ -256,6 +257,96 @@ func TestWriteReservations(t *testing.T) {
 		t.Errorf("WriteReservations of a generation a reset ended = %v; want them discarded", err)
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 3, 0))
+}
+
+// TestReserveWriters: two instances' writers write every reservation the
+// script took, once, as orders: those a writer that died had read and
+// never acknowledged too, once they have been idle long enough; a
+// reservation the database refuses (its request ID used by another
+// product's) is recorded as failed, with its reason; and nothing stays
+// pending.
+func TestReserveWriters(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	in := f.instance(settings{PerUserLimit: 1})
+	store := reserve.New(f.clients[0], f.prefix)
+	one, two := in.product(t, 30), in.product(t, 5)
+	for _, p := range []model.Product{one, two} {
+		moved, err := in.svc.MoveToReserve(ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := store.Load(ctx, p.ID, moved.Stock, moved.Generation); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(product int64, user, rid string) {
+		t.Helper()
+		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Limit: 1})
+		if err != nil || res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve(%d, %s, %s) = %+v, %v; want Reserved", product, user, rid, res, err)
+		}
+	}
+	for i := range 5 {
+		take(one.ID, fmt.Sprint("d-", i), fmt.Sprint("rd-", i))
+	}
+	if err := store.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A writer reads them, then dies; two others start.
+	if dead, err := store.Read(ctx, "dead", 100, 0); err != nil || len(dead) != 5 {
+		t.Fatalf("the dead writer's Read = %d entries, %v; want 5", len(dead), err)
+	}
+	for _, c := range []string{"a", "b"} {
+		f.instance(settings{PerUserLimit: 1, Reserve: true, Consumer: c})
+	}
+	for i := range 20 {
+		take(one.ID, fmt.Sprint("u-", i), fmt.Sprint("r-", i))
+	}
+	take(two.ID, "z", "r-x")
+	take(one.ID, "y", "r-x")
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var orders int64
+		if err := f.db.Model(&model.Order{}).Where("product_id IN ?", []int64{one.ID, two.ID}).Count(&orders).Error; err != nil {
+			t.Fatal(err)
+		}
+		pending := int64(0)
+		for b := range reserve.Buckets {
+			if p, err := f.clients[0].XPending(ctx, store.StreamOf(b), reserve.Group).Result(); err == nil {
+				pending += p.Count
+			}
+		}
+		if orders == 26 && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders, %d reservations pending after 30 s; want 26 and 0", orders, pending)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range []int64{one.ID, two.ID} {
+		if a := in.audit(t, p); !a.Consistent || a.OversoldUnits != 0 {
+			t.Errorf("audit of product %d = %+v; want consistent", p, a)
+		}
+	}
+	failed := 0
+	for _, p := range []int64{one.ID, two.ID} {
+		rec, ok, err := store.RecordOf(ctx, p, "r-x")
+		if err != nil || !ok {
+			t.Fatalf("RecordOf(%d, r-x) = %v, %v", p, ok, err)
+		}
+		if !rec.Pending() {
+			failed++
+			if rec.Code != "request_id_reused" {
+				t.Errorf("r-x of product %d failed with %q; want request_id_reused", p, rec.Code)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d of the two reservations with request ID r-x failed; want 1", failed)
+	}
 }
 
 // TestPurchaseRequestIDReused: a request ID already used by a purchase of

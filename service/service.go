@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -51,6 +52,12 @@ type Config struct {
 	// lock wait a call may have to include. The default is
 	// config.DefaultDBTimeout.
 	DBTimeout time.Duration
+	// ReserveRedis, when not nil, is the Redis of the reserve strategy:
+	// the instance joins its writers (reservewriter.go).
+	ReserveRedis redis.UniversalClient
+	// Consumer names this instance among the writers; the default is a
+	// random name.
+	Consumer string
 
 	// hooks are for tests only.
 	hooks hooks
@@ -96,7 +103,9 @@ type Seckill struct {
 
 	lines *lines
 	// cache is what this instance has seen of each product's stock.
-	cache      *stockcache.Cache
+	cache *stockcache.Cache
+	// reserve is the reserve strategy's Redis side; nil when not set up.
+	reserve    *reserve.Store
 	stop       context.CancelFunc
 	background sync.WaitGroup
 }
@@ -131,6 +140,13 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
+	if cfg.ReserveRedis != nil {
+		s.reserve = reserve.New(cfg.ReserveRedis, cfg.KeyPrefix)
+		if s.cfg.Consumer == "" {
+			s.cfg.Consumer = newRequestID() // 128 random bits
+		}
+		s.background.Go(func() { s.runWriter(ctx) })
+	}
 	return s
 }
 

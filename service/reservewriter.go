@@ -1,0 +1,120 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckill/seckill/service/reserve"
+)
+
+// The reserve strategy's writer. Every instance set up for reserve runs
+// one; together they are one consumer group on the streams of
+// reservations: each reservation is read by one writer, written to the
+// database (writeReservations: many of one product in one transaction,
+// idempotently by request ID), and acknowledged after the COMMIT, or after
+// its refusal is recorded. What a writer read and did not acknowledge (it
+// died, or its database call failed) another claims once it has been idle
+// for writerClaimIdle.
+
+const (
+	// writerBatch is the most reservations a writer reads at once.
+	writerBatch = 512
+	// writerBlock is how long a read waits for reservations when there
+	// are none.
+	writerBlock = 100 * time.Millisecond
+	// writerClaimIdle is how long a reservation stays with a writer that
+	// has not acknowledged it before another takes it over.
+	writerClaimIdle = 5 * time.Second
+	// writerClaimEvery is how often a writer looks for such reservations.
+	writerClaimEvery = time.Second
+)
+
+// runWriter is this instance's writer, until ctx ends.
+func (s *Seckill) runWriter(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := s.reserve.Join(ctx); err != nil {
+			s.log.WarnContext(ctx, "join the reserve writers", "err", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		break
+	}
+	lastClaim := time.Now()
+	for ctx.Err() == nil {
+		var es []reserve.Entry
+		var err error
+		if time.Since(lastClaim) >= writerClaimEvery {
+			lastClaim = time.Now()
+			es, err = s.reserve.Claim(ctx, s.cfg.Consumer, writerClaimIdle, writerBatch)
+		}
+		if err == nil && len(es) == 0 {
+			es, err = s.reserve.Read(ctx, s.cfg.Consumer, writerBatch, writerBlock)
+		}
+		if err == nil && len(es) > 0 {
+			err = s.write(ctx, es)
+		}
+		if err != nil && ctx.Err() == nil {
+			// What was read stays pending: this writer claims it again, or
+			// another does.
+			s.log.WarnContext(ctx, "write reservations", "err", err)
+			sleep(ctx, writerBlock)
+		}
+	}
+}
+
+// write writes the entries read, a transaction per product and
+// generation, and acknowledges each once the database holds it, refused it
+// (recorded first) or a reset discarded it. An error leaves the entries of
+// the products not yet written pending.
+func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
+	type key struct{ product, gen int64 }
+	var order []key
+	groups := map[key][]reserve.Entry{}
+	for _, e := range es {
+		k := key{e.Product, e.Generation}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], e)
+	}
+	for _, k := range order {
+		group := groups[k]
+		rs := make([]Reservation, len(group))
+		for i, e := range group {
+			rs[i] = Reservation{Purchase: Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
+		}
+		as, err := s.writeReservations(ctx, k.gen, rs)
+		var gone *generationGone
+		switch {
+		case errors.As(err, &gone):
+			// Discarded with their generation's orders.
+		case err != nil:
+			return err
+		default:
+			for i, a := range as {
+				if code := ErrorCode(a.err); a.err != nil && code != CodeUnavailable && code != CodeOutcomeUnknown {
+					if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
+						return err
+					}
+				} else if a.err != nil {
+					return a.err // not known to be written: leave it pending
+				}
+			}
+		}
+		if err := s.reserve.Ack(ctx, group); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
