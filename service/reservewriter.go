@@ -32,14 +32,7 @@ const (
 
 // runWriter is this instance's writer, until ctx ends.
 func (s *Seckill) runWriter(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := s.reserve.Join(ctx); err != nil {
-			s.log.WarnContext(ctx, "join the reserve writers", "err", err)
-			sleep(ctx, time.Second)
-			continue
-		}
-		break
-	}
+	s.joinWriters(ctx)
 	lastClaim := time.Now()
 	for ctx.Err() == nil {
 		var es []reserve.Entry
@@ -54,12 +47,32 @@ func (s *Seckill) runWriter(ctx context.Context) {
 		if err == nil && len(es) > 0 {
 			err = s.write(ctx, es)
 		}
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case reserve.NoGroup(err):
+			// The Redis lost the group (restarted without its data): join
+			// again, or nothing is ever read.
+			s.log.WarnContext(ctx, "the reserve writers' group is gone: joining again", "err", err)
+			s.joinWriters(ctx)
+		default:
 			// What was read stays pending: this writer claims it again, or
 			// another does.
 			s.log.WarnContext(ctx, "write reservations", "err", err)
 			sleep(ctx, writerBlock)
 		}
+	}
+}
+
+// joinWriters joins the writers' group, trying again every second until
+// it has or ctx ends.
+func (s *Seckill) joinWriters(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.reserve.Join(ctx)
+		if err == nil {
+			return
+		}
+		s.log.WarnContext(ctx, "join the reserve writers", "err", err)
+		sleep(ctx, time.Second)
 	}
 }
 
@@ -71,12 +84,24 @@ func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
 	type key struct{ product, gen int64 }
 	var order []key
 	groups := map[key][]reserve.Entry{}
+	var bad []reserve.Entry
 	for _, e := range es {
+		if e.Bad != nil {
+			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: acknowledged, never written",
+				"stream", e.Stream, "id", e.ID, "err", e.Bad)
+			bad = append(bad, e)
+			continue
+		}
 		k := key{e.Product, e.Generation}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], e)
+	}
+	if len(bad) > 0 {
+		if err := s.reserve.Ack(ctx, bad); err != nil {
+			return err
+		}
 	}
 	for _, k := range order {
 		group := groups[k]

@@ -84,6 +84,9 @@ type Request struct {
 	// Limit is the most units one buyer may hold of the product; 0 is no
 	// limit.
 	Limit int64
+	// Generation is the product's generation as the caller knows it: a
+	// counter of an older one (loaded before a reset) is not sold from.
+	Generation int64
 }
 
 // Verdict is what the script made of a request.
@@ -102,7 +105,8 @@ const (
 	// OverLimit: the buyer holds Result.Units, and the quantity would take
 	// them past the limit.
 	OverLimit
-	// NotLoaded: the product's counter is not in Redis: Load it first.
+	// NotLoaded: the product's counter is not in Redis, or is of an
+	// older generation than Request.Generation: Load it first.
 	NotLoaded
 )
 
@@ -174,7 +178,7 @@ func parseRecord(s string) (Record, error) {
 func (s *Store) Reserve(ctx context.Context, r Request) (Result, error) {
 	k := s.KeysOf(r.Product)
 	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream},
-		r.Product, r.User, r.Quantity, r.RequestID, r.Limit).Slice()
+		r.Product, r.User, r.Quantity, r.RequestID, r.Limit, r.Generation).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("reserve: product %d: %w", r.Product, err)
 	}
@@ -226,8 +230,15 @@ func (s *Store) Load(ctx context.Context, product, stock, gen int64) (loaded boo
 	return v[0] == 1, v[1], v[2], nil
 }
 
-// entryOf reads a stream entry as reserve.lua wrote it.
-func entryOf(stream string, m redis.XMessage) (Entry, error) {
+// entryOf reads a stream entry as reserve.lua wrote it; one that is not
+// comes back with Bad set.
+func entryOf(stream string, m redis.XMessage) Entry {
+	e, err := readEntry(stream, m)
+	e.Bad = err
+	return e
+}
+
+func readEntry(stream string, m redis.XMessage) (Entry, error) {
 	e := Entry{Stream: stream, ID: m.ID}
 	str := func(k string) string { v, _ := m.Values[k].(string); return v }
 	var errs []error

@@ -8,10 +8,12 @@
 -- KEYS[3] the product's requests: request ID -> its record, a hash
 -- KEYS[4] the stream of reservations of the product's bucket
 -- ARGV    product ID, user ID, quantity, request ID, per-user limit (0:
---         none)
+--         none), the product's generation as the caller knows it
 --
 -- Returns {verdict, n, record}:
---   {"load"}               the counter is not there: load it, then again
+--   {"load"}               the counter is not there, or is of a generation
+--                          older than the caller's (a reset since): load
+--                          it, then again
 --   {"seen", 0, record}    the request ID was used: its record,
 --                          "p|quantity|left|user" while pending (see
 --                          Record)
@@ -19,7 +21,7 @@
 --   {"limit", units}       the buyer would pass the limit
 --   {"ok", left, gen}      reserved: the stock it left, its generation
 local stock = redis.call('HGET', KEYS[1], 'stock')
-if not stock then
+if not stock or tonumber(redis.call('HGET', KEYS[1], 'gen')) < tonumber(ARGV[6]) then
   return {'load'}
 end
 local seen = redis.call('HGET', KEYS[3], ARGV[4])

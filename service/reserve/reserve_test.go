@@ -85,6 +85,13 @@ func TestReserve(t *testing.T) {
 	if res := reserveOK(t, s, r("u|1", 2, "r-1")); res.Verdict != reserve.Reserved || res.Left != 3 || res.Generation != 5 {
 		t.Errorf("after the reset, u|1 for 2 with r-1 again: %+v; want Reserved, 3 left, generation 5", res)
 	}
+	// A buyer who knows of a newer reset than the counter's does not sell
+	// from it.
+	newer := r("u-9", 1, "r-9")
+	newer.Generation = 6
+	if res := reserveOK(t, s, newer); res.Verdict != reserve.NotLoaded {
+		t.Errorf("a purchase in generation 6 from a counter of generation 5: %+v; want NotLoaded", res)
+	}
 	if loaded, _, _, err := s.Load(ctx, product, 9, 4); err != nil || loaded {
 		t.Errorf("Load of an older generation = %v, %v; want not loaded", loaded, err)
 	}

@@ -26,6 +26,10 @@ type Entry struct {
 	// Generation is the generation the units were taken in; Left the stock
 	// the counter was left with.
 	Generation, Left int64
+	// Bad, when not nil, says the entry is not a reservation reserve.lua
+	// wrote: it can never be written, and is to be acknowledged (and kept
+	// aside) rather than read again for ever.
+	Bad error
 }
 
 // Join creates the writers' group on every bucket's stream (and the
@@ -65,37 +69,45 @@ func (s *Store) Read(ctx context.Context, consumer string, count int64, block ti
 	var out []Entry
 	for _, st := range got {
 		for _, m := range st.Messages {
-			e, err := entryOf(st.Stream, m)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, e)
+			out = append(out, entryOf(st.Stream, m))
 		}
 	}
 	return out, nil
 }
 
-// Claim takes over for consumer up to count entries of every bucket that
-// another writer read and has not acknowledged for minIdle or more: a
-// writer that died, or stalled.
+// Claim takes over for consumer up to count entries of each bucket that
+// a writer read and has not acknowledged for minIdle or more: a writer
+// that died, or stalled, or whose write failed. It walks each bucket's
+// pending entries to their end, so that entries that keep failing at the
+// head do not hide those behind them.
 func (s *Store) Claim(ctx context.Context, consumer string, minIdle time.Duration, count int64) ([]Entry, error) {
 	var out []Entry
 	for b := range Buckets {
 		stream := s.StreamOf(b)
-		msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: Group, Consumer: consumer,
-			MinIdle: minIdle, Start: "0-0", Count: count}).Result()
-		if err != nil {
-			return out, fmt.Errorf("reserve: claim the pending reservations of bucket %d: %w", b, err)
-		}
-		for _, m := range msgs {
-			e, err := entryOf(stream, m)
+		claimed := int64(0)
+		for start := "0-0"; claimed < count; {
+			msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: stream, Group: Group, Consumer: consumer,
+				MinIdle: minIdle, Start: start, Count: count - claimed}).Result()
 			if err != nil {
-				return out, err
+				return out, fmt.Errorf("reserve: claim the pending reservations of bucket %d: %w", b, err)
 			}
-			out = append(out, e)
+			for _, m := range msgs {
+				out = append(out, entryOf(stream, m))
+			}
+			claimed += int64(len(msgs))
+			if next == "0-0" {
+				break
+			}
+			start = next
 		}
 	}
 	return out, nil
+}
+
+// NoGroup says err is Redis's answer to a read of a stream whose group is
+// not there: the Redis lost its data, or the stream was deleted. Join again.
+func NoGroup(err error) bool {
+	return redis.HasErrorPrefix(err, "NOGROUP")
 }
 
 // Ack acknowledges entries: the database holds them, or refused them

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service/reserve"
 )
 
@@ -74,5 +77,20 @@ func TestStreams(t *testing.T) {
 	}
 	if _, ok, err := s.RecordOf(ctx, 3, "never"); err != nil || ok {
 		t.Errorf("RecordOf an unknown request = %v, %v; want none", ok, err)
+	}
+
+	// An entry the script did not write is read as bad, beside the good
+	// ones, rather than stopping the read.
+	rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
+	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.StreamOf(3), Values: map[string]any{"p": "x"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	take := reserve.Request{Product: 3, User: "u-4", Quantity: 1, RequestID: "r-4"}
+	if res := reserveOK(t, s, take); res.Verdict != reserve.Reserved {
+		t.Fatalf("Reserve(%+v) = %+v", take, res)
+	}
+	mixed, err := s.Read(ctx, "a", 100, 0)
+	if err != nil || len(mixed) != 2 || mixed[0].Bad == nil || mixed[1].Bad != nil || mixed[1].RequestID != "r-4" {
+		t.Errorf("Read of a bad entry and a good one = %+v, %v; want the bad one marked, then r-4", mixed, err)
 	}
 }
