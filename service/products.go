@@ -134,6 +134,15 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	}
 	s.cache.Saw(id, stock, p.Generation)
 	s.cache.Announce(ctx, id, stock, p.Generation)
+	if s.reserve != nil {
+		// What reserve kept of the ended generation goes too; were it
+		// left, the script would still not sell from it (it knows the
+		// generation is older), but its records would answer for
+		// reservations the reset discarded.
+		if err := s.reserve.Forget(ctx, id); err != nil {
+			s.log.WarnContext(ctx, "forget a reset product's reserve keys", "product", id, "err", err)
+		}
+	}
 	return p, nil
 }
 

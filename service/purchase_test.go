@@ -344,6 +344,38 @@ func TestReserveWriters(t *testing.T) {
 	}
 }
 
+// TestResetForgetsReserveKeys: a stock reset deletes what reserve kept of
+// the product's ended generation in Redis: its counter (the next purchase
+// loads the new stock) and its requests' records.
+func TestResetForgetsReserveKeys(t *testing.T) {
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	in := f.instance(settings{PerUserLimit: 1, Reserve: true, Consumer: "a"})
+	store := reserve.New(f.clients[0], f.prefix)
+	prod := in.product(t, 3)
+	moved, err := in.svc.MoveToReserve(ctx, prod.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := store.Load(ctx, prod.ID, moved.Stock, moved.Generation); err != nil {
+		t.Fatal(err)
+	}
+	r := reserve.Request{Product: prod.ID, User: "u-1", Quantity: 1, RequestID: "r-1", Limit: 1, Generation: moved.Generation}
+	if res, err := store.Reserve(ctx, r); err != nil || res.Verdict != reserve.Reserved {
+		t.Fatalf("Reserve = %+v, %v; want Reserved", res, err)
+	}
+	if _, err := in.svc.SetStock(ctx, prod.ID, 3); err != nil {
+		t.Fatalf("SetStock = %v", err)
+	}
+	if _, ok, err := store.RecordOf(ctx, prod.ID, "r-1"); err != nil || ok {
+		t.Errorf("RecordOf(r-1) after a reset = %v, %v; want no record", ok, err)
+	}
+	r.Generation = 0 // even a buyer who has not heard of the reset
+	if res, err := store.Reserve(ctx, r); err != nil || res.Verdict != reserve.NotLoaded {
+		t.Errorf("Reserve after a reset = %+v, %v; want NotLoaded", res, err)
+	}
+}
+
 // waitWritten waits until the products have orders in all and no
 // reservation is pending with a writer, for 30 s at the most.
 func waitWritten(t *testing.T, f *fixture, store *reserve.Store, products []int64, orders int64) {

@@ -215,6 +215,17 @@ func readResult(v []any) (Result, error) {
 	return Result{}, fmt.Errorf("reserve: the script answered %v", v)
 }
 
+// Forget deletes a product's counter, its buyers' units and its requests'
+// records: a stock reset ended their generation. (Its reservations still
+// in the stream are discarded by the writers.)
+func (s *Store) Forget(ctx context.Context, product int64) error {
+	k := s.KeysOf(product)
+	if err := s.rdb.Del(ctx, k.Counter, k.Units, k.Requests).Err(); err != nil {
+		return fmt.Errorf("reserve: forget product %d: %w", product, err)
+	}
+	return nil
+}
+
 // Load sets a product's counter to stock for generation gen, unless it
 // holds that generation or a newer one already (loaded false). It returns
 // the counter as it is then.
