@@ -118,12 +118,14 @@ func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
 			return err
 		default:
 			for i, a := range as {
-				if code := ErrorCode(a.err); a.err != nil && code != CodeUnavailable && code != CodeOutcomeUnknown {
+				switch code := ErrorCode(a.err); {
+				case a.err == nil:
+				case refused(code):
 					if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
 						return err
 					}
-				} else if a.err != nil {
-					return a.err // not known to be written: leave it pending
+				default:
+					return a.err // not known to be refused: leave it pending
 				}
 			}
 		}
@@ -132,6 +134,14 @@ func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
 		}
 	}
 	return nil
+}
+
+// refused says code is the sale rule's refusal of a reservation, which
+// wrote nothing and never will: the only answers a reservation is
+// recorded as failed for. Any other (unavailable, outcome_unknown) leaves
+// it pending, to be written again: it may have been written.
+func refused(code Code) bool {
+	return code == CodeSoldOut || code == CodeLimitExceeded || code == CodeRequestIDReused
 }
 
 // sleep waits d or until ctx ends.
