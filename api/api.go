@@ -34,18 +34,39 @@ type Order struct {
 	RemainingStock int64   `json:"remaining_stock"`
 }
 
+// Reservation is the contract's reservation: the answer 202 of a purchase
+// under reserve, whose order is written moments later. RemainingStock is
+// the counter in Redis after this reservation took its units.
+type Reservation struct {
+	RequestID      string `json:"request_id"`
+	ProductID      int64  `json:"product_id"`
+	UserID         string `json:"user_id"`
+	Quantity       int64  `json:"quantity"`
+	Strategy       string `json:"strategy"`
+	Status         string `json:"status"`
+	RemainingStock int64  `json:"remaining_stock"`
+}
+
+// ReservationPending is the status of a reservation not yet written.
+const ReservationPending = "pending"
+
 // PurchaseState is what became of a purchase attempt, under any strategy
-// (GET /api/v1/purchases/{request_id}): State is StateOrdered, with its
-// Order.
+// (GET /api/v1/purchases/{request_id}): StateOrdered with its Order,
+// StatePending with its Reservation (under reserve, not written yet), or
+// StateFailed with the Error the database refused it with.
 type PurchaseState struct {
-	RequestID string `json:"request_id"`
-	State     string `json:"state"`
-	Order     *Order `json:"order,omitempty"`
+	RequestID   string       `json:"request_id"`
+	State       string       `json:"state"`
+	Order       *Order       `json:"order,omitempty"`
+	Reservation *Reservation `json:"reservation,omitempty"`
+	Error       *Error       `json:"error,omitempty"`
 }
 
 // The states of a purchase attempt.
 const (
 	StateOrdered = "ordered"
+	StatePending = "pending"
+	StateFailed  = "failed"
 )
 
 // Audit is the answer to GET /api/v1/products/{id}/audit. Consistent is

@@ -72,6 +72,8 @@ type (
 	Purchase = api.Purchase
 	// PurchaseState is what became of a purchase attempt.
 	PurchaseState = api.PurchaseState
+	// Reservation is the answer 202 of a purchase under reserve.
+	Reservation = api.Reservation
 )
 
 // Override are the query parameters a purchase may carry when the service
