@@ -1,19 +1,87 @@
--- Load a product's counter for a generation: the stock moved from the
--- database, once. A counter of this generation or a newer one is kept as
--- it is (another instance loaded it first, and reservations may have
--- taken units since); one of an older generation is replaced, and the
--- older generation's buyers and requests are forgotten with it.
+-- Load a product's counter for a generation, from the database: its stock
+-- and its buyers' units, as read under the product's row lock, less what
+-- the reservations of that generation still waiting in the stream took
+-- (they are not in the database yet). A counter of this generation or a
+-- newer one is kept as it is (another instance loaded it first, and
+-- reservations may have taken units since). One of an older generation is
+-- replaced and its generation's records go with it; a counter that is not
+-- there at all (Redis lost it, or never had it) keeps the records it finds.
+--
+-- The database's orders of the generation come with their request IDs:
+-- each gets a record unless it has one (a counter lost alone keeps its
+-- records), so that a replay of a request written before the load (under
+-- another strategy, or before Redis lost its data) is answered as seen,
+-- and finds its order, rather than reserving again.
 --
 -- KEYS[1] the counter (hash: stock, gen), KEYS[2] the units hash,
--- KEYS[3] the requests hash
--- ARGV    the stock, the generation
+-- KEYS[3] the requests hash, KEYS[4] the bucket's stream, KEYS[5] the
+-- bucket's index of request IDs
+-- ARGV    the stock, the generation, the product, the writers' group, the
+--         number n of buyers, then n pairs of a buyer and the units the
+--         database's orders give them, then pairs of a request ID and its
+--         record
 --
--- Returns {loaded (1 or 0), the counter's stock, its generation}.
+-- Returns {loaded (1 or 0), the counter's stock, its generation, the
+-- reservations found waiting, the units they took, the generation the
+-- counter had before (-1: none)}.
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
+local stock = redis.call('HGET', KEYS[1], 'stock')
 local want = tonumber(ARGV[2])
-if gen >= want then
-  return {0, tonumber(redis.call('HGET', KEYS[1], 'stock')), gen}
+if gen > want or (gen == want and stock) then
+  return {0, tonumber(stock or '0'), gen, 0, 0, gen}
 end
-redis.call('DEL', KEYS[2], KEYS[3])
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'gen', ARGV[2])
-return {1, tonumber(ARGV[1]), want}
+
+-- The reservations of this product and generation that no writer has
+-- acknowledged: those a writer read and holds (pending), and those after
+-- the group's last delivered entry (none read yet; all of them when the
+-- group is not there).
+local product, units, taken, found = ARGV[3], {}, 0, 0
+local function count(fields)
+  local f = {}
+  for i = 1, #fields, 2 do f[fields[i]] = fields[i + 1] end
+  if f.p == product and tonumber(f.g) == want then
+    local q = tonumber(f.q)
+    taken, found = taken + q, found + 1
+    units[f.u] = (units[f.u] or 0) + q
+  end
+end
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  local last = '0-0'
+  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[4])
+  if type(groups) == 'table' and not groups.err then
+    for _, g in ipairs(groups) do
+      local f = {}
+      for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+      if f.name == ARGV[4] then
+        last = f['last-delivered-id']
+        for _, p in ipairs(redis.call('XPENDING', KEYS[4], ARGV[4], '-', '+', 1000000)) do
+          local e = redis.call('XRANGE', KEYS[4], p[1], p[1])
+          if e[1] then count(e[1][2]) end
+        end
+      end
+    end
+  end
+  for _, e in ipairs(redis.call('XRANGE', KEYS[4], last, '+')) do
+    if e[1] ~= last then count(e[2]) end
+  end
+end
+
+redis.call('DEL', KEYS[2])
+if gen >= 0 then
+  redis.call('DEL', KEYS[3])
+end
+local n = tonumber(ARGV[5])
+for i = 6, 5 + 2 * n, 2 do
+  units[ARGV[i]] = (units[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
+end
+for u, q in pairs(units) do
+  redis.call('HSET', KEYS[2], u, q)
+end
+for i = 6 + 2 * n, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('HSET', KEYS[5], ARGV[i], product)
+  end
+end
+local left = tonumber(ARGV[1]) - taken
+redis.call('HSET', KEYS[1], 'stock', left, 'gen', want)
+return {1, left, want, found, taken, gen}

@@ -33,6 +33,15 @@ var (
 	//go:embed load.lua
 	loadLua    string
 	loadScript = redis.NewScript(loadLua)
+	//go:embed retire.lua
+	retireLua    string
+	retireScript = redis.NewScript(retireLua)
+	//go:embed fail.lua
+	failLua    string
+	failScript = redis.NewScript(failLua)
+	//go:embed tidy.lua
+	tidyLua    string
+	tidyScript = redis.NewScript(tidyLua)
 )
 
 // Store is the reserve strategy's keys on one Redis (a node, or a
@@ -58,6 +67,9 @@ type Keys struct {
 	Requests string
 	// Stream is the stream of reservations of the product's bucket.
 	Stream string
+	// Where is the bucket's index of request IDs: each one maps to the
+	// product whose Requests hold its record.
+	Where string
 }
 
 // Bucket is the bucket of a product.
@@ -67,7 +79,13 @@ func Bucket(product int64) int { return int(product % Buckets) }
 func (s *Store) KeysOf(product int64) Keys {
 	tag := s.prefix + "reserve:{" + strconv.Itoa(Bucket(product)) + "}:"
 	p := tag + "p:" + strconv.FormatInt(product, 10)
-	return Keys{Counter: p, Units: p + ":units", Requests: p + ":req", Stream: tag + "stream"}
+	return Keys{Counter: p, Units: p + ":units", Requests: p + ":req", Stream: tag + "stream", Where: tag + "where"}
+}
+
+// DeadOf returns the dead-letter stream of a bucket: the reservations the
+// writers gave up on, with the reason.
+func (s *Store) DeadOf(bucket int) string {
+	return s.prefix + "reserve:{" + strconv.Itoa(bucket) + "}:dead"
 }
 
 // StreamOf returns the stream of a bucket.
@@ -177,7 +195,7 @@ func parseRecord(s string) (Record, error) {
 // Reserve runs the script for r: see Verdict for its answers.
 func (s *Store) Reserve(ctx context.Context, r Request) (Result, error) {
 	k := s.KeysOf(r.Product)
-	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream},
+	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where},
 		r.Product, r.User, r.Quantity, r.RequestID, r.Limit, r.Generation).Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("reserve: product %d: %w", r.Product, err)
@@ -215,30 +233,96 @@ func readResult(v []any) (Result, error) {
 	return Result{}, fmt.Errorf("reserve: the script answered %v", v)
 }
 
-// Forget deletes a product's counter, its buyers' units and its requests'
-// records: a stock reset ended their generation. (Its reservations still
-// in the stream are discarded by the writers.)
-func (s *Store) Forget(ctx context.Context, product int64) error {
+// Retire ends a product's generation in Redis at a stock reset to
+// generation gen: its counter, its buyers' units and its requests' records
+// go, and a counter of generation gen without stock stays, so that a late
+// load of the ended generation cannot bring it back. (Its reservations
+// still in the stream are discarded by the writers.) A counter of a newer
+// generation is left as it is.
+func (s *Store) Retire(ctx context.Context, product, gen int64) error {
 	k := s.KeysOf(product)
-	if err := s.rdb.Del(ctx, k.Counter, k.Units, k.Requests).Err(); err != nil {
-		return fmt.Errorf("reserve: forget product %d: %w", product, err)
+	if err := retireScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests}, gen).Err(); err != nil {
+		return fmt.Errorf("reserve: retire product %d: %w", product, err)
 	}
 	return nil
 }
 
-// Load sets a product's counter to stock for generation gen, unless it
-// holds that generation or a newer one already (loaded false). It returns
-// the counter as it is then.
-func (s *Store) Load(ctx context.Context, product, stock, gen int64) (loaded bool, counter int64, counterGen int64, err error) {
+// Loaded is what Load did.
+type Loaded struct {
+	// Loaded says the counter was set; false: it held the generation, or
+	// a newer one, already.
+	Loaded bool
+	// Stock and Generation are the counter's as Load left it.
+	Stock, Generation int64
+	// Waiting and Taken are the reservations of the generation found in
+	// the stream not yet written, and the units they took: the counter is
+	// the database's stock less Taken.
+	Waiting, Taken int64
+	// Before is the generation of the counter Load found; -1: none (never
+	// loaded, or lost by Redis).
+	Before int64
+}
+
+// Written is an order of a product in the database, as Load needs it:
+// its request's record, so that a replay of it is seen.
+type Written struct {
+	RequestID string
+	Record    Record
+}
+
+// Load sets a product's counter for generation gen from the database:
+// stock and units (each buyer's units in the database's orders of the
+// generation), less what the generation's reservations still in the
+// stream took, unless the counter holds that generation or a newer one
+// already; the orders written give their request IDs records where there
+// are none. Call it under the product's row lock, so that no writer
+// commits meanwhile.
+func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written) (Loaded, error) {
 	k := s.KeysOf(product)
-	v, err := loadScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests}, stock, gen).Int64Slice()
+	args := make([]any, 0, 5+2*len(units)+2*len(written))
+	args = append(args, stock, gen, product, Group, len(units))
+	for u, n := range units {
+		args = append(args, u, n)
+	}
+	for _, w := range written {
+		args = append(args, w.RequestID, w.Record.String())
+	}
+	v, err := loadScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where}, args...).Int64Slice()
 	if err != nil {
-		return false, 0, 0, fmt.Errorf("reserve: load product %d: %w", product, err)
+		return Loaded{}, fmt.Errorf("reserve: load product %d: %w", product, err)
 	}
-	if len(v) != 3 {
-		return false, 0, 0, fmt.Errorf("reserve: load product %d: the script answered %v", product, v)
+	if len(v) != 6 {
+		return Loaded{}, fmt.Errorf("reserve: load product %d: the script answered %v", product, v)
 	}
-	return v[0] == 1, v[1], v[2], nil
+	return Loaded{Loaded: v[0] == 1, Stock: v[1], Generation: v[2], Waiting: v[3], Taken: v[4], Before: v[5]}, nil
+}
+
+// Find returns the product and the record of a request ID, looked up in
+// every bucket's index; ok is false when no product's records hold it.
+func (s *Store) Find(ctx context.Context, requestID string) (product int64, rec Record, ok bool, err error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, Buckets)
+	for b := range Buckets {
+		cmds[b] = pipe.HGet(ctx, s.prefix+"reserve:{"+strconv.Itoa(b)+"}:where", requestID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, Record{}, false, fmt.Errorf("reserve: find request %s: %w", requestID, err)
+	}
+	for _, c := range cmds {
+		p, err := c.Int64()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return 0, Record{}, false, fmt.Errorf("reserve: find request %s: %w", requestID, err)
+		}
+		// A reset's retired records leave the index behind: look on.
+		rec, ok, err := s.RecordOf(ctx, p, requestID)
+		if err != nil || ok {
+			return p, rec, ok, err
+		}
+	}
+	return 0, Record{}, false, nil
 }
 
 // entryOf reads a stream entry as reserve.lua wrote it; one that is not

@@ -27,6 +27,16 @@ func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result
 	return res
 }
 
+// load loads a product's counter and fails the test on an error.
+func load(t *testing.T, s *reserve.Store, product, stock, gen int64, units map[string]int64) reserve.Loaded {
+	t.Helper()
+	l, err := s.Load(t.Context(), product, stock, gen, units, nil)
+	if err != nil {
+		t.Fatalf("Load(product %d, %d, gen %d) = %v", product, stock, gen, err)
+	}
+	return l
+}
+
 // TestReserve: a product's counter must be loaded before it sells; then
 // the script takes units while they last, counts the buyer's units against
 // the limit, answers a used request ID with its record (the buyer, the
@@ -35,14 +45,15 @@ func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result
 func TestReserve(t *testing.T) {
 	s, ctx := newStore(t)
 	const product = 7
+	gen := int64(4)
 	r := func(user string, q int64, rid string) reserve.Request {
-		return reserve.Request{Product: product, User: user, Quantity: q, RequestID: rid, Limit: 2}
+		return reserve.Request{Product: product, User: user, Quantity: q, RequestID: rid, Limit: 2, Generation: gen}
 	}
 	if res := reserveOK(t, s, r("u|1", 1, "r-1")); res.Verdict != reserve.NotLoaded {
 		t.Fatalf("before Load: %+v; want NotLoaded", res)
 	}
-	if loaded, stock, gen, err := s.Load(ctx, product, 3, 4); err != nil || !loaded || stock != 3 || gen != 4 {
-		t.Fatalf("Load(3, gen 4) = %v, %d, %d, %v; want loaded, 3, 4", loaded, stock, gen, err)
+	if l := load(t, s, product, 3, 4, nil); l != (reserve.Loaded{Loaded: true, Stock: 3, Generation: 4, Before: -1}) {
+		t.Fatalf("Load(3, gen 4) = %+v; want loaded, 3, 4, none before", l)
 	}
 	if res := reserveOK(t, s, r("u|1", 1, "r-1")); res.Verdict != reserve.Reserved || res.Left != 2 || res.Generation != 4 {
 		t.Fatalf("first reservation: %+v; want Reserved, 2 left, generation 4", res)
@@ -62,8 +73,8 @@ func TestReserve(t *testing.T) {
 	}
 	// Loading the same generation again (another instance, late) keeps the
 	// counter as the reservations left it.
-	if loaded, stock, _, err := s.Load(ctx, product, 3, 4); err != nil || loaded || stock != 0 {
-		t.Fatalf("Load of the same generation again = %v, %d, %v; want not loaded, 0 left", loaded, stock, err)
+	if l := load(t, s, product, 3, 4, nil); l.Loaded || l.Stock != 0 {
+		t.Fatalf("Load of the same generation again = %+v; want not loaded, 0 left", l)
 	}
 	entries, err := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0].XRange(ctx, s.KeysOf(product).Stream, "-", "+").Result()
 	if err != nil {
@@ -77,13 +88,34 @@ func TestReserve(t *testing.T) {
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("stream = %q; want %q", got, want)
 	}
-	// A newer generation (a stock reset) replaces the counter and forgets
-	// the older generation's buyers and requests.
-	if loaded, stock, gen, err := s.Load(ctx, product, 5, 5); err != nil || !loaded || stock != 5 || gen != 5 {
-		t.Fatalf("Load(5, gen 5) = %v, %d, %d, %v; want loaded", loaded, stock, gen, err)
+	if p, rec, ok, err := s.Find(ctx, "r-3"); err != nil || !ok || p != product || rec.User != "u-2" {
+		t.Errorf("Find(r-3) = %d, %+v, %v, %v; want product %d, u-2's record", p, rec, ok, err, product)
 	}
-	if res := reserveOK(t, s, r("u|1", 2, "r-1")); res.Verdict != reserve.Reserved || res.Left != 3 || res.Generation != 5 {
-		t.Errorf("after the reset, u|1 for 2 with r-1 again: %+v; want Reserved, 3 left, generation 5", res)
+	// A reset retires the generation: a late load of the ended one cannot
+	// bring it back, and its records are gone.
+	if err := s.Retire(ctx, product, 5); err != nil {
+		t.Fatal(err)
+	}
+	if l := load(t, s, product, 3, 4, nil); l.Loaded {
+		t.Errorf("Load of generation 4 after the reset to 5 = %+v; want not loaded", l)
+	}
+	if res := reserveOK(t, s, r("u-9", 1, "r-9")); res.Verdict != reserve.NotLoaded {
+		t.Errorf("a purchase in generation 4 after the reset to 5: %+v; want NotLoaded", res)
+	}
+	if _, _, ok, err := s.Find(ctx, "r-3"); err != nil || ok {
+		t.Errorf("Find(r-3) after the reset = %v, %v; want no record", ok, err)
+	}
+	// The new generation loads with the units the database gives its
+	// buyers (orders sold under another strategy since the reset).
+	gen = 5
+	if l := load(t, s, product, 5, 5, map[string]int64{"u|1": 2}); !l.Loaded || l.Stock != 5 || l.Before != 5 {
+		t.Fatalf("Load(5, gen 5) after the reset = %+v; want loaded, 5, the reset's counter before", l)
+	}
+	if res := reserveOK(t, s, r("u|1", 1, "r-1")); res.Verdict != reserve.OverLimit || res.Units != 2 {
+		t.Errorf("u|1, who bought 2 in the database, for 1 more: %+v; want OverLimit holding 2", res)
+	}
+	if res := reserveOK(t, s, r("u-4", 2, "r-1")); res.Verdict != reserve.Reserved || res.Left != 3 || res.Generation != 5 {
+		t.Errorf("after the reset, r-1 again: %+v; want Reserved, 3 left, generation 5", res)
 	}
 	// A buyer who knows of a newer reset than the counter's does not sell
 	// from it.
@@ -92,8 +124,108 @@ func TestReserve(t *testing.T) {
 	if res := reserveOK(t, s, newer); res.Verdict != reserve.NotLoaded {
 		t.Errorf("a purchase in generation 6 from a counter of generation 5: %+v; want NotLoaded", res)
 	}
-	if loaded, _, _, err := s.Load(ctx, product, 9, 4); err != nil || loaded {
-		t.Errorf("Load of an older generation = %v, %v; want not loaded", loaded, err)
+}
+
+// TestLoadCountsWaitingReservations: a counter lost while reservations
+// wait in the stream (Redis lost the key, or it was never there on this
+// node) is derived again from the database's stock less what those
+// reservations took, read or not read by a writer; the units of each buyer
+// likewise. Written ones (acknowledged) and other products' or other
+// generations' count for nothing.
+func TestLoadCountsWaitingReservations(t *testing.T) {
+	s, ctx := newStore(t)
+	const product, other = 5, 21 // one bucket
+	if err := s.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, product, 10, 1, nil)
+	load(t, s, other, 10, 1, nil)
+	buy := func(p int64, user, rid string, q int64) {
+		t.Helper()
+		if res := reserveOK(t, s, reserve.Request{Product: p, User: user, Quantity: q, RequestID: rid, Generation: 1}); res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve(%s) = %+v", rid, res)
+		}
+	}
+	buy(product, "u-1", "r-1", 2) // read and acknowledged: written
+	buy(product, "u-2", "r-2", 3) // read, not acknowledged
+	buy(other, "u-2", "r-3", 4)
+	read, err := s.Read(ctx, "w", 10, 0)
+	if err != nil || len(read) != 3 {
+		t.Fatalf("Read = %d, %v", len(read), err)
+	}
+	if err := s.Ack(ctx, read[:1]); err != nil {
+		t.Fatal(err)
+	}
+	buy(product, "u-2", "r-4", 1) // not read
+	rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
+	if err := rdb.Del(ctx, s.KeysOf(product).Counter, s.KeysOf(product).Units).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The database wrote r-1: 8 left, u-1 holds 2.
+	l := load(t, s, product, 8, 1, map[string]int64{"u-1": 2})
+	if want := (reserve.Loaded{Loaded: true, Stock: 4, Generation: 1, Waiting: 2, Taken: 4, Before: -1}); l != want {
+		t.Errorf("Load after the counter was lost = %+v; want %+v", l, want)
+	}
+	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-2", Quantity: 1, RequestID: "r-5", Limit: 4, Generation: 1}); res.Verdict != reserve.OverLimit || res.Units != 4 {
+		t.Errorf("u-2, holding 4 in waiting reservations, for 1 more under a limit of 4: %+v; want OverLimit holding 4", res)
+	}
+	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-2", Quantity: 1, RequestID: "r-2", Generation: 1}); res.Verdict != reserve.Seen {
+		t.Errorf("r-2 again after the load: %+v; want Seen: the records of the generation stay", res)
+	}
+}
+
+// TestFail: a refused reservation's record says why, once; its units go
+// back to the counter and its buyer unless the refusal was sold_out, and
+// recording the refusal again gives nothing back twice.
+func TestFail(t *testing.T) {
+	s, ctx := newStore(t)
+	const product = 9
+	if err := s.Join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	load(t, s, product, 10, 3, nil)
+	for i, q := range []int64{2, 3} {
+		req := reserve.Request{Product: product, User: "u-1", Quantity: q, RequestID: fmt.Sprint("r-", i), Generation: 3}
+		if res := reserveOK(t, s, req); res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve = %+v", res)
+		}
+	}
+	es, err := s.Read(ctx, "w", 10, 0)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("Read = %d, %v", len(es), err)
+	}
+	counter := func() (int64, int64) {
+		rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
+		stock, _ := rdb.HGet(ctx, s.KeysOf(product).Counter, "stock").Int64()
+		units, _ := rdb.HGet(ctx, s.KeysOf(product).Units, "u-1").Int64()
+		return stock, units
+	}
+	for range 2 {
+		if err := s.Fail(ctx, es[0], "request_id_reused"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stock, units := counter(); stock != 7 || units != 3 {
+		t.Errorf("after r-0 (2 units) was refused twice: stock %d, u-1 holds %d; want 7 and 3", stock, units)
+	}
+	if err := s.Fail(ctx, es[1], "sold_out"); err != nil {
+		t.Fatal(err)
+	}
+	if stock, units := counter(); stock != 7 || units != 3 {
+		t.Errorf("after r-1 was refused sold_out: stock %d, u-1 holds %d; want 7 and 3 (nothing back)", stock, units)
+	}
+	if rec, ok, err := s.RecordOf(ctx, product, "r-0"); err != nil || !ok || rec.Code != "request_id_reused" {
+		t.Errorf("the record of r-0 = %+v, %v, %v; want failed, request_id_reused", rec, ok, err)
+	}
+	if err := s.Dead(ctx, es[1], "internal", "written 3 times without success"); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := s.DeadLetters(ctx, 10)
+	if err != nil || len(dead) != 1 || dead[0].Values["r"] != "r-1" || dead[0].Values["reason"] != "written 3 times without success" {
+		t.Errorf("dead letters = %v, %v; want r-1 with its reason", dead, err)
+	}
+	if n, err := s.Tidy(ctx); err != nil || n != 1 {
+		t.Errorf("Tidy = %d, %v; want 1 unwritten (r-0, read and not acknowledged)", n, err)
 	}
 }
 
@@ -102,14 +234,12 @@ func TestReserve(t *testing.T) {
 func TestReserveConcurrent(t *testing.T) {
 	s, ctx := newStore(t)
 	const product, stock, buyers = 11, 10, 50
-	if _, _, _, err := s.Load(ctx, product, stock, 1); err != nil {
-		t.Fatal(err)
-	}
+	load(t, s, product, stock, 1, nil)
 	var reserved, soldOut atomic.Int64
 	var wg sync.WaitGroup
 	for i := range buyers {
 		wg.Go(func() {
-			res, err := s.Reserve(ctx, reserve.Request{Product: product, User: fmt.Sprint("u-", i), Quantity: 1, RequestID: fmt.Sprint("r-", i), Limit: 1})
+			res, err := s.Reserve(ctx, reserve.Request{Product: product, User: fmt.Sprint("u-", i), Quantity: 1, RequestID: fmt.Sprint("r-", i), Limit: 1, Generation: 1})
 			switch {
 			case err != nil:
 				t.Errorf("Reserve: %v", err)

@@ -47,8 +47,14 @@ func (s *Store) Join(ctx context.Context) error {
 
 // Read reads, for consumer, up to count entries of every bucket that no
 // writer has read yet, waiting up to block when there are none (0: not at
-// all). The entries are pending on consumer until acknowledged.
+// all). The entries are pending on consumer until acknowledged. On one
+// node it is one XREADGROUP over every bucket's stream; on a Redis Cluster,
+// where the streams are in different slots, one XREADGROUP per bucket in a
+// pipeline, and a pause of block when none had any.
 func (s *Store) Read(ctx context.Context, consumer string, count int64, block time.Duration) ([]Entry, error) {
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		return s.readEach(ctx, consumer, count, block)
+	}
 	streams := make([]string, 0, 2*Buckets)
 	for b := range Buckets {
 		streams = append(streams, s.StreamOf(b))
@@ -66,13 +72,48 @@ func (s *Store) Read(ctx context.Context, consumer string, count int64, block ti
 	if err != nil {
 		return nil, fmt.Errorf("reserve: read the streams: %w", err)
 	}
+	return entriesOf(got), nil
+}
+
+// readEach is Read one bucket at a time, for a Redis Cluster.
+func (s *Store) readEach(ctx context.Context, consumer string, count int64, block time.Duration) ([]Entry, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, Buckets)
+	for b := range Buckets {
+		cmds[b] = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
+			Streams: []string{s.StreamOf(b), ">"}, Count: count, Block: -1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("reserve: read the streams: %w", err)
+	}
+	var out []Entry
+	for _, c := range cmds {
+		got, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return out, fmt.Errorf("reserve: read the streams: %w", err)
+		}
+		out = append(out, entriesOf(got)...)
+	}
+	if len(out) == 0 && block > 0 {
+		t := time.NewTimer(block)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return out, nil
+}
+
+// entriesOf reads the entries of an XREADGROUP's answer.
+func entriesOf(got []redis.XStream) []Entry {
 	var out []Entry
 	for _, st := range got {
 		for _, m := range st.Messages {
 			out = append(out, entryOf(st.Stream, m))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Claim takes over for consumer up to count entries of each bucket that
@@ -125,14 +166,91 @@ func (s *Store) Ack(ctx context.Context, entries []Entry) error {
 	return nil
 }
 
-// Fail records that the database refused a reservation, and why (code):
-// its request's record says so from now on.
+// Fail records that the database refused a reservation, and why (code),
+// once: its request's record says so from then on, and unless code is
+// sold_out (the database had fewer units than the counter) its units go
+// back to the counter and to its buyer's count. Recording it again
+// changes nothing.
 func (s *Store) Fail(ctx context.Context, e Entry, code string) error {
+	k := s.KeysOf(e.Product)
 	rec := Record{Quantity: e.Quantity, Left: e.Left, User: e.User, Code: code}
-	if err := s.rdb.HSet(ctx, s.KeysOf(e.Product).Requests, e.RequestID, rec.String()).Err(); err != nil {
+	refund := 0
+	if code != "sold_out" {
+		refund = 1
+	}
+	err := failScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests},
+		e.RequestID, rec.String(), e.Quantity, e.User, e.Generation, refund).Err()
+	if err != nil {
 		return fmt.Errorf("reserve: record the failure of request %s: %w", e.RequestID, err)
 	}
 	return nil
+}
+
+// Dead moves an entry the writers gave up on to its bucket's dead-letter
+// stream (DeadOf), with the reason, and acknowledges it: a reservation
+// (not Bad) is recorded as failed with code first (Fail), so that its
+// buyer learns of it.
+func (s *Store) Dead(ctx context.Context, e Entry, code, reason string) error {
+	if e.Bad == nil {
+		if err := s.Fail(ctx, e, code); err != nil {
+			return err
+		}
+	}
+	bucket := Bucket(e.Product)
+	if e.Bad != nil {
+		bucket = bucketOfStream(s, e.Stream)
+	}
+	pipe := s.rdb.TxPipeline()
+	pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.DeadOf(bucket), Values: []any{
+		"stream", e.Stream, "id", e.ID, "code", code, "reason", reason,
+		"p", e.Product, "u", e.User, "q", e.Quantity, "r", e.RequestID, "g", e.Generation}})
+	pipe.XAck(ctx, e.Stream, Group, e.ID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("reserve: move entry %s of %s to the dead letters: %w", e.ID, e.Stream, err)
+	}
+	return nil
+}
+
+// bucketOfStream is the bucket whose stream is named stream (0 when none
+// is: the dead letter then goes to bucket 0's).
+func bucketOfStream(s *Store, stream string) int {
+	for b := range Buckets {
+		if s.StreamOf(b) == stream {
+			return b
+		}
+	}
+	return 0
+}
+
+// DeadLetters reads up to count entries of every bucket's dead-letter
+// stream, for an operator.
+func (s *Store) DeadLetters(ctx context.Context, count int64) ([]redis.XMessage, error) {
+	var out []redis.XMessage
+	for b := range Buckets {
+		msgs, err := s.rdb.XRangeN(ctx, s.DeadOf(b), "-", "+", count).Result()
+		if err != nil {
+			return out, fmt.Errorf("reserve: read the dead letters of bucket %d: %w", b, err)
+		}
+		out = append(out, msgs...)
+	}
+	return out, nil
+}
+
+// Tidy drops from every bucket's stream what the writers have
+// acknowledged, and returns how many reservations they have not written
+// yet: read and not acknowledged, or not read.
+func (s *Store) Tidy(ctx context.Context) (unwritten int64, err error) {
+	for b := range Buckets {
+		v, err := tidyScript.Run(ctx, s.rdb, []string{s.StreamOf(b)}, Group).Int64Slice()
+		if err != nil {
+			return unwritten, fmt.Errorf("reserve: tidy the stream of bucket %d: %w", b, err)
+		}
+		if len(v) != 3 {
+			return unwritten, fmt.Errorf("reserve: tidy the stream of bucket %d: the script answered %v", b, v)
+		}
+		unwritten += v[0] + v[1]
+	}
+	return unwritten, nil
 }
 
 // RecordOf returns the record of a request ID of a product; ok is false

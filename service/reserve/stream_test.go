@@ -24,14 +24,12 @@ func TestStreams(t *testing.T) {
 		}
 	}
 	for _, p := range []int64{3, 20} { // buckets 3 and 4
-		if _, _, _, err := s.Load(ctx, p, 10, 2); err != nil {
-			t.Fatal(err)
-		}
+		load(t, s, p, 10, 2, nil)
 	}
 	reqs := []reserve.Request{
-		{Product: 3, User: "u|1", Quantity: 2, RequestID: "r-1"},
-		{Product: 20, User: "u-2", Quantity: 1, RequestID: "r-2"},
-		{Product: 3, User: "u-3", Quantity: 1, RequestID: "r-3"},
+		{Product: 3, User: "u|1", Quantity: 2, RequestID: "r-1", Generation: 2},
+		{Product: 20, User: "u-2", Quantity: 1, RequestID: "r-2", Generation: 2},
+		{Product: 3, User: "u-3", Quantity: 1, RequestID: "r-3", Generation: 2},
 	}
 	for _, r := range reqs {
 		if res := reserveOK(t, s, r); res.Verdict != reserve.Reserved {
@@ -85,7 +83,7 @@ func TestStreams(t *testing.T) {
 	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.StreamOf(3), Values: map[string]any{"p": "x"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	take := reserve.Request{Product: 3, User: "u-4", Quantity: 1, RequestID: "r-4"}
+	take := reserve.Request{Product: 3, User: "u-4", Quantity: 1, RequestID: "r-4", Generation: 2}
 	if res := reserveOK(t, s, take); res.Verdict != reserve.Reserved {
 		t.Fatalf("Reserve(%+v) = %+v", take, res)
 	}
