@@ -194,6 +194,34 @@ func (c *Client) Buy(ctx context.Context, id int64, p Purchase, o Override) (Ord
 	return out, err
 }
 
+// Purchased is what a purchase got: the order of a 201 or of a replay's
+// 200, or under reserve the reservation of a 202 (Reservation not nil).
+type Purchased struct {
+	Status      int
+	Order       Order
+	Reservation *Reservation
+}
+
+// Purchase makes one purchase of product id and says what came back, a
+// 202's reservation included; any answer but a 2xx is an *Error.
+func (c *Client) Purchase(ctx context.Context, id int64, p Purchase, o Override) (Purchased, error) {
+	status, data, err := c.sendStatus(ctx, http.MethodPost, PurchasePath(id, o), p)
+	if err != nil {
+		return Purchased{}, err
+	}
+	out := Purchased{Status: status}
+	if status == http.StatusAccepted {
+		out.Reservation = &Reservation{}
+		err = json.Unmarshal(data, out.Reservation)
+	} else {
+		err = json.Unmarshal(data, &out.Order)
+	}
+	if err != nil {
+		return out, fmt.Errorf("client: purchase of product %d: decode the answer %d: %w", id, status, err)
+	}
+	return out, nil
+}
+
 // PurchaseState asks what became of the purchase attempt with requestID:
 // a 404 purchase_not_found is an *Error.
 func (c *Client) PurchaseState(ctx context.Context, requestID string) (PurchaseState, error) {
@@ -217,6 +245,12 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 
 // send makes one call and returns the body of a 2xx answer.
 func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte, error) {
+	_, data, err := c.sendStatus(ctx, method, path, in)
+	return data, err
+}
+
+// sendStatus is send, with the 2xx status.
+func (c *Client) sendStatus(ctx context.Context, method, path string, in any) (int, []byte, error) {
 	timeout := c.CallTimeout
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
@@ -228,13 +262,13 @@ func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte,
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
+			return 0, nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
+		return 0, nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -249,12 +283,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: %w", method, u, err)
+		return 0, nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: read the answer: %w", method, u, err)
+		return 0, nil, fmt.Errorf("client: %s %s: read the answer: %w", method, u, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &Error{Method: method, URL: u, Status: resp.StatusCode}
@@ -262,7 +296,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte,
 		if json.Unmarshal(data, &eb) == nil {
 			e.Code, e.Message = eb.Error.Code, eb.Error.Message
 		}
-		return nil, e
+		return 0, nil, e
 	}
-	return data, nil
+	return resp.StatusCode, data, nil
 }

@@ -7,6 +7,7 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,6 +33,12 @@ type Config struct {
 	// RedisAddrs are independent Redis nodes (SECKILL_REDIS_ADDRS); empty
 	// means three embedded nodes.
 	RedisAddrs []string
+	// ReserveAddrs are where the reserve strategy keeps its counters and
+	// its stream (SECKILL_RESERVE_REDIS): one Redis node, or with
+	// ReserveCluster the seed nodes of a Redis Cluster; empty means the
+	// first of RedisAddrs (or of the embedded nodes).
+	ReserveAddrs   []string
+	ReserveCluster bool
 	// Strategy is the strategy used when a request names none (SECKILL_LOCK),
 	// as text: the wiring checks it against the service's strategies.
 	Strategy string
@@ -161,7 +168,26 @@ func (c *Config) loadStores(getenv func(string) string) error {
 	if c.RedisAddrs, err = parseAddrs(getenv("SECKILL_REDIS_ADDRS")); err != nil {
 		return fmt.Errorf("config: SECKILL_REDIS_ADDRS: %w", err)
 	}
+	if c.ReserveAddrs, c.ReserveCluster, err = parseReserve(getenv("SECKILL_RESERVE_REDIS")); err != nil {
+		return fmt.Errorf("config: SECKILL_RESERVE_REDIS: %w", err)
+	}
 	return nil
+}
+
+// parseReserve reads SECKILL_RESERVE_REDIS: empty, host:port, or
+// cluster:host:port[,host:port...].
+func parseReserve(v string) (addrs []string, cluster bool, err error) {
+	v = strings.TrimSpace(v)
+	if rest, ok := strings.CutPrefix(v, "cluster:"); ok {
+		if addrs, err = parseAddrs(rest); err == nil && len(addrs) == 0 {
+			err = errors.New(`"cluster:" names no seed node: want cluster:host:port[,host:port...]`)
+		}
+		return addrs, true, err
+	}
+	if addrs, err = parseAddrs(v); err == nil && len(addrs) > 1 {
+		err = fmt.Errorf("%q: one node, host:port, or the seed nodes of a Redis Cluster, cluster:host:port[,host:port...]", v)
+	}
+	return addrs, false, err
 }
 
 // loadLocks reads SECKILL_LOCK_TTL, SECKILL_WATCHDOG and SECKILL_LOCK_WAIT.
@@ -266,6 +292,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.String("mysql_dsn", dsn),
 		slog.String("redis_addrs", redis),
+		slog.String("reserve_redis", reserveText(c.ReserveAddrs, c.ReserveCluster)),
 		slog.String("lock", c.Strategy),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Bool("watchdog", c.Watchdog),
@@ -281,6 +308,17 @@ func (c Config) LogValue() slog.Value {
 		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
 		slog.String("trusted_proxies", strings.Join(c.TrustedProxies, ",")),
 	)
+}
+
+// reserveText is SECKILL_RESERVE_REDIS as the log shows it.
+func reserveText(addrs []string, cluster bool) string {
+	switch {
+	case len(addrs) == 0:
+		return "(the first Redis node)"
+	case cluster:
+		return "cluster:" + strings.Join(addrs, ",")
+	}
+	return addrs[0]
 }
 
 func maskDSN(dsn string) string {

@@ -136,7 +136,7 @@ func TestStrategies(t *testing.T) {
 		safe bool
 	}{
 		{"none", false}, {"local", false}, {"setnx", false},
-		{"token", true}, {"redlock", true}, {"pessimistic", true}, {"optimistic", true},
+		{"token", true}, {"redlock", true}, {"pessimistic", true}, {"optimistic", true}, {"reserve", true},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("GET /api/v1/strategies = %s; want %d strategies", r.Body, len(want))

@@ -261,11 +261,13 @@ func sellUnderEveryStrategy(t *testing.T, c *api.Client) []string {
 }
 
 // wantRealSaleFits checks the dashboard in tab after sellUnderEveryStrategy
-// under the strategies names: 4 201s under each, the probes counted apart
+// under the strategies names: 4 201s under each (202s under reserve), the
+// probes counted apart
 // and not as a column of sales, and no scrolling sideways.
 func wantRealSaleFits(t *testing.T, tab context.Context, names []string) {
 	t.Helper()
-	// seen reads what the page shows: the 201s of every strategy, whether
+	// seen reads what the page shows: the 201s of every strategy (202s
+	// under reserve), whether
 	// product_not_found has a column, and the probes counted apart.
 	type seen struct {
 		OK       []string `json:"ok"`
@@ -273,7 +275,8 @@ func wantRealSaleFits(t *testing.T, tab context.Context, names []string) {
 		Probes   string   `json:"probes"`
 	}
 	read := `(() => ({
-		ok: [...document.querySelectorAll('#sales tr[data-strategy] td[data-outcome="ok"]')].map(td => td.textContent),
+		ok: [...document.querySelectorAll('#sales tr[data-strategy]')].map(tr => String(
+			["ok", "reserved"].reduce((n, o) => n + Number((tr.querySelector('td[data-outcome="' + o + '"]') || {}).textContent || 0), 0))),
 		notFoundColumn: !!document.querySelector('#sales [data-outcome="product_not_found"]'),
 		probes: (document.getElementById("not-found") || {dataset: {}}).dataset.count || ""}))()`
 	var got seen

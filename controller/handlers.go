@@ -110,18 +110,34 @@ func handleProduct(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 }
 
 // handlePurchaseState answers what became of a purchase attempt, by its
-// request ID.
+// request ID: ordered, pending (a reservation not written yet) or failed.
 func handlePurchaseState(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		rid := c.Param("request_id")
-		o, err := svc.PurchaseOf(c.Request.Context(), rid)
+		a, err := svc.PurchaseOf(c.Request.Context(), rid)
 		if err != nil {
 			writeError(c, log, err)
 			return
 		}
-		order := toOrder(o)
-		c.JSON(http.StatusOK, api.PurchaseState{RequestID: rid, State: api.StateOrdered, Order: &order})
+		out := api.PurchaseState{RequestID: rid}
+		switch {
+		case a.Order != nil:
+			order := toOrder(*a.Order)
+			out.State, out.Order = api.StateOrdered, &order
+		case a.Reservation != nil:
+			r := toReservation(*a.Reservation)
+			out.State, out.Reservation = api.StatePending, &r
+		default:
+			out.State, out.Error = api.StateFailed, &api.Error{Code: string(a.Failed.Code), Message: a.Failed.Message}
+		}
+		c.JSON(http.StatusOK, out)
 	}
+}
+
+// toReservation is the contract's reservation of r.
+func toReservation(r service.Reservation) api.Reservation {
+	return api.Reservation{RequestID: r.RequestID, ProductID: r.ProductID, UserID: r.UserID, Quantity: r.Quantity,
+		Strategy: r.Strategy, Status: api.ReservationPending, RemainingStock: r.Left}
 }
 
 func handleAudit(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
@@ -175,6 +191,13 @@ func handlePurchase(svc *service.Seckill, log *slog.Logger, opts purchaseOptions
 		r, err := svc.Purchase(c.Request.Context(), p)
 		if err != nil {
 			writeError(c, log, err)
+			return
+		}
+		if r.Reservation != nil {
+			// Accepted, written moments later: the Location says where to
+			// ask what became of it.
+			c.Header("Location", "/api/v1/purchases/"+url.PathEscape(r.Reservation.RequestID))
+			c.JSON(http.StatusAccepted, toReservation(*r.Reservation))
 			return
 		}
 		status := http.StatusCreated

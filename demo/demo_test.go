@@ -30,6 +30,7 @@ var wantRows = map[string]map[string]want{
 		"redlock":     {[]string{"redlock", "", "40", "0"}, false},
 		"pessimistic": {[]string{"pessimistic", "", "40", "0"}, false},
 		"optimistic":  {[]string{"optimistic", "", "40", "0"}, false},
+		"reserve":     {[]string{"reserve", "", "40", "0"}, false},
 	},
 	"setnx-clock": {
 		// Columns: lock, fencing, buyer A, buyer B (clock ahead), left.

@@ -31,8 +31,12 @@ type Product struct {
 	// Reserve says the product's stock was moved into Redis for the
 	// reserve strategy in this generation: until the next reset it sells
 	// only under reserve, and the other strategies write nothing.
-	Reserve   bool `gorm:"not null;default:false"`
-	CreatedAt time.Time
+	Reserve bool `gorm:"not null;default:false"`
+	// ReserveLoaded says a counter was loaded into Redis for this
+	// generation: a later load that finds no counter at all knows Redis
+	// lost it.
+	ReserveLoaded bool `gorm:"not null;default:false"`
+	CreatedAt     time.Time
 	UpdatedAt time.Time
 }
 

@@ -72,10 +72,10 @@ func (s *Seckill) TripsWaiting() int {
 // TripSenders is how many groups of one-trip purchases are sent at once.
 const TripSenders = tripSenders
 
-// MoveToReserve marks the product as selling under reserve in its
-// generation, as reserve's first purchase does.
-func (s *Seckill) MoveToReserve(ctx context.Context, id int64) (model.Product, error) {
-	return s.moveToReserve(ctx, id)
+// MoveToReserve moves the product into Redis for reserve, as reserve's
+// first purchase does, and returns its generation.
+func (s *Seckill) MoveToReserve(ctx context.Context, id int64) (int64, error) {
+	return s.loadReserve(ctx, id)
 }
 
 // WriteReservations writes reservations of one product taken in

@@ -25,12 +25,18 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// strategies are every strategy, in the order of service.StrategyTable.
-var strategies = service.StrategyNames()
+// strategies are every strategy that answers a purchase with its order
+// (every one but reserve, whose tests are its own), in the order of
+// service.StrategyTable.
+var strategies = slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
+	st, _ := service.LookupStrategy(name)
+	return st.Deferred
+})
 
 // safeStrategies are the strategies the Guarantees call safe (with fencing
-// on for the Redis locks), in the table's order.
-var safeStrategies = slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
+// on for the Redis locks) and exact together, in the table's order: the
+// safe ones of strategies.
+var safeStrategies = slices.DeleteFunc(slices.Clone(strategies), func(name string) bool {
 	st, _ := service.LookupStrategy(name)
 	return !st.Safe
 })
@@ -119,10 +125,10 @@ type settings struct {
 	NoReleases bool
 	// Fallback is the lockers' fallback delay (locker.Options.Fallback).
 	Fallback time.Duration
-	// Reserve sets the instance up for reserve on the fixture's first
-	// Redis node, its writer named Consumer.
-	Reserve  bool
+	// Consumer names the instance's reserve writer (on the fixture's first
+	// Redis node); NoWriter runs none.
 	Consumer string
+	NoWriter bool
 	// DBTimeout bounds each database call (service.Config.DBTimeout).
 	DBTimeout time.Duration
 	// Hooks force interleavings (service.Config.WithHooks).
@@ -169,13 +175,9 @@ func (f *fixture) instance(s settings) *instance {
 		lockers["redlock"] = locker.NewRedlock(f.clients, opts)
 	}
 	reg := prometheus.NewRegistry()
-	var reserveRedis redis.UniversalClient
-	if s.Reserve {
-		reserveRedis = f.clients[0]
-	}
 	svc := service.New(f.db, lockers, f.clients, service.Config{
-		ReserveRedis: reserveRedis,
 		Consumer:     s.Consumer,
+		NoWriter:     s.NoWriter,
 		Strategy:     s.Strategy,
 		PerUserLimit: s.PerUserLimit,
 		Fencing:      s.Fencing,

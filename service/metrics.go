@@ -20,6 +20,13 @@ type Metrics struct {
 	lockFailures *prometheus.CounterVec
 	stockLeft    *prometheus.GaugeVec
 
+	// The reserve strategy's writers.
+	reservePending    prometheus.Gauge
+	reserveWritten    prometheus.Counter
+	reserveFailed     *prometheus.CounterVec
+	reserveDead       prometheus.Counter
+	reserveRecoveries prometheus.Counter
+
 	// series are the purchase series of every strategy and outcome,
 	// resolved once in NewMetrics and only read afterwards (no lock): a
 	// purchase counts itself without the vectors' label lookups.
@@ -47,9 +54,10 @@ type purchaseSeries struct {
 }
 
 // PurchaseOutcomes are the outcomes of a purchase as the metrics label
-// them: ok (201), replayed (200), or the code of the error it answered.
+// them: ok (201), reserved (202 under reserve), replayed (200, or a 202
+// of a reservation made before), or the code of the error it answered.
 func PurchaseOutcomes() []string {
-	return []string{"ok", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
+	return []string{"ok", "reserved", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
 		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeStrategyConflict), string(CodeLockTimeout), string(CodeLockLost),
 		string(CodeUnavailable), string(CodeOutcomeUnknown), string(CodeInternal)}
 }
@@ -59,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_purchases_total",
-			Help: "Purchases answered, by strategy and outcome: ok (201), replayed (200), or the error code answered.",
+			Help: "Purchases answered, by strategy and outcome: ok (201), reserved (202), replayed (200, or 202 of an earlier reservation), or the error code answered.",
 		}, []string{"strategy", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "seckill_purchase_duration_seconds",
@@ -90,6 +98,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Lock failures by strategy and reason: timeout (not acquired within the wait), unavailable (too few nodes answered), lost (fenced write refused), expired (lease gone by unlock time), unlock_error.",
 		}, []string{"strategy", "reason"}),
 	}
+	m.reservePending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seckill_reserve_pending",
+		Help: "Reservations of the reserve strategy not yet written to the database (read by no writer, or read and not acknowledged), as this instance's writer last counted them.",
+	})
+	m.reserveWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reserve_written_total",
+		Help: "Reservations this instance's writer wrote to the database (a reservation written again after a writer died before acknowledging it counts again).",
+	})
+	m.reserveFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reserve_failed_total",
+		Help: "Reservations the database refused, by reason (sold_out, limit_exceeded, request_id_reused): broken promises.",
+	}, []string{"reason"})
+	m.reserveDead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reserve_dead_letters_total",
+		Help: "Stream entries this instance's writer gave up on and moved to the dead-letter stream: entries that are not reservations, and reservations whose write kept failing.",
+	})
+	m.reserveRecoveries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reserve_counters_recovered_total",
+		Help: "Counters of the reserve strategy found gone from Redis (it lost what it acknowledged) and derived again from the database and the reservations still waiting.",
+	})
+	for _, code := range []Code{CodeSoldOut, CodeLimitExceeded, CodeRequestIDReused} {
+		m.reserveFailed.WithLabelValues(string(code))
+	}
+	reg.MustRegister(m.reservePending, m.reserveWritten, m.reserveFailed, m.reserveDead, m.reserveRecoveries)
 	m.stockSeries, m.stockIndex = list.New(), map[int64]*list.Element{}
 	m.series = map[purchaseLabels]purchaseSeries{}
 	reg.MustRegister(m.purchases, m.duration, m.lockWait, m.lockHold, m.batchSize, m.lockFailures, m.stockLeft)
@@ -125,6 +157,8 @@ func (m *Metrics) observePurchase(strategy string, r Receipt, err error, d time.
 		outcome = string(ErrorCode(err))
 	case r.Replayed:
 		outcome = "replayed"
+	case r.Reservation != nil:
+		outcome = "reserved"
 	}
 	if ps, ok := m.series[purchaseLabels{strategy, outcome}]; ok {
 		ps.count.Inc()
@@ -151,6 +185,9 @@ func (m *Metrics) held(strategy string, n int, d time.Duration) {
 	m.batchSize.WithLabelValues(strategy).Observe(float64(n))
 	m.lockHold.WithLabelValues(strategy).Observe(d.Seconds())
 }
+
+// reserveRecovered counts a counter found gone from Redis.
+func (m *Metrics) reserveRecovered() { m.reserveRecoveries.Inc() }
 
 // stock records a product's stock as seen.
 func (m *Metrics) stock(product, stock int64) {

@@ -106,7 +106,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// And the stock is the database's again, whatever strategy
 			// sold it before.
 			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
-				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "reserve": false}).Error
+				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "reserve": false, "reserve_loaded": false}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}
@@ -117,7 +117,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 				return fmt.Errorf("delete the units users hold: %w", err)
 			}
 			// The row is locked: nobody else moved them on meanwhile.
-			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Reserve = stock, stock, p.Fence+1, p.Generation+1, false
+			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Reserve, p.ReserveLoaded = stock, stock, p.Fence+1, p.Generation+1, false, false
 			return nil
 		})
 	}
@@ -135,11 +135,14 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	s.cache.Saw(id, stock, p.Generation)
 	s.cache.Announce(ctx, id, stock, p.Generation)
 	if s.reserve != nil {
-		// What reserve kept of the ended generation goes too; were it
-		// left, the script would still not sell from it (it knows the
-		// generation is older), but its records would answer for
-		// reservations the reset discarded.
-		if err := s.reserve.Forget(ctx, id); err != nil {
+		// What reserve kept of the ended generation goes too: its
+		// records would answer for reservations the reset discarded, and
+		// a purchase that read the product before the reset could load
+		// the ended generation's stock again. Were Redis down now, the
+		// counter left would still not sell: every purchase names the
+		// generation it knows, and moves the product again once it
+		// learns of the new one.
+		if err := s.reserve.Retire(ctx, id, p.Generation); err != nil {
 			s.log.WarnContext(ctx, "forget a reset product's reserve keys", "product", id, "err", err)
 		}
 	}
@@ -191,22 +194,51 @@ func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 	return a, nil
 }
 
-// PurchaseOf returns the order the purchase attempt with requestID made,
-// under any strategy: ErrPurchaseNotFound when none carries it (never
-// made, or refused).
-func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (model.Order, error) {
+// Attempt is what became of a purchase attempt: its order, or under
+// reserve its reservation not written yet, or why the database refused
+// the reservation.
+type Attempt struct {
+	// Order is the order, when one carries the request ID.
+	Order *model.Order
+	// Reservation is the reservation waiting to be written.
+	Reservation *Reservation
+	// Failed is why the database refused the reservation.
+	Failed *Error
+}
+
+// PurchaseOf returns what became of the purchase attempt with requestID,
+// under any strategy: ErrPurchaseNotFound when no order and no
+// reservation carries it (never made, refused, discarded by a reset, or
+// lost by a Redis that lost what it acknowledged).
+func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, error) {
 	if checkID(requestID) != nil {
-		return model.Order{}, errorf(CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
+		return Attempt{}, errorf(CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
-	ctx, cancel := s.dbCtx(ctx, 0)
+	dbCtx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	var o model.Order
-	err := s.db.WithContext(ctx).Where("request_id = ?", requestID).Take(&o).Error
+	err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error
 	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return model.Order{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
-	case err != nil:
-		return model.Order{}, storeErr("look up request_id", err)
+	case err == nil:
+		return Attempt{Order: &o}, nil
+	case !errors.Is(err, gorm.ErrRecordNotFound):
+		return Attempt{}, storeErr("look up request_id", err)
+	case s.reserve == nil:
+		return Attempt{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
 	}
-	return o, nil
+	product, rec, ok, err := s.reserve.Find(dbCtx, requestID)
+	switch {
+	case err != nil:
+		return Attempt{}, storeErr("look up request_id among the reservations", err)
+	case !ok:
+		return Attempt{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+	case !rec.Pending():
+		return Attempt{Failed: refusal(requestID, Code(rec.Code))}, nil
+	}
+	// Written between the two looks? The order says so.
+	if err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error; err == nil {
+		return Attempt{Order: &o}, nil
+	}
+	return Attempt{Reservation: &Reservation{Purchase: Purchase{ProductID: product, UserID: rec.User, Quantity: rec.Quantity,
+		RequestID: requestID, Strategy: reserveStrategy}, Left: rec.Left}}, nil
 }

@@ -58,11 +58,15 @@ type Purchase struct {
 	serverRequestID bool
 }
 
-// Receipt is the answer to a successful purchase.
+// Receipt is the answer to a successful purchase: its order, or under
+// reserve its reservation, whose order is written moments later.
 type Receipt struct {
 	Order model.Order
-	// Replayed says the order was made by an earlier purchase with the same
-	// request ID.
+	// Reservation, when not nil, is the purchase's reservation under
+	// reserve (answered 202); Order is then empty.
+	Reservation *Reservation
+	// Replayed says the order, or the reservation, was made by an earlier
+	// purchase with the same request ID.
 	Replayed bool
 }
 
@@ -154,7 +158,11 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
 	}()
 	if out := s.cache.SoldOutAnswer(p.ProductID, p.Quantity); out != nil {
-		return s.answerOut(ctx, p, out)
+		if !st.Deferred || p.RequestID == "" {
+			return s.answerOut(ctx, p, out)
+		}
+		// Under reserve the script answers a replay of a reservation not
+		// written yet: the database does not know it.
 	}
 	if p.RequestID == "" {
 		// Every order can be looked up by its request ID (see settle).
@@ -165,6 +173,8 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	defer cancel()
 
 	switch {
+	case st.Deferred:
+		return s.sellReserve(ctx, p)
 	case st.Lined:
 		// Decided in its hold, in line order, with the request IDs already
 		// used in view.

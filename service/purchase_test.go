@@ -172,8 +172,11 @@ func TestPurchaseStrategyConflict(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Purchase(%s) = %v; want an order", show(first), err)
 		}
-		if moved, err := in.svc.MoveToReserve(ctx, prod.ID); err != nil || !moved.Reserve || moved.Stock != 4 {
-			t.Fatalf("MoveToReserve = %+v, %v; want the product under reserve with 4 left", moved, err)
+		if _, err := in.svc.MoveToReserve(ctx, prod.ID); err != nil {
+			t.Fatalf("MoveToReserve = %v", err)
+		}
+		if moved, err := in.svc.Product(ctx, prod.ID); err != nil || !moved.Reserve || moved.Stock != 4 {
+			t.Fatalf("the product after MoveToReserve = %+v, %v; want it under reserve with 4 left", moved, err)
 		}
 		for _, p := range []service.Purchase{
 			{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "req-2"},
@@ -209,11 +212,10 @@ func TestWriteReservations(t *testing.T) {
 	ctx := t.Context()
 	in := newFixture(t, nil).instance(settings{PerUserLimit: 2})
 	prod := in.product(t, 5)
-	moved, err := in.svc.MoveToReserve(ctx, prod.ID)
+	gen, err := in.svc.MoveToReserve(ctx, prod.ID)
 	if err != nil {
 		t.Fatalf("MoveToReserve = %v", err)
 	}
-	gen := moved.Generation
 	res := func(user string, q int64, rid string, left int64) service.Reservation {
 		return service.Reservation{Purchase: service.Purchase{ProductID: prod.ID, UserID: user, Quantity: q, RequestID: rid}, Left: left}
 	}
@@ -270,21 +272,20 @@ func TestWriteReservations(t *testing.T) {
 func TestReserveWriters(t *testing.T) {
 	ctx := t.Context()
 	f := newFixture(t, nil)
-	in := f.instance(settings{PerUserLimit: 1})
+	in := f.instance(settings{PerUserLimit: 1, NoWriter: true})
 	store := reserve.New(f.clients[0], f.prefix)
 	one, two := in.product(t, 30), in.product(t, 5)
+	gens := map[int64]int64{}
 	for _, p := range []model.Product{one, two} {
-		moved, err := in.svc.MoveToReserve(ctx, p.ID)
+		gen, err := in.svc.MoveToReserve(ctx, p.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, err := store.Load(ctx, p.ID, moved.Stock, moved.Generation); err != nil {
-			t.Fatal(err)
-		}
+		gens[p.ID] = gen
 	}
 	take := func(product int64, user, rid string) {
 		t.Helper()
-		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Limit: 1})
+		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Limit: 1, Generation: gens[product]})
 		if err != nil || res.Verdict != reserve.Reserved {
 			t.Fatalf("Reserve(%d, %s, %s) = %+v, %v; want Reserved", product, user, rid, res, err)
 		}
@@ -300,7 +301,7 @@ func TestReserveWriters(t *testing.T) {
 		t.Fatalf("the dead writer's Read = %d entries, %v; want 5", len(dead), err)
 	}
 	for _, c := range []string{"a", "b"} {
-		f.instance(settings{PerUserLimit: 1, Reserve: true, Consumer: c})
+		f.instance(settings{PerUserLimit: 1, Consumer: c})
 	}
 	for i := range 20 {
 		take(one.ID, fmt.Sprint("u-", i), fmt.Sprint("r-", i))
@@ -350,17 +351,14 @@ func TestReserveWriters(t *testing.T) {
 func TestResetForgetsReserveKeys(t *testing.T) {
 	ctx := t.Context()
 	f := newFixture(t, nil)
-	in := f.instance(settings{PerUserLimit: 1, Reserve: true, Consumer: "a"})
+	in := f.instance(settings{PerUserLimit: 1, Consumer: "a"})
 	store := reserve.New(f.clients[0], f.prefix)
 	prod := in.product(t, 3)
-	moved, err := in.svc.MoveToReserve(ctx, prod.ID)
+	gen, err := in.svc.MoveToReserve(ctx, prod.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := store.Load(ctx, prod.ID, moved.Stock, moved.Generation); err != nil {
-		t.Fatal(err)
-	}
-	r := reserve.Request{Product: prod.ID, User: "u-1", Quantity: 1, RequestID: "r-1", Limit: 1, Generation: moved.Generation}
+	r := reserve.Request{Product: prod.ID, User: "u-1", Quantity: 1, RequestID: "r-1", Limit: 1, Generation: gen}
 	if res, err := store.Reserve(ctx, r); err != nil || res.Verdict != reserve.Reserved {
 		t.Fatalf("Reserve = %+v, %v; want Reserved", res, err)
 	}
@@ -370,7 +368,7 @@ func TestResetForgetsReserveKeys(t *testing.T) {
 	if _, ok, err := store.RecordOf(ctx, prod.ID, "r-1"); err != nil || ok {
 		t.Errorf("RecordOf(r-1) after a reset = %v, %v; want no record", ok, err)
 	}
-	r.Generation = 0 // even a buyer who has not heard of the reset
+	// Even a buyer who has not heard of the reset.
 	if res, err := store.Reserve(ctx, r); err != nil || res.Verdict != reserve.NotLoaded {
 		t.Errorf("Reserve after a reset = %+v, %v; want NotLoaded", res, err)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/reserve"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // The database's side of the reserve strategy (the Redis side is package
@@ -20,34 +23,203 @@ import (
 // product that other strategies have sold since the reset: their sales are
 // in the stock it moves.
 
-// moveToReserve marks the product as selling under reserve in its
-// generation and returns it as it is then: the stock to load into Redis
-// and its generation. Moving it again in the same generation changes
-// nothing.
-func (s *Seckill) moveToReserve(ctx context.Context, id int64) (model.Product, error) {
+// sellReserve sells p under reserve: the script takes the units in Redis
+// and queues the reservation, which the writers write to the database
+// moments later; the answer is the reservation (202). A product whose
+// counter is not loaded in the generation this instance knows (its first
+// reserve purchase since a reset, a reset this instance has not heard of,
+// or a Redis that lost it) is moved into Redis first, once however many
+// purchases ask at once, and sold again.
+func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) {
+	if s.reserve == nil {
+		return Receipt{}, errorf(CodeUnavailable, "reserve has no Redis on this instance")
+	}
+	id := p.ProductID
+	gen := s.cache.Generation(id)
+	for range maxAttempts {
+		if gen == stockcache.UnknownGeneration {
+			var err error
+			if gen, err = s.loadReserve(ctx, id); err != nil {
+				return Receipt{}, err
+			}
+		}
+		res, err := s.reserve.Reserve(ctx, reserve.Request{Product: id, User: p.UserID, Quantity: p.Quantity,
+			RequestID: p.RequestID, Limit: s.cfg.PerUserLimit, Generation: gen})
+		if err != nil {
+			return Receipt{}, storeErr(purchaseOp(p), err)
+		}
+		switch res.Verdict {
+		case reserve.Reserved:
+			if res.Left < MaxQuantity {
+				// Low: this instance may answer the next buyers sold out
+				// without asking Redis.
+				s.cache.Saw(id, res.Left, gen)
+			}
+			return Receipt{Reservation: &Reservation{Purchase: p, Left: res.Left}}, nil
+		case reserve.Seen:
+			return s.replayReservation(ctx, p, res.Record)
+		case reserve.SoldOut:
+			s.cache.Saw(id, res.Left, gen)
+			return Receipt{}, soldOut(id, res.Left)
+		case reserve.OverLimit:
+			return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
+		case reserve.NotLoaded:
+			gen = stockcache.UnknownGeneration
+		}
+	}
+	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+}
+
+// replayReservation answers p, whose request ID made a reservation of the
+// product (rec): the same reservation again while it is pending (202), its
+// order once written (200), or why the database refused it. A purchase
+// that is not the one the reservation was made for answers
+// request_id_reused.
+func (s *Seckill) replayReservation(ctx context.Context, p Purchase, rec reserve.Record) (Receipt, error) {
+	if rec.User != p.UserID || rec.Quantity != p.Quantity {
+		return Receipt{}, requestIDReused(p)
+	}
+	if !rec.Pending() {
+		return Receipt{}, refusal(p.RequestID, Code(rec.Code))
+	}
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	var p model.Product
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	if r, ok, err := s.replay(ctx, s.db, p); ok || err != nil {
+		return r, err
+	}
+	return Receipt{Reservation: &Reservation{Purchase: p, Left: rec.Left}, Replayed: true}, nil
+}
+
+// refusal is the error of a reservation the database refused with code.
+func refusal(requestID string, code Code) *Error {
+	var why string
+	switch code {
+	case CodeSoldOut:
+		why = "the database had fewer units left than Redis counted"
+	case CodeLimitExceeded:
+		why = "the database's orders took the buyer past the per-user limit"
+	case CodeRequestIDReused:
+		why = "the database holds an order of another purchase with this request_id"
+	default:
+		why = "it could not be written"
+	}
+	return errorf(code, "the reservation of request_id %q was refused: %s; its units went back on sale", requestID, why)
+}
+
+// loadReserve moves a product's stock into Redis for the generation the
+// database holds, once however many purchases ask together on this
+// instance (and once however many instances do: Load keeps a counter of
+// that generation), and returns the generation.
+func (s *Seckill) loadReserve(ctx context.Context, id int64) (int64, error) {
+	v, err, _ := s.moving.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		// Not the first caller's context: its buyer may hang up while the
+		// others wait.
+		ctx, cancel := s.dbCtx(context.WithoutCancel(ctx), 0)
+		defer cancel()
+		return s.moveToReserve(ctx, id)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
+// moveToReserve marks the product as selling under reserve in its
+// generation, then, under its row lock, loads its counter in Redis from
+// the database (reserve.Store.Load): the stock, each buyer's units and the
+// request IDs of its orders (sold under another strategy since the reset,
+// or written before Redis lost the counter). It returns the generation.
+// The mark is committed before the load: a counter is never loaded for a
+// product the other strategies may still sell.
+func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
+	for range maxAttempts {
+		gen, marked, err := s.loadMarked(ctx, id)
+		if err != nil {
+			return 0, storeErr(fmt.Sprintf("move product %d to reserve", id), err)
+		}
+		if marked {
+			return gen, nil
+		}
+		if err := s.markReserve(ctx, id); err != nil {
+			return 0, storeErr(fmt.Sprintf("move product %d to reserve", id), err)
+		}
+	}
+	return 0, ErrUnavailable.because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
+}
+
+// markReserve marks the product as selling under reserve.
+func (s *Seckill) markReserve(ctx context.Context, id int64) error {
+	res := s.db.WithContext(ctx).Model(&model.Product{}).Where("id = ?", id).Update("reserve", true)
+	switch {
+	case res.Error != nil:
+		return fmt.Errorf("mark product %d as selling under reserve: %w", id, res.Error)
+	case res.RowsAffected == 0:
+		// Not there, or marked already (MySQL counts changed rows): the
+		// load tells.
+	}
+	return nil
+}
+
+// loadMarked loads a product marked as selling under reserve into Redis,
+// under its row lock, and returns its generation; marked is false when the
+// product is not marked (never moved, or reset since).
+func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var p model.Product
 		err := forUpdate(tx).Take(&p, id).Error
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
 			return notFound(id)
 		case err != nil:
 			return fmt.Errorf("lock product %d: %w", id, err)
-		case p.Reserve:
+		case !p.Reserve:
 			return nil
 		}
-		if err := tx.Model(&p).Update("reserve", true).Error; err != nil {
-			return fmt.Errorf("mark product %d as selling under reserve: %w", id, err)
+		var orders []model.Order
+		if err := tx.Select("user_id", "quantity", "request_id", "remaining_stock").
+			Where("product_id = ?", id).Find(&orders).Error; err != nil {
+			return fmt.Errorf("read the orders of product %d: %w", id, err)
 		}
-		p.Reserve = true
+		units := map[string]int64{}
+		var written []reserve.Written
+		for _, o := range orders {
+			units[string(o.UserID)] += o.Quantity
+			if o.RequestID != nil {
+				written = append(written, reserve.Written{RequestID: string(*o.RequestID),
+					Record: reserve.Record{Quantity: o.Quantity, Left: o.RemainingStock, User: string(o.UserID)}})
+			}
+		}
+		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written)
+		if err != nil {
+			return err
+		}
+		gen, marked = p.Generation, true
+		switch {
+		case l.Generation > p.Generation:
+			// A reset this transaction cannot see yet (it read a snapshot
+			// older than the reset's commit): look again.
+			marked = false
+		case !p.ReserveLoaded:
+			// The generation's first load.
+			if err := tx.Model(&p).Update("reserve_loaded", true).Error; err != nil {
+				return fmt.Errorf("mark product %d as loaded into Redis: %w", id, err)
+			}
+		case l.Loaded && l.Before < 0:
+			// No counter at all, in a generation loaded before: Redis lost
+			// it (restarted without its data, or a failover to a replica
+			// that had not received it). What it had not written of the
+			// reservations is lost with it.
+			s.metrics.reserveRecovered()
+			s.log.WarnContext(ctx, "reserve: the product's counter was gone from Redis; derived again from the database and the reservations still waiting",
+				"product", id, "generation", p.Generation, "database_stock", p.Stock,
+				"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
+		}
+		if l.Stock >= 0 && marked {
+			s.cache.Saw(id, l.Stock, gen)
+		}
 		return nil
 	})
-	if err != nil {
-		return model.Product{}, storeErr(fmt.Sprintf("move product %d to reserve", id), err)
-	}
-	return p, nil
+	return gen, marked, err
 }
 
 // Reservation is one reservation of the reserve strategy, as its stream

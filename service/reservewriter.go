@@ -26,41 +26,71 @@ const (
 	// writerClaimIdle is how long a reservation stays with a writer that
 	// has not acknowledged it before another takes it over.
 	writerClaimIdle = 5 * time.Second
-	// writerClaimEvery is how often a writer looks for such reservations.
+	// writerClaimEvery is how often a writer looks for such reservations,
+	// and drops what is written from the streams.
 	writerClaimEvery = time.Second
+	// writerPause is how long a writer waits after an error before it
+	// reads again.
+	writerPause = time.Second
+	// writerMaxFailures is how many times a writer tries to write an entry
+	// that the database answers with an error (not an outage) before it
+	// moves it to the dead letters.
+	writerMaxFailures = 3
 )
 
 // runWriter is this instance's writer, until ctx ends.
 func (s *Seckill) runWriter(ctx context.Context) {
 	s.joinWriters(ctx)
+	w := &writer{failures: map[string]int{}}
 	lastClaim := time.Now()
 	for ctx.Err() == nil {
 		var es []reserve.Entry
 		var err error
 		if time.Since(lastClaim) >= writerClaimEvery {
 			lastClaim = time.Now()
+			s.tidy(ctx)
 			es, err = s.reserve.Claim(ctx, s.cfg.Consumer, writerClaimIdle, writerBatch)
 		}
 		if err == nil && len(es) == 0 {
 			es, err = s.reserve.Read(ctx, s.cfg.Consumer, writerBatch, writerBlock)
 		}
 		if err == nil && len(es) > 0 {
-			err = s.write(ctx, es)
+			err = s.write(ctx, w, es)
 		}
 		switch {
 		case err == nil || ctx.Err() != nil:
 		case reserve.NoGroup(err):
 			// The Redis lost the group (restarted without its data): join
 			// again, or nothing is ever read.
-			s.log.WarnContext(ctx, "the reserve writers' group is gone: joining again", "err", err)
+			s.log.WarnContext(ctx, "the reserve writers' group is gone (Redis lost its data?): joining again", "err", err)
 			s.joinWriters(ctx)
 		default:
 			// What was read stays pending: this writer claims it again, or
 			// another does.
 			s.log.WarnContext(ctx, "write reservations", "err", err)
-			sleep(ctx, writerBlock)
+			sleep(ctx, writerPause)
 		}
 	}
+}
+
+// writer is what a writer remembers between its reads: how many times
+// the database refused to write each entry with an error other than an
+// outage's.
+type writer struct {
+	failures map[string]int
+}
+
+// tidy drops what the writers have written from the streams and counts
+// what they have not (seckill_reserve_pending).
+func (s *Seckill) tidy(ctx context.Context) {
+	n, err := s.reserve.Tidy(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "tidy the reserve streams", "err", err)
+		}
+		return
+	}
+	s.metrics.reservePending.Set(float64(n))
 }
 
 // joinWriters joins the writers' group, trying again every second until
@@ -80,16 +110,18 @@ func (s *Seckill) joinWriters(ctx context.Context) {
 // generation, and acknowledges each once the database holds it, refused it
 // (recorded first) or a reset discarded it. An error leaves the entries of
 // the products not yet written pending.
-func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
+func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) error {
 	type key struct{ product, gen int64 }
 	var order []key
 	groups := map[key][]reserve.Entry{}
-	var bad []reserve.Entry
 	for _, e := range es {
 		if e.Bad != nil {
-			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: acknowledged, never written",
+			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
 				"stream", e.Stream, "id", e.ID, "err", e.Bad)
-			bad = append(bad, e)
+			if err := s.reserve.Dead(ctx, e, string(CodeInternal), e.Bad.Error()); err != nil {
+				return err
+			}
+			s.metrics.reserveDead.Inc()
 			continue
 		}
 		k := key{e.Product, e.Generation}
@@ -98,42 +130,85 @@ func (s *Seckill) write(ctx context.Context, es []reserve.Entry) error {
 		}
 		groups[k] = append(groups[k], e)
 	}
-	if len(bad) > 0 {
-		if err := s.reserve.Ack(ctx, bad); err != nil {
-			return err
-		}
-	}
 	for _, k := range order {
-		group := groups[k]
-		rs := make([]Reservation, len(group))
-		for i, e := range group {
-			rs[i] = Reservation{Purchase: Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
-		}
-		as, err := s.writeReservations(ctx, k.gen, rs)
-		var gone *generationGone
-		switch {
-		case errors.As(err, &gone):
-			// Discarded with their generation's orders.
-		case err != nil:
-			return err
-		default:
-			for i, a := range as {
-				switch code := ErrorCode(a.err); {
-				case a.err == nil:
-				case refused(code):
-					if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
-						return err
-					}
-				default:
-					return a.err // not known to be refused: leave it pending
-				}
-			}
-		}
-		if err := s.reserve.Ack(ctx, group); err != nil {
+		if err := s.writeGroup(ctx, w, k.gen, groups[k]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeGroup writes reservations of one product and generation in one
+// transaction, then records the refused ones and acknowledges them all. A
+// transaction the database answers with an error other than an outage's
+// is tried again one reservation at a time, so that one that cannot be
+// written holds none of the others back; one that fails writerMaxFailures
+// times goes to the dead letters, recorded as failed.
+func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []reserve.Entry) error {
+	rs := make([]Reservation, len(group))
+	for i, e := range group {
+		rs[i] = Reservation{Purchase: Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
+	}
+	as, err := s.writeReservations(ctx, gen, rs)
+	var gone *generationGone
+	switch {
+	case errors.As(err, &gone):
+		// Discarded with their generation's orders.
+		return s.reserve.Ack(ctx, group)
+	case err != nil && len(group) > 1 && !outage(err):
+		for _, e := range group {
+			if err := s.writeGroup(ctx, w, gen, []reserve.Entry{e}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case err != nil && !outage(err):
+		e := group[0]
+		w.failures[e.ID]++
+		if w.failures[e.ID] < writerMaxFailures {
+			return err
+		}
+		delete(w.failures, e.ID)
+		s.log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
+			"request_id", e.RequestID, "product", e.Product, "attempts", writerMaxFailures, "err", err)
+		if err := s.reserve.Dead(ctx, e, string(CodeInternal), err.Error()); err != nil {
+			return err
+		}
+		s.metrics.reserveDead.Inc()
+		return nil
+	case err != nil:
+		return err
+	}
+	written := 0
+	for i, a := range as {
+		switch code := ErrorCode(a.err); {
+		case a.err == nil:
+			delete(w.failures, group[i].ID)
+			written++
+		case refused(code):
+			if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
+				return err
+			}
+			s.metrics.reserveFailed.WithLabelValues(string(code)).Inc()
+			s.log.WarnContext(ctx, "a reservation the database refused: recorded as failed",
+				"request_id", group[i].RequestID, "product", group[i].Product, "code", code)
+		default:
+			return a.err // not known to be refused: leave it pending
+		}
+	}
+	if err := s.reserve.Ack(ctx, group); err != nil {
+		return err
+	}
+	s.metrics.reserveWritten.Add(float64(written))
+	return nil
+}
+
+// outage says err is the database (or Redis) not answering, or not
+// knowing what became of a write: the reservations are written again
+// later, however long it lasts, and never given up on.
+func outage(err error) bool {
+	code := ErrorCode(err)
+	return code == CodeUnavailable || code == CodeOutcomeUnknown
 }
 
 // refused says code is the sale rule's refusal of a reservation, which

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
@@ -52,12 +53,16 @@ type Config struct {
 	// lock wait a call may have to include. The default is
 	// config.DefaultDBTimeout.
 	DBTimeout time.Duration
-	// ReserveRedis, when not nil, is the Redis of the reserve strategy:
-	// the instance joins its writers (reservewriter.go).
+	// ReserveRedis is the Redis of the reserve strategy; nil is the first
+	// of the Redis nodes New is given (none: reserve answers unavailable).
+	// The instance joins its writers (reservewriter.go).
 	ReserveRedis redis.UniversalClient
 	// Consumer names this instance among the writers; the default is a
 	// random name.
 	Consumer string
+	// NoWriter says this instance writes no reservations: it sells under
+	// reserve, and the writers of other instances write what it sold.
+	NoWriter bool
 
 	// hooks are for tests only.
 	hooks hooks
@@ -105,7 +110,10 @@ type Seckill struct {
 	// cache is what this instance has seen of each product's stock.
 	cache *stockcache.Cache
 	// reserve is the reserve strategy's Redis side; nil when not set up.
-	reserve    *reserve.Store
+	reserve *reserve.Store
+	// moving makes one move of a product into Redis at a time
+	// (loadReserve).
+	moving     singleflight.Group
 	stop       context.CancelFunc
 	background sync.WaitGroup
 }
@@ -140,12 +148,18 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
+	if cfg.ReserveRedis == nil && len(redis) > 0 {
+		cfg.ReserveRedis = redis[0]
+		s.cfg.ReserveRedis = redis[0]
+	}
 	if cfg.ReserveRedis != nil {
 		s.reserve = reserve.New(cfg.ReserveRedis, cfg.KeyPrefix)
 		if s.cfg.Consumer == "" {
 			s.cfg.Consumer = newRequestID() // 128 random bits
 		}
-		s.background.Go(func() { s.runWriter(ctx) })
+		if !cfg.NoWriter {
+			s.background.Go(func() { s.runWriter(ctx) })
+		}
 	}
 	return s
 }

@@ -31,14 +31,18 @@ type Strategy struct {
 	// Conditional says each purchase is one conditional UPDATE, with no
 	// lock and no line.
 	Conditional bool
+	// Deferred says the strategy answers 202 with a reservation and writes
+	// the order behind (reserve): a product sells under it alone, from the
+	// first such purchase since its last reset.
+	Deferred bool
 	// OnEmbedded, when set, is the description on the embedded SQLite,
 	// where the strategy holds for another reason.
 	OnEmbedded string
 }
 
 // StrategyTable returns every strategy, in the order of the articles: no
-// lock, in-process, the classic SETNX recipe, the token lock, Redlock, then
-// the two that leave it to MySQL.
+// lock, in-process, the classic SETNX recipe, the token lock, Redlock, the
+// two that leave it to MySQL, then the industry's lock-free path.
 func StrategyTable() []Strategy {
 	names := strategyOrder()
 	all := make([]Strategy, len(names))
@@ -50,8 +54,8 @@ func StrategyTable() []Strategy {
 
 // strategyOrder names every strategy LookupStrategy knows, in
 // StrategyTable's order.
-func strategyOrder() [7]string {
-	return [...]string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"}
+func strategyOrder() [8]string {
+	return [...]string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic", "reserve"}
 }
 
 // LookupStrategy returns the strategy called name. It runs on every
@@ -80,6 +84,9 @@ func LookupStrategy(name string) (Strategy, bool) {
 	case "optimistic":
 		return Strategy{Name: "optimistic", Guard: "UPDATE ... WHERE stock >= q", Safe: true, Conditional: true,
 			Description: "No lock: one conditional UPDATE ... SET stock = stock - q WHERE id = ? AND stock >= q. Correct."}, true
+	case "reserve":
+		return Strategy{Name: "reserve", Guard: "Lua on a Redis counter; 202", Safe: true, Deferred: true,
+			Description: "No lock: one Lua script on SECKILL_RESERVE_REDIS checks and takes the units from a stock counter kept there, counts the buyer's units, records the request and queues the reservation on a Redis stream, atomically; it answers 202 at once, and every instance's writer writes the orders to MySQL behind it, many to a transaction. Correct while that Redis keeps what it acknowledged."}, true
 	}
 	return Strategy{}, false
 }

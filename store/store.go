@@ -286,6 +286,31 @@ func OpenRedis(addrs []string) []redis.UniversalClient {
 	return clients
 }
 
+// OpenReserveRedis returns the client of the reserve strategy's Redis:
+// one node, or with cluster the Redis Cluster whose seed nodes addrs are
+// (it follows the slots as they move, MOVED and ASK, and a master's
+// failover). Unlike the locks' clients it retries a command a few times:
+// no lock counts on an answer at once, and a cluster's redirects and
+// failovers need it.
+func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
+	if cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:        addrs,
+			DialTimeout:  time.Second,
+			ReadTimeout:  time.Second,
+			WriteTimeout: time.Second,
+			PoolSize:     64,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr:         addrs[0],
+		DialTimeout:  time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		PoolSize:     64,
+	})
+}
+
 // CloseRedis closes every client.
 func CloseRedis(clients []redis.UniversalClient) error {
 	var errs []error

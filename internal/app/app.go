@@ -47,6 +47,9 @@ func LoadConfig(getenv func(string) string, demo bool) (config.Config, error) {
 type Stores struct {
 	DB    *gorm.DB
 	Redis []redis.UniversalClient
+	// Reserve is the reserve strategy's Redis (SECKILL_RESERVE_REDIS);
+	// nil: the first of Redis.
+	Reserve redis.UniversalClient
 	// Embedded says the database is the embedded SQLite.
 	Embedded bool
 	close    func() error
@@ -75,6 +78,11 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open redis: %w", err), closeDB())
 	}
+	var reserve redis.UniversalClient
+	if len(cfg.ReserveAddrs) > 0 {
+		reserve = store.OpenReserveRedis(cfg.ReserveAddrs, cfg.ReserveCluster)
+		closeRedis = closeBoth(closeRedis, reserve)
+	}
 	if cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0 {
 		log.Warn("running on embedded stores: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS for real MySQL and Redis",
 			"embedded_sql", cfg.MySQLDSN == "", "embedded_redis", len(cfg.RedisAddrs) == 0)
@@ -82,6 +90,7 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 	return &Stores{
 		DB:       db,
 		Redis:    clients,
+		Reserve:  reserve,
 		Embedded: cfg.MySQLDSN == "",
 		close:    func() error { return errors.Join(closeRedis(), closeDB()) },
 	}, nil
@@ -115,12 +124,30 @@ func (s *Stores) Share(ctx context.Context, cfg config.Config) (*Stores, error) 
 		addrs[i] = cl.Options().Addr
 	}
 	clients := store.OpenRedis(addrs)
+	closeRedis := func() error { return store.CloseRedis(clients) }
+	var reserve redis.UniversalClient
+	if len(cfg.ReserveAddrs) > 0 {
+		reserve = store.OpenReserveRedis(cfg.ReserveAddrs, cfg.ReserveCluster)
+		closeRedis = closeBoth(closeRedis, reserve)
+	}
 	return &Stores{
 		DB:       db,
 		Redis:    clients,
+		Reserve:  reserve,
 		Embedded: s.Embedded,
-		close:    func() error { return errors.Join(store.CloseRedis(clients), store.CloseSQL(db)) },
+		close:    func() error { return errors.Join(closeRedis(), store.CloseSQL(db)) },
 	}, nil
+}
+
+// closeBoth closes the clients closeRedis closes, and c.
+func closeBoth(closeRedis func() error, c redis.UniversalClient) func() error {
+	return func() error {
+		var err error
+		if e := c.Close(); e != nil {
+			err = fmt.Errorf("close the reserve redis: %w", e)
+		}
+		return errors.Join(closeRedis(), err)
+	}
 }
 
 // Options are the settings of an instance that the environment does not
@@ -173,6 +200,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		Batch:        cfg.Batch,
 		LockTTL:      cfg.LockTTL,
 		Watchdog:     cfg.Watchdog,
+		ReserveRedis: st.Reserve,
 	}, service.NewMetrics(reg), log)
 	var limiter *controller.IPLimiter
 	if cfg.IPLimit > 0 {

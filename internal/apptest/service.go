@@ -135,8 +135,10 @@ type Answer struct {
 	Status int
 	// Code is the contract's error code of an error answer.
 	Code string
-	// Order is the order of a 2xx.
-	Order api.Order
+	// Order is the order of a 201 or a 200; Reservation the reservation of
+	// a 202 (under reserve).
+	Order       api.Order
+	Reservation *api.Reservation
 	// Err says what went wrong: the error answer, or why none came.
 	Err error
 	// At is when the answer came; Took is how long the call took.
@@ -174,6 +176,11 @@ func (s *Service) Buy(ctx context.Context, id int64, p api.Purchase, o client.Ov
 	switch {
 	case err != nil:
 		a.Err = err
+	case r.Status == http.StatusAccepted:
+		a.Reservation = &api.Reservation{}
+		if err := decodeStrict(r.Body, a.Reservation); err != nil {
+			a.Err = fmt.Errorf("apptest: purchase answered %v: %w", r, err)
+		}
 	case r.Status/100 == 2:
 		if err := decodeStrict(r.Body, &a.Order); err != nil {
 			a.Err = fmt.Errorf("apptest: purchase answered %v: %w", r, err)
@@ -188,10 +195,11 @@ func (s *Service) Buy(ctx context.Context, id int64, p api.Purchase, o client.Ov
 }
 
 // SafeStrategies are the strategies the contract promises exact together,
-// in the table's order: service.StrategyTable's safe ones.
+// in the table's order: service.StrategyTable's safe ones but reserve,
+// which sells a product alone (and answers 202).
 func SafeStrategies() []string {
 	return slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
 		st, _ := service.LookupStrategy(name)
-		return !st.Safe
+		return !st.Safe || st.Deferred
 	})
 }

@@ -180,18 +180,34 @@ type Redis struct {
 	Addr string
 	port string
 	dir  string
-	cmd  *exec.Cmd
+	// persistence are the settings of what the node keeps on disk.
+	persistence []string
+	cmd         *exec.Cmd
 }
 
 // StartRedis starts a redis-server on a free port, keeping nothing on disk,
 // and stops it when t ends.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return startRedis(t, "--save", "", "--appendonly", "no")
+}
+
+// StartRedisAOF starts a redis-server that writes every command to its
+// append-only file and syncs it before it answers (appendonly yes,
+// appendfsync always): a Restart after Stop (SIGKILL) finds everything it
+// acknowledged.
+func StartRedisAOF(t testing.TB) *Redis {
+	t.Helper()
+	return startRedis(t, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+}
+
+func startRedis(t testing.TB, persistence ...string) *Redis {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("testenv: redis-server not found (make test installs it): %v", err)
 	}
-	r := &Redis{dir: t.TempDir()}
+	r := &Redis{dir: t.TempDir(), persistence: persistence}
 	for attempt := 0; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
@@ -211,9 +227,9 @@ func StartRedis(t testing.TB) *Redis {
 }
 
 func (r *Redis) start(path string) error {
-	r.cmd = exec.Command(path, "--port", r.port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir,
-		"--logfile", filepath.Join(r.dir, "redis.log"))
+	args := append([]string{"--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
+		"--logfile", filepath.Join(r.dir, "redis.log")}, r.persistence...)
+	r.cmd = exec.Command(path, args...)
 	DieWithParent(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		return err
@@ -233,7 +249,8 @@ func (r *Redis) start(path string) error {
 	return fmt.Errorf("redis-server on %s did not answer: %w", r.Addr, err)
 }
 
-// Stop kills the process; the node is down until Restart.
+// Stop kills the process (SIGKILL: nothing is flushed on the way out); the
+// node is down until Restart.
 func (r *Redis) Stop() {
 	if r.cmd == nil || r.cmd.Process == nil {
 		return
@@ -243,7 +260,8 @@ func (r *Redis) Stop() {
 	r.cmd = nil
 }
 
-// Restart starts the node again on the same port, empty.
+// Restart starts the node again on the same port: empty, or for
+// StartRedisAOF's node with what its append-only file holds.
 func (r *Redis) Restart(t testing.TB) {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
