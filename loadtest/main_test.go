@@ -174,6 +174,11 @@ func TestCheckCommand(t *testing.T) {
 	good := write("good.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+buy("b", 3, 4, 409, "sold_out", ""))
 	oversold := write("bad.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+
 		buy("b", 3, 4, 201, "", `,"remaining_stock":0,"order_id":2`))
+	// Under reserve a 202 took its units as a 201 does: it carries what was
+	// left, and no order ID.
+	promised := write("promised.jsonl", stock+buy("a", 1, 2, 202, "", `,"remaining_stock":0`)+buy("b", 3, 4, 409, "sold_out", ""))
+	overpromised := write("overpromised.jsonl", stock+buy("a", 1, 2, 202, "", `,"remaining_stock":0`)+
+		buy("b", 3, 4, 202, "", `,"remaining_stock":0`))
 	broken := write("broken.jsonl", stock+"{not json\n")
 
 	var out bytes.Buffer
@@ -191,6 +196,15 @@ func TestCheckCommand(t *testing.T) {
 	err := run(t.Context(), []string{"-check", oversold}, &out, io.Discard)
 	if !errors.Is(err, errNotLinearizable) || !strings.Contains(out.String(), "not linearizable") || !strings.Contains(out.String(), "r-b") {
 		t.Errorf("-check oversold = %v, printed %q; want not linearizable, naming r-b", err, out.String())
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"-check", promised}, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "linearizable") {
+		t.Errorf("-check promised = %v, printed %q; want linearizable", err, out.String())
+	}
+	out.Reset()
+	err = run(t.Context(), []string{"-check", overpromised}, &out, io.Discard)
+	if !errors.Is(err, errNotLinearizable) || !strings.Contains(out.String(), "r-b") {
+		t.Errorf("-check overpromised = %v, printed %q; want not linearizable: two 202s took the last unit", err, out.String())
 	}
 	err = run(t.Context(), []string{"-check", broken}, io.Discard, io.Discard)
 	var unreadable unreadableError
