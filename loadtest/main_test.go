@@ -55,6 +55,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-zipf", "1.5", "-admin-token", "T"},
 		{"-products", "5", "-zipf", "-1", "-admin-token", "T"},
 		{"-get", "/healthz", "-products", "5"},
+		{"-product", "1", "-drain", "0s"},
+		{"-get", "/healthz", "-drain", "5s"},
 	} {
 		_, _, err := parseFlags(args, &bytes.Buffer{})
 		var usage usageError
@@ -68,7 +70,7 @@ func TestParseFlagsAccepts(t *testing.T) {
 	cfg, opt, err := parseFlags([]string{
 		"-url", "http://a:1, http://b:2", "-admin-token", "T", "-stock", "100",
 		"-strategy", "token,redlock", "-rate", "50", "-hold", "3ms", "-fencing", "false",
-		"-json", "out.json", "-quiet",
+		"-json", "out.json", "-quiet", "-drain", "5s",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -82,6 +84,8 @@ func TestParseFlagsAccepts(t *testing.T) {
 		t.Errorf("open loop: rates %v, duration %s, requests %d; want 50/s for the default 10s", cfg.Rates, cfg.Duration, cfg.Requests)
 	case cfg.Hold != 3*time.Millisecond || cfg.Fencing == nil || *cfg.Fencing:
 		t.Errorf("hold %s, fencing %v", cfg.Hold, cfg.Fencing)
+	case cfg.Drain != 5*time.Second:
+		t.Errorf("drain %s; want 5s", cfg.Drain)
 	case cfg.Stock != 100 || cfg.AdminToken != "T" || opt.json != "out.json" || !opt.quiet:
 		t.Errorf("cfg %+v, options %+v", cfg, opt)
 	}
@@ -236,7 +240,7 @@ func TestUsageFitsTheColumns(t *testing.T) {
 			t.Errorf("-h has a line of %d columns; want at most %d: %q", col, report.TableWidth, line)
 		}
 	}
-	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html"} {
+	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html", "-drain"} {
 		if !strings.Contains(out.String(), "  "+name+" ") && !strings.Contains(out.String(), "  "+name+"\n") {
 			t.Errorf("-h does not list %s:\n%s", name, out.String())
 		}
