@@ -195,12 +195,13 @@ type CatalogueRun struct {
 	// Hottest are the products that drew the most requests, at most five.
 	Hottest []HotProduct `json:"hottest"`
 	// Broken are the products whose audit broke the stock invariant or
-	// disagrees with the driver's count of their 201s.
+	// disagrees with the driver's count of their 201s and promises kept.
 	Broken []ProductAudit `json:"broken,omitempty"`
 }
 
 // HotProduct is one of the hottest products of a run: its requests (the
-// warmup's left out), their share of the run's, and its 201s.
+// warmup's left out), their share of the run's, and its successes (201s,
+// and 202s under reserve).
 type HotProduct struct {
 	Rank      int     `json:"rank"`
 	ProductID int64   `json:"product_id"`
@@ -210,8 +211,9 @@ type HotProduct struct {
 	Created   int     `json:"created"`
 }
 
-// ProductAudit is a product's audit after a run, with the 201s the driver
-// saw of it (the warmup's included).
+// ProductAudit is a product's audit after a run, with the orders the
+// driver expected of it: one per 201 it saw (the warmup's included) and
+// per promise kept (a 202 whose order the drain saw).
 type ProductAudit struct {
 	Name    string    `json:"name"`
 	Audit   api.Audit `json:"audit"`
@@ -250,16 +252,17 @@ type Step struct {
 }
 
 // Second is one second of a run: the answers that came in during it, and
-// the open loop's requests due in it that were dropped. Stock is the stock
-// left at its end as the driver counts it: the stock before the run less
-// the units of every 201 so far.
+// the open loop's requests due in it that were dropped. Created counts its
+// successes: 201s, and 202s under reserve. Stock is the stock left at its
+// end as the driver counts it: the stock before the run less the units of
+// every success so far.
 type Second struct {
 	Second        int            `json:"second"`
 	Answers       int            `json:"answers"`
 	Created       int            `json:"created"`
 	SoldOut       int            `json:"sold_out"`
 	LockFailures  int            `json:"lock_failures"`  // lock_timeout and lock_lost
-	OtherFailures int            `json:"other_failures"` // every other answer but 201 and sold_out
+	OtherFailures int            `json:"other_failures"` // every other answer but 201, 202 and sold_out
 	Dropped       int            `json:"dropped,omitempty"`
 	Outcomes      map[string]int `json:"outcomes,omitempty"`
 	P50           time.Duration  `json:"p50_ns"`
