@@ -17,8 +17,9 @@ type HistoryLine struct {
 	TimeNS int64
 	// A purchase: who asked for how many, when it was sent and when its
 	// answer was read (nanoseconds since the Unix epoch), the status (0:
-	// no answer came) and the error code; RemainingStock and OrderID on
-	// 200 and 201 only.
+	// no answer came) and the error code; RemainingStock on 200, 201 and
+	// 202 (a reservation under reserve: its units taken, its order written
+	// later), OrderID on 200 and 201 only.
 	UserID         string
 	RequestID      string
 	Quantity       int64
@@ -83,8 +84,13 @@ func strictUnmarshal(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// Succeeded says the purchase took its units: 200 or 201.
-func (l HistoryLine) Succeeded() bool { return l.Status == 200 || l.Status == 201 }
+// Succeeded says the purchase took its units: 200, 201, or 202 (a
+// reservation under reserve, whose order is written later).
+func (l HistoryLine) Succeeded() bool { return l.Status == 200 || l.Status == 201 || l.Status == 202 }
+
+// Ordered says the answer carried an order: 200 or 201 (a 202 carries a
+// reservation, without an order ID).
+func (l HistoryLine) Ordered() bool { return l.Status == 200 || l.Status == 201 }
 
 // Indeterminate says the purchase may or may not have taken its units: no
 // answer, outcome_unknown, or a 5xx without a code.

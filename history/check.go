@@ -15,8 +15,9 @@ import (
 // The check: each product's history, cut into segments at its stock lines,
 // must be linearizable against one stock counter that starts at the
 // segment's stock. A purchase of q succeeds when at least q remain and
-// answers what remains; otherwise it answers sold_out. 200 and 201 took
-// their units; a purchase without an answer, outcome_unknown or a 5xx
+// answers what remains; otherwise it answers sold_out. 200, 201 and 202
+// took their units (a 202, reserve's promise, took them in Redis when it
+// was answered, whenever its order is written); a purchase without an answer, outcome_unknown or a 5xx
 // without a code may or may not have taken them, at any moment from its
 // start to the end of its segment (a COMMIT whose reply was lost may take
 // after the client gave up); every other answer took nothing and asserts
@@ -75,7 +76,7 @@ type input struct {
 type outcome int
 
 const (
-	took    outcome = iota // 200, 201: took the units, left remaining
+	took    outcome = iota // 200, 201, 202: took the units, left remaining
 	soldOut                // 409 sold_out
 	maybe                  // no answer, outcome_unknown, 5xx without a code
 )

@@ -23,13 +23,17 @@ func (b *h) stock(product, stock, at int64) *h {
 }
 
 // buy is a purchase of q by user over [start, end] answered status code;
-// left is the remaining stock of a 2xx.
+// left is the remaining stock of a 2xx, which carries an order ID but for
+// a 202 (a reservation).
 func (b *h) buy(product int64, user string, q, start, end int64, status int, code string, left int64) *h {
 	l := history.Line{Product: product, UserID: user, RequestID: "r-" + user, Quantity: q,
 		StartNS: start * 1000, EndNS: end * 1000, Status: status, Code: code}
 	if status/100 == 2 {
+		l.RemainingStock = &left
+	}
+	if status == 200 || status == 201 {
 		id := int64(len(b.lines))
-		l.RemainingStock, l.OrderID = &left, &id
+		l.OrderID = &id
 	}
 	b.lines = append(b.lines, l)
 	return b
@@ -37,6 +41,12 @@ func (b *h) buy(product int64, user string, q, start, end int64, status int, cod
 
 func (b *h) ok(product int64, user string, q, start, end, left int64) *h {
 	return b.buy(product, user, q, start, end, 201, "", left)
+}
+
+// promise is a 202: a reservation under reserve, its units taken, its
+// order to be written later.
+func (b *h) promise(product int64, user string, q, start, end, left int64) *h {
+	return b.buy(product, user, q, start, end, 202, "", left)
 }
 
 func (b *h) soldOut(product int64, user string, q, start, end int64) *h {
@@ -86,6 +96,14 @@ func TestCheck(t *testing.T) {
 			ok(1, "a", 1, 1, 2, 0).soldOut(1, "b", 1, 3, 4).stock(1, 1, 10).ok(1, "c", 1, 11, 12, 0)},
 		{name: "sold_out after a reset is undersell", want: false, undersold: 1, h: new(h).stock(1, 1, 0).
 			ok(1, "a", 1, 1, 2, 0).stock(1, 5, 10).soldOut(1, "b", 1, 11, 12)},
+		{name: "promises (202s) that took the stock in turn", want: true, h: new(h).stock(1, 3, 0).
+			promise(1, "a", 1, 1, 10, 1).promise(1, "b", 1, 2, 9, 2).promise(1, "c", 1, 3, 11, 0).soldOut(1, "d", 1, 12, 13)},
+		{name: "a promise and an order share the stock", want: true, h: new(h).stock(1, 2, 0).
+			ok(1, "a", 1, 1, 2, 1).promise(1, "b", 1, 3, 4, 0).soldOut(1, "c", 1, 5, 6)},
+		{name: "two promises of the last unit", want: false, mention: "202", h: new(h).stock(1, 1, 0).
+			promise(1, "a", 1, 1, 5, 0).promise(1, "b", 1, 2, 6, 0)},
+		{name: "a sold_out after a promise of the last unit but one", want: false, undersold: 1, mention: "sold_out", h: new(h).stock(1, 2, 0).
+			promise(1, "a", 1, 1, 2, 1).soldOut(1, "b", 1, 3, 4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := history.Check(tc.h.lines)
@@ -114,7 +132,8 @@ func TestCheckNeedsAStockLine(t *testing.T) {
 }
 
 func TestReadWrite(t *testing.T) {
-	lines := new(h).stock(1, 2, 0).ok(1, "a", 1, 1, 2, 1).soldOut(1, "b", 2, 3, 4).buy(1, "c", 1, 5, 6, 0, "", 0).lines
+	lines := new(h).stock(1, 3, 0).ok(1, "a", 1, 1, 2, 2).soldOut(1, "b", 3, 3, 4).buy(1, "c", 1, 5, 6, 0, "", 0).
+		promise(1, "d", 1, 7, 8, 1).lines
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := history.WriteFile(path, lines); err != nil {
 		t.Fatal(err)
@@ -124,9 +143,10 @@ func TestReadWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The contract's shapes, key for key.
-	for _, want := range []string{`{"product":1,"stock":2,"time_ns":0}`,
-		`{"product":1,"user_id":"a","request_id":"r-a","quantity":1,"start_ns":1000,"end_ns":2000,"status":201,"code":"","remaining_stock":1,"order_id":1}`,
-		`{"product":1,"user_id":"c","request_id":"r-c","quantity":1,"start_ns":5000,"end_ns":6000,"status":0,"code":""}`} {
+	for _, want := range []string{`{"product":1,"stock":3,"time_ns":0}`,
+		`{"product":1,"user_id":"a","request_id":"r-a","quantity":1,"start_ns":1000,"end_ns":2000,"status":201,"code":"","remaining_stock":2,"order_id":1}`,
+		`{"product":1,"user_id":"c","request_id":"r-c","quantity":1,"start_ns":5000,"end_ns":6000,"status":0,"code":""}`,
+		`{"product":1,"user_id":"d","request_id":"r-d","quantity":1,"start_ns":7000,"end_ns":8000,"status":202,"code":"","remaining_stock":1}`} {
 		if !strings.Contains(string(data), want+"\n") {
 			t.Errorf("written history lacks the line %s:\n%s", want, data)
 		}
@@ -146,7 +166,10 @@ func deref(lines []history.Line) []string {
 			extra += fmt.Sprint(" stock=", *l.Stock)
 		}
 		if l.RemainingStock != nil {
-			extra += fmt.Sprint(" left=", *l.RemainingStock, " order=", *l.OrderID)
+			extra += fmt.Sprint(" left=", *l.RemainingStock)
+		}
+		if l.OrderID != nil {
+			extra += fmt.Sprint(" order=", *l.OrderID)
 		}
 		l.Stock, l.RemainingStock, l.OrderID = nil, nil, nil
 		out = append(out, fmt.Sprintf("%+v", l)+extra)
@@ -160,6 +183,8 @@ func TestReadNamesTheBadLine(t *testing.T) {
 		{"\n\n" + `{"product":1,"stock":-2,"time_ns":0}`, "line 3"},
 		{`{"product":1,"user_id":"a","quantity":1,"start_ns":5,"end_ns":4,"status":201}`, "line 1"},
 		{`{"product":1,"user_id":"a","quantity":1,"start_ns":1,"end_ns":4,"status":201,"code":""}`, "remaining_stock"},
+		{`{"product":1,"user_id":"a","quantity":1,"start_ns":1,"end_ns":4,"status":201,"code":"","remaining_stock":1}`, "order_id"},
+		{`{"product":1,"user_id":"a","quantity":1,"start_ns":1,"end_ns":4,"status":202,"code":""}`, "a 202 needs remaining_stock"},
 		{`{"product":1,"stock":2,"time_ns":0,"extra":1}`, "line 1"},
 	} {
 		_, err := history.Read(strings.NewReader(tc.text))

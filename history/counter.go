@@ -12,6 +12,9 @@ import (
 // (porcupine) explores orders of concurrent answers and takes minutes on a
 // sale of 20,000 purchases.
 //
+// Here "201" stands for every answer that took its units: 200, 201 and
+// 202 alike (Line.Succeeded), each saying what it left.
+//
 // Stock only falls, and a 201 says exactly what it left (r) after taking
 // q, so the 201s of a segment can only be ordered by the stock they found
 // (b = r + q), highest first, and their ranges [r, b) must not overlap (two

@@ -41,8 +41,10 @@ func validate(l Line) error {
 		return errors.New("end_ns is before start_ns")
 	case l.Status != 0 && (l.Status < 100 || l.Status > 599):
 		return fmt.Errorf("status %d is not an HTTP status (or 0)", l.Status)
-	case l.Succeeded() && (l.RemainingStock == nil || l.OrderID == nil):
+	case l.Ordered() && (l.RemainingStock == nil || l.OrderID == nil):
 		return fmt.Errorf("a %d needs remaining_stock and order_id", l.Status)
+	case l.Succeeded() && l.RemainingStock == nil:
+		return fmt.Errorf("a %d needs remaining_stock", l.Status)
 	}
 	return nil
 }

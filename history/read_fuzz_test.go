@@ -17,6 +17,7 @@ func FuzzRead(f *testing.F) {
 		`{"product":1,"stock":2,"time_ns":0}`,
 		`{"product":1,"stock":2,"time_ns":0}` + "\n" + `{"product":1,"user_id":"a","request_id":"r","quantity":1,"start_ns":1,"end_ns":2,"status":201,"code":"","remaining_stock":1,"order_id":1}`,
 		`{"product":1,"user_id":"a","request_id":"r","quantity":1,"start_ns":1,"end_ns":2,"status":0,"code":""}`,
+		`{"product":1,"stock":2,"time_ns":0}` + "\n" + `{"product":1,"user_id":"a","request_id":"r","quantity":1,"start_ns":1,"end_ns":2,"status":202,"code":"","remaining_stock":1}`,
 		`{"product":1,"user_id":"\u00e9\"","request_id":"r","quantity":2,"start_ns":1,"end_ns":2,"status":409,"code":"sold_out"}`,
 		"{not json\n",
 		`{"product":-1,"stock":2,"time_ns":0}`,

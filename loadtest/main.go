@@ -13,8 +13,9 @@
 // exits 1 when the run fails: a strategy marked safe broke the invariant
 // or (with -history) left a history that is not linearizable, a history
 // could not be checked, the audit disagrees with the driver's count of
-// 201s or fails, no request got through, or an instance cannot be reached
-// or goes down; 2 on a usage error. -check FILE exits 1 on a history that
+// 201s or fails, a promise (a 202 of reserve) was not kept within -drain,
+// no request got through, or an instance cannot be reached or goes down;
+// 2 on a usage error. -check FILE exits 1 on a history that
 // is not linearizable, 2 on one it cannot read.
 package main
 
@@ -263,6 +264,8 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.StringVar(&raw.fencing, "fencing", "", "true or false: fencing of the Redis locks for every purchase; empty: the server's default")
 	fs.Int64Var(&cfg.Quantity, "quantity", 1, "units per purchase (1 to 100)")
 	fs.DurationVar(&cfg.Timeout, "timeout", driver.DefaultTimeout, "longest wait for an answer once its request is sent")
+	fs.DurationVar(&cfg.Drain, "drain", driver.DefaultDrain, "after a run that got 202s (reserve): longest wait for every promise\n"+
+		"to become an order, asked by request_id; one that does not fails the run")
 	fs.StringVar(&raw.get, "get", "", "raw mode: GET this `path` (e.g. /healthz) instead of purchasing, to measure the driver itself")
 	fs.StringVar(&raw.get, "endpoint", "", "the same as -get (an older name)")
 	fs.StringVar(&opt.json, "json", "", "also write every figure as JSON to this `file`")
@@ -346,6 +349,8 @@ func (raw rawFlags) check(cfg driver.Config) error {
 		return usagef("-concurrency %d: want at least 1", cfg.Concurrency)
 	case cfg.Timeout <= 0:
 		return usagef("-timeout %s: want a positive duration", cfg.Timeout)
+	case cfg.Drain <= 0:
+		return usagef("-drain %s: want a positive duration", cfg.Drain)
 	case cfg.Quantity < 1 || cfg.Quantity > 100:
 		return usagef("-quantity %d: want 1 to 100", cfg.Quantity)
 	case cfg.Hold < 0 || cfg.Hold > driver.MaxHold || cfg.Pause < 0 || cfg.Pause > driver.MaxHold:
@@ -358,8 +363,8 @@ func (raw rawFlags) check(cfg driver.Config) error {
 		return usagef("-stock %d: want 0 or more", cfg.Stock)
 	case cfg.ProductID < 0:
 		return usagef("-product %d: want a product id, or 0 to create one", cfg.ProductID)
-	case raw.get != "" && (raw.set["strategy"] || raw.set["hold"] || raw.set["pause"] || raw.set["batch"] || raw.set["fencing"] || raw.set["product"] || raw.set["stock"] || raw.set["quantity"]):
-		return usagef("-get fires plain GETs: -strategy, -hold, -pause, -batch, -fencing, -product, -stock and -quantity do not apply")
+	case raw.get != "" && (raw.set["strategy"] || raw.set["hold"] || raw.set["pause"] || raw.set["batch"] || raw.set["fencing"] || raw.set["product"] || raw.set["stock"] || raw.set["quantity"] || raw.set["drain"]):
+		return usagef("-get fires plain GETs: -strategy, -hold, -pause, -batch, -fencing, -product, -stock, -quantity and -drain do not apply")
 	case raw.get == "" && cfg.Stock > 0 && cfg.AdminToken == "":
 		return usagef("-stock resets the stock through the admin API: give -admin-token")
 	case raw.get == "" && cfg.ProductID == 0 && cfg.AdminToken == "":

@@ -55,6 +55,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-zipf", "1.5", "-admin-token", "T"},
 		{"-products", "5", "-zipf", "-1", "-admin-token", "T"},
 		{"-get", "/healthz", "-products", "5"},
+		{"-product", "1", "-drain", "0s"},
+		{"-get", "/healthz", "-drain", "5s"},
 	} {
 		_, _, err := parseFlags(args, &bytes.Buffer{})
 		var usage usageError
@@ -68,7 +70,7 @@ func TestParseFlagsAccepts(t *testing.T) {
 	cfg, opt, err := parseFlags([]string{
 		"-url", "http://a:1, http://b:2", "-admin-token", "T", "-stock", "100",
 		"-strategy", "token,redlock", "-rate", "50", "-hold", "3ms", "-fencing", "false",
-		"-json", "out.json", "-quiet",
+		"-json", "out.json", "-quiet", "-drain", "5s",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("parseFlags = %v", err)
@@ -82,6 +84,8 @@ func TestParseFlagsAccepts(t *testing.T) {
 		t.Errorf("open loop: rates %v, duration %s, requests %d; want 50/s for the default 10s", cfg.Rates, cfg.Duration, cfg.Requests)
 	case cfg.Hold != 3*time.Millisecond || cfg.Fencing == nil || *cfg.Fencing:
 		t.Errorf("hold %s, fencing %v", cfg.Hold, cfg.Fencing)
+	case cfg.Drain != 5*time.Second:
+		t.Errorf("drain %s; want 5s", cfg.Drain)
 	case cfg.Stock != 100 || cfg.AdminToken != "T" || opt.json != "out.json" || !opt.quiet:
 		t.Errorf("cfg %+v, options %+v", cfg, opt)
 	}
@@ -174,6 +178,11 @@ func TestCheckCommand(t *testing.T) {
 	good := write("good.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+buy("b", 3, 4, 409, "sold_out", ""))
 	oversold := write("bad.jsonl", stock+buy("a", 1, 2, 201, "", `,"remaining_stock":0,"order_id":1`)+
 		buy("b", 3, 4, 201, "", `,"remaining_stock":0,"order_id":2`))
+	// Under reserve a 202 took its units as a 201 does: it carries what was
+	// left, and no order ID.
+	promised := write("promised.jsonl", stock+buy("a", 1, 2, 202, "", `,"remaining_stock":0`)+buy("b", 3, 4, 409, "sold_out", ""))
+	overpromised := write("overpromised.jsonl", stock+buy("a", 1, 2, 202, "", `,"remaining_stock":0`)+
+		buy("b", 3, 4, 202, "", `,"remaining_stock":0`))
 	broken := write("broken.jsonl", stock+"{not json\n")
 
 	var out bytes.Buffer
@@ -191,6 +200,15 @@ func TestCheckCommand(t *testing.T) {
 	err := run(t.Context(), []string{"-check", oversold}, &out, io.Discard)
 	if !errors.Is(err, errNotLinearizable) || !strings.Contains(out.String(), "not linearizable") || !strings.Contains(out.String(), "r-b") {
 		t.Errorf("-check oversold = %v, printed %q; want not linearizable, naming r-b", err, out.String())
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"-check", promised}, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "linearizable") {
+		t.Errorf("-check promised = %v, printed %q; want linearizable", err, out.String())
+	}
+	out.Reset()
+	err = run(t.Context(), []string{"-check", overpromised}, &out, io.Discard)
+	if !errors.Is(err, errNotLinearizable) || !strings.Contains(out.String(), "r-b") {
+		t.Errorf("-check overpromised = %v, printed %q; want not linearizable: two 202s took the last unit", err, out.String())
 	}
 	err = run(t.Context(), []string{"-check", broken}, io.Discard, io.Discard)
 	var unreadable unreadableError
@@ -222,7 +240,7 @@ func TestUsageFitsTheColumns(t *testing.T) {
 			t.Errorf("-h has a line of %d columns; want at most %d: %q", col, report.TableWidth, line)
 		}
 	}
-	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html"} {
+	for _, name := range []string{"-out", "-new-product", "-products", "-zipf", "-history", "-check-html", "-drain"} {
 		if !strings.Contains(out.String(), "  "+name+" ") && !strings.Contains(out.String(), "  "+name+"\n") {
 			t.Errorf("-h does not list %s:\n%s", name, out.String())
 		}

@@ -164,11 +164,19 @@ func unit(x uint64) float64 {
 	return float64(x>>11) / (1 << 53)
 }
 
-// productTally counts one product's answers in a run.
+// productTally counts one product's answers in a run: its requests and
+// its successes (201s and 202s).
 type productTally struct {
 	requests, created         int64 // measured
 	warmRequests, warmCreated int64 // of the warmup
+	// unkept counts its promises (202s, the warmup's too) that the drain
+	// did not see become orders.
+	unkept int64
 }
+
+// orders is the number of orders the audit should have gained of the
+// product: one per 201 and per promise kept.
+func (pt productTally) orders() int64 { return pt.created + pt.warmCreated - pt.unkept }
 
 // catalogueRun sums up one run over the products: its hottest, the sold
 // out, the broken (audits may be nil: not read).
@@ -178,7 +186,7 @@ func catalogueRun(products []client.Product, counts []productTally, audits []cli
 		if a.Stock <= 0 {
 			run.SoldOutProducts++
 		}
-		made := counts[k].created + counts[k].warmCreated
+		made := counts[k].orders()
 		if !a.Held() || a.Orders != made {
 			run.Broken = append(run.Broken, report.ProductAudit{Name: products[k].Name, Audit: a, Created: int(made)})
 		}

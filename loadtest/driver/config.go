@@ -25,6 +25,9 @@ const (
 	// DefaultTimeout is the longest wait for an answer when Config.Timeout
 	// is 0.
 	DefaultTimeout = 30 * time.Second
+	// DefaultDrain is the longest wait after a run for its promises (the
+	// 202s of reserve) to become orders when Config.Drain is 0.
+	DefaultDrain = 30 * time.Second
 	// MaxHold is the longest hold (and pause) the service accepts
 	// (hold_ms=10000).
 	MaxHold = api.MaxHold
@@ -128,6 +131,12 @@ type Config struct {
 	// GETs instead of purchasing: the raw mode, for measuring the driver
 	// itself. It needs no product and reads no audit.
 	Endpoint string
+	// Drain is, after a run that got 202s (reserve's promises), the
+	// longest wait for every promise to become an order, asked for by its
+	// request ID (GET /api/v1/purchases/{request_id}) from its 202 on; the
+	// audit is read after it. A promise that failed, was lost or is still
+	// pending when the drain runs out fails the run. 0 means DefaultDrain.
+	Drain time.Duration
 	// Timeout is the longest wait for an answer once its request is sent:
 	// for the load, until its whole response is read (the load goes
 	// through fasthttp, with a connection per worker and instance); for the
@@ -157,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Drain == 0 {
+		c.Drain = DefaultDrain
 	}
 	if err := c.checkLoad(); err != nil {
 		return c, err
@@ -223,6 +235,8 @@ func (c Config) checkLoad() error {
 		return invalid("the closed loop runs a request count (%d) or a duration (%s), not both", c.Requests, c.Duration)
 	case c.Timeout < 0:
 		return invalid("timeout %s must be positive", c.Timeout)
+	case c.Drain < 0:
+		return invalid("drain %s must be positive", c.Drain)
 	}
 	return nil
 }

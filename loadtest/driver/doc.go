@@ -45,4 +45,23 @@
 // report.Report it filled; package report judges it (Report.Failures say
 // why the run should be called a failure) and writes it as a table, JSON,
 // CSV or a page with charts.
+//
+// Under reserve a purchase answers 202: its units are taken and its order
+// will be written moments later, a promise. The 202s count with the 201s
+// as the run's successes (the rate, the latency, the time to sell out,
+// the stock left); each is handed to a tracker (promise.go) that asks
+// GET /api/v1/purchases/{request_id} for it (the request ID the purchase
+// sent), 16 at a time in rounds 150 ms apart, from its arrival until it
+// became an order (kept), the database refused it (failed) or no instance
+// knows it (lost, 404 purchase_not_found). The polls run alongside the
+// load, so that the write lag (from the 202 to the first poll that found
+// the order: an upper bound, the order carrying no time of its own) is
+// measured at the resolution of a round, not from the end of the run.
+// After the load the driver waits up to Config.Drain for the promises
+// still pending, then reads the audit, which must have gained one order
+// per 201 and per promise kept. Result.Promises says what became of them;
+// a promise failed, lost or still pending at the end of the drain fails
+// the run, whatever the strategy. With -history, a 202 is a line with
+// status 202 and what it left (no order ID), which the check counts as
+// having taken its units.
 package driver

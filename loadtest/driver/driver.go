@@ -116,7 +116,8 @@ type sale struct {
 }
 
 // runStrategy resets the stock, runs the load under one strategy, checks
-// the instances and reads the audit. A nil Result comes with an error; a
+// the instances, waits for its promises (the 202s of reserve) to become
+// orders and reads the audit. A nil Result comes with an error; a
 // failed audit is reported in the Result; over a catalogue, the Result
 // sums up the run product by product too (Result.Catalogue).
 func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, prefix string, rec *recorder) (*report.Result, error) {
@@ -127,6 +128,8 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	before := sumAudits(befores)
 	p := s.purchasePlan(cfg, st, prefix, before.Stock, rec)
+	p.promises = newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout)
+	defer p.promises.stop()
 	t := p.run(ctx)
 	if t.overrideDisabled != "" {
 		return nil, overrideDisabled(t.overrideDisabled)
@@ -137,6 +140,10 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 		describeDefault(ctx, admin, &res, t.orderStrategy)
 	}
 	setStock(res.Series, before.Stock, cfg.Quantity)
+	if ctx.Err() == nil {
+		checkInstances(ctx, clients, &res)
+		keepPromises(cfg, p, t, &res)
+	}
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
 		if s.catalogue {
@@ -144,7 +151,6 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 		}
 		return &res, err
 	}
-	checkInstances(ctx, clients, &res)
 
 	res.AuditBefore = before
 	afters, after := s.auditRun(ctx, admin, cfg.Quantity, &res, befores, t)
@@ -158,6 +164,20 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	res.Verdict = res.Judge()
 	return &res, nil
+}
+
+// keepPromises waits for the run's promises (its 202s, under reserve) to
+// become orders, at most Config.Drain after the load, and notes in res
+// what became of them and in t which of each product's were not kept.
+func keepPromises(cfg Config, p *plan, t *tally, res *report.Result) {
+	if n := t.promised(); n > 0 && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "%s: %d promises (202s): waiting up to %s for their orders\n", p.label, n, cfg.Drain)
+	}
+	var unkept []int64
+	res.Promises, unkept = p.promises.drain(cfg.Drain)
+	for k, n := range unkept {
+		t.products[k].unkept = n
+	}
 }
 
 // describeDefault names the strategy that served a run under the server's
@@ -176,9 +196,9 @@ func describeDefault(ctx context.Context, admin *client.Client, res *report.Resu
 }
 
 // auditRun reads the audits after the run into res: the orders and units
-// the run made, and whether they agree with the 201s counted, in all and
-// product by product. It returns the audits after, product by product
-// (nil when they could not be read), and their sum.
+// the run made, and whether they agree with the 201s and the promises kept
+// counted, in all and product by product. It returns the audits after,
+// product by product (nil when they could not be read), and their sum.
 func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *report.Result, befores []client.Audit, t *tally) ([]client.Audit, client.Audit) {
 	afters, err := auditAll(ctx, admin, s.products)
 	if err != nil {
@@ -190,11 +210,13 @@ func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int6
 	res.Audit = after
 	res.RunOrders = after.Orders - before.Orders
 	res.RunUnits = after.UnitsSold - before.UnitsSold
-	made := t.counts[outCreated] + t.warm[outCreated] // the warmup's 201s too
+	var made int64 // the warmup's too
+	for _, pt := range t.products {
+		made += pt.orders()
+	}
 	res.CountsAgree = res.RunOrders == made && res.RunUnits == made*quantity
 	for k := range afters {
-		made := t.products[k].created + t.products[k].warmCreated
-		if afters[k].Orders-befores[k].Orders != made {
+		if afters[k].Orders-befores[k].Orders != t.products[k].orders() {
 			res.CountsAgree = false
 		}
 	}

@@ -20,7 +20,8 @@ import (
 type outcome int
 
 const (
-	outCreated outcome = iota
+	outCreated  outcome = iota
+	outAccepted         // 202: a promise, under reserve
 	outOK
 	outSoldOut
 	outLimit
@@ -34,10 +35,14 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	report.OutcomeCreated, report.OutcomeOK, report.OutcomeSoldOut, report.OutcomeLimitExceeded,
+	report.OutcomeCreated, report.OutcomeAccepted, report.OutcomeOK, report.OutcomeSoldOut, report.OutcomeLimitExceeded,
 	report.OutcomeLockTimeout, report.OutcomeLockLost, report.OutcomeOther4xx, report.Outcome5xx,
 	report.OutcomeTransport, report.OutcomeOther,
 }
+
+// success says o is a purchase's success: a 201, or a 202 under reserve
+// (its order comes later).
+func (o outcome) success() bool { return o == outCreated || o == outAccepted }
 
 // answer is what one request came back with.
 type answer struct {
@@ -45,7 +50,7 @@ type answer struct {
 	code     string // status and error code, for other_4xx, 5xx and other
 	sample   string // transport error
 	override bool   // 403 strategy_override_disabled
-	strategy string // of the captured 201
+	strategy string // of the captured 201 or 202
 	// status and errCode are the answer's HTTP status (0: none came) and
 	// error code, for the history.
 	status  int
@@ -57,13 +62,16 @@ const errorBodyPeek = 512
 
 // classify says what an answer of status with body was. body belongs to
 // the worker's response: it is only read here, and what is kept of it (the
-// code, the strategy) is copied into strings. The first 201 that sets
-// captured has its strategy read.
+// code, the strategy) is copied into strings. The first 201 or 202 that
+// sets captured has its strategy read.
 func (p *plan) classify(status int, body []byte, captured *atomic.Bool) answer {
 	a := answer{status: status}
 	switch s := a.status; {
-	case s == http.StatusCreated && p.purchase:
+	case (s == http.StatusCreated || s == http.StatusAccepted) && p.purchase:
 		a.out = outCreated
+		if s == http.StatusAccepted {
+			a.out = outAccepted
+		}
 		if !captured.Load() && captured.CompareAndSwap(false, true) {
 			var o struct{ Strategy string }
 			if json.NewDecoder(bytes.NewReader(body[:min(len(body), 1<<16)])).Decode(&o) == nil {

@@ -31,6 +31,9 @@ type plan struct {
 	captureStrategy bool
 	// history, when not nil, records every purchase (-history).
 	history *recorder
+	// promises, when not nil, follows every 202 until it becomes an
+	// order (see tracker).
+	promises *tracker
 	// productIDs are the products on sale (none in the raw mode); draw,
 	// when not nil, picks each request's (else the first's), and
 	// productURLs[k][j] is the URL of a purchase of product j at

@@ -97,8 +97,12 @@ func (pc *pace) rates(now time.Duration, answers, created int64) (all, made floa
 func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dropped int64) int64 {
 	if p.purchase {
 		lock := c[outLockTimeout] + c[outLockLost]
-		other := answers - c[outCreated] - c[outSoldOut] - lock
-		fmt.Fprintf(b, " 201 %d, sold_out %d, lock %d, other %d", c[outCreated], c[outSoldOut], lock, other)
+		other := answers - c[outCreated] - c[outAccepted] - c[outSoldOut] - lock
+		fmt.Fprintf(b, " 201 %d", c[outCreated])
+		if c[outAccepted] > 0 {
+			fmt.Fprintf(b, ", 202 %d", c[outAccepted])
+		}
+		fmt.Fprintf(b, ", sold_out %d, lock %d, other %d", c[outSoldOut], lock, other)
 	} else {
 		fmt.Fprintf(b, " 2xx %d, other %d", c[outOK], answers-c[outOK])
 	}
@@ -109,7 +113,7 @@ func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dr
 	if p.purchase && p.stock >= 0 {
 		// An unsafe strategy sells more than there is: the stock goes
 		// below 0, as the audit will say.
-		stockLeft = p.stock - c[outCreated]*p.quantity
+		stockLeft = p.stock - (c[outCreated]+c[outAccepted])*p.quantity
 		fmt.Fprintf(b, "; stock %d", stockLeft)
 		if stockLeft < 0 {
 			fmt.Fprintf(b, " (oversold %d)", -stockLeft)
@@ -134,7 +138,7 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s:", p.label, report.FormatDuration(since.Round(100*time.Millisecond)))
 	stockLeft := p.writeCounts(&b, c, answers, dropped)
-	all, _, paced := pc.rates(since, answers+dropped, c[outCreated])
+	all, _, paced := pc.rates(since, answers+dropped, c[outCreated]+c[outAccepted])
 	var frac float64
 	switch length := p.length(); {
 	case final:

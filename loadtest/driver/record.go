@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,11 +53,19 @@ func (r *recorder) purchase(i int, product, quantity int64, start, end time.Time
 	id := r.prefix + strconv.Itoa(i)
 	l := history.Line{Product: product, UserID: id, RequestID: id, Quantity: quantity,
 		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: a.status, Code: a.errCode}
-	if a.status/100 == 2 {
+	switch {
+	case a.status == http.StatusAccepted:
+		// A reservation (reserve): what it left, and no order yet.
+		if left, ok := reservationFigures(body); ok {
+			l.RemainingStock = &left
+		} else {
+			l.Status, l.Code = 0, "" // an answer that does not parse says nothing
+		}
+	case a.status/100 == 2:
 		if order, left, ok := orderFigures(body); ok {
 			l.OrderID, l.RemainingStock = &order, &left
 		} else {
-			l.Status, l.Code = 0, "" // an answer that does not parse says nothing
+			l.Status, l.Code = 0, ""
 		}
 	}
 	r.add(l)
@@ -81,6 +90,22 @@ func orderFigures(body []byte) (orderID, remaining int64, ok bool) {
 		return 0, 0, false
 	}
 	return *o.OrderID, *o.RemainingStock, true
+}
+
+// reservationFigures reads remaining_stock from a reservation's body (a
+// 202 under reserve): a scan for the key as the service writes it, else a
+// full decode; false when it is missing.
+func reservationFigures(body []byte) (remaining int64, ok bool) {
+	if remaining, ok := intField(body, `"remaining_stock":`); ok {
+		return remaining, true
+	}
+	var r struct {
+		RemainingStock *int64 `json:"remaining_stock"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.RemainingStock == nil {
+		return 0, false
+	}
+	return *r.RemainingStock, true
 }
 
 // intField reads the integer after key (quoted, with its colon, no space)

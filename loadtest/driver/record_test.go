@@ -29,3 +29,26 @@ func TestOrderFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestReservationFigures: what the history keeps of a reservation (a 202
+// under reserve): what it left, from the service's body as it is or one
+// written otherwise, and nothing from a body without it.
+func TestReservationFigures(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		left int64
+		ok   bool
+	}{
+		{`{"request_id":"r-7","product_id":1,"user_id":"u-42","quantity":1,"strategy":"reserve","status":"pending","remaining_stock":96}`, 96, true},
+		{`{ "remaining_stock" : 0, "status": "pending" }`, 0, true},
+		{`{"user_id":"x,\"remaining_stock\":5,","remaining_stock":3}`, 3, true},
+		{`{"request_id":"r-7","status":"pending"}`, 0, false},
+		{`{"remaining_stock":"3"}`, 0, false},
+		{`not json`, 0, false},
+	} {
+		left, ok := reservationFigures([]byte(tc.body))
+		if left != tc.left || ok != tc.ok {
+			t.Errorf("reservationFigures(%s) = %d, %t; want %d, %t", tc.body, left, ok, tc.left, tc.ok)
+		}
+	}
+}

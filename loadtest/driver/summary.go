@@ -30,11 +30,19 @@ func result(p *plan, t *tally, raw bool) report.Result {
 	for k, v := range t.codes {
 		res.Codes[k] = int(v)
 	}
-	success := outCreated
-	if raw {
-		success = outOK
+	successes := func(c [numOutcomes]int64) int {
+		if raw {
+			return int(c[outOK])
+		}
+		return int(c[outCreated] + c[outAccepted])
 	}
-	res.Successes = int(t.counts[success])
+	res.Successes = successes(t.counts)
+	if t.counts[outAccepted] > 0 {
+		var h *hdrhistogram.Histogram
+		mergeHist(&h, t.hists[outCreated], histSigFigs)
+		mergeHist(&h, t.hists[outAccepted], histSigFigs)
+		res.SuccessLatency = latency(h)
+	}
 	if s := t.elapsed.Seconds(); s > 0 {
 		res.Throughput = float64(res.Requests) / s
 		res.SuccessThroughput = float64(res.Successes) / s
@@ -44,8 +52,8 @@ func result(p *plan, t *tally, raw bool) report.Result {
 			res.LatencyByOutcome[outcomeNames[i]] = latency(h)
 		}
 	}
-	res.Warmup = warmupOf(p, t, raw, success)
-	res.Steps = stepsOf(p, t, raw, success)
+	res.Warmup = warmupOf(p, t, raw, successes)
+	res.Steps = stepsOf(p, t, raw, successes)
 	for _, s := range t.series {
 		res.Series = append(res.Series, s.summarize(raw))
 	}
@@ -56,11 +64,11 @@ func result(p *plan, t *tally, raw bool) report.Result {
 }
 
 // warmupOf counts the warmup's answers apart: nil for a plan without one.
-func warmupOf(p *plan, t *tally, raw bool, success outcome) *report.Warmup {
+func warmupOf(p *plan, t *tally, raw bool, successes func([numOutcomes]int64) int) *report.Warmup {
 	if p.warmup() <= 0 {
 		return nil
 	}
-	w := &report.Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: int(t.warm[success]), Dropped: int(t.warmDropped)}
+	w := &report.Warmup{Outcomes: outcomeMap(t.warm, raw), Successes: successes(t.warm), Dropped: int(t.warmDropped)}
 	for _, n := range t.warm {
 		w.Requests += int(n)
 	}
@@ -69,7 +77,7 @@ func warmupOf(p *plan, t *tally, raw bool, success outcome) *report.Warmup {
 
 // stepsOf sums up each step of an open plan's rates after the warmup: nil
 // for a closed plan.
-func stepsOf(p *plan, t *tally, raw bool, success outcome) []report.Step {
+func stepsOf(p *plan, t *tally, raw bool, successes func([numOutcomes]int64) int) []report.Step {
 	if !p.open {
 		return nil
 	}
@@ -80,7 +88,7 @@ func stepsOf(p *plan, t *tally, raw bool, success outcome) []report.Step {
 		}
 		st := t.steps[i]
 		step := report.Step{Rate: ph.rate, Scheduled: ph.n, Dropped: int(st.dropped), Outcomes: outcomeMap(st.counts, raw),
-			Successes: int(st.counts[success]), Latency: latency(st.hist)}
+			Successes: successes(st.counts), Latency: latency(st.hist)}
 		for _, n := range st.counts {
 			step.Requests += int(n)
 		}
@@ -100,7 +108,7 @@ func (s *secAgg) summarize(raw bool) report.Second {
 		}
 		sec.Answers += int(n)
 		switch outcome(i) {
-		case outCreated, outOK:
+		case outCreated, outAccepted, outOK:
 			sec.Created += int(n)
 		case outSoldOut:
 			sec.SoldOut += int(n)
@@ -120,7 +128,7 @@ func (s *secAgg) summarize(raw bool) report.Second {
 }
 
 // setStock fills in each second's stock left, from the stock before the
-// run and the units of each second's 201s.
+// run and the units of each second's successes (201s and 202s).
 func setStock(series []report.Second, before, quantity int64) {
 	stock := before
 	for i := range series {
@@ -131,11 +139,12 @@ func setStock(series []report.Second, before, quantity int64) {
 }
 
 // outcomeMap names the counts of c: every failure that has a column of its
-// own, and any other that is not 0.
+// own, the 201s, and any other that is not 0 (the 202s of reserve, 2xx of
+// the raw mode, other).
 func outcomeMap(c [numOutcomes]int64, raw bool) map[string]int {
 	m := map[string]int{}
 	for i, n := range c {
-		if n > 0 || (raw && i == int(outOK)) || (!raw && i != int(outOK) && i != int(outOther)) {
+		if n > 0 || (raw && i == int(outOK)) || (!raw && i != int(outOK) && i != int(outOther) && i != int(outAccepted)) {
 			m[outcomeNames[i]] = int(n)
 		}
 	}

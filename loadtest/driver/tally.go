@@ -37,7 +37,7 @@ type tally struct {
 	// not be sent on time.
 	dropped, warmDropped int64
 	firstSoldOut         time.Duration // -1: none
-	lastCreated          time.Duration // warmup included; -1: none
+	lastCreated          time.Duration // of the last success (201 or 202), warmup included; -1: none
 	maxSendDelay         time.Duration // open loop: the latest a request left after its intended time
 	codes                map[string]int64
 	samples              []string
@@ -131,6 +131,9 @@ func (t *tally) merge(o *tally) {
 		t.orderStrategy = o.orderStrategy
 	}
 }
+
+// promised counts the 202s, the warmup's included.
+func (t *tally) promised() int64 { return t.counts[outAccepted] + t.warm[outAccepted] }
 
 // total counts the measured answers.
 func (t *tally) total() int64 {
@@ -287,7 +290,7 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	if r.warm {
 		t.warm[a.out]++
 		pt.warmRequests++
-		if a.out == outCreated {
+		if a.out.success() {
 			pt.warmCreated++
 		}
 	} else {
@@ -296,7 +299,7 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	k := r.i % len(p.targets)
 	t.targets[k].answers++
 	switch a.out {
-	case outCreated:
+	case outCreated, outAccepted:
 		t.lastCreated = max(t.lastCreated, since)
 	case outSoldOut:
 		if t.firstSoldOut < 0 || since < t.firstSoldOut {
@@ -324,7 +327,7 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 func (t *tally) measure(p *plan, r request, a answer, us int64) {
 	pt := &t.products[r.product]
 	pt.requests++
-	if a.out == outCreated {
+	if a.out.success() {
 		pt.created++
 	}
 	t.counts[a.out]++

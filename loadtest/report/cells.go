@@ -62,6 +62,15 @@ func otherCount(r Result) int {
 	return n
 }
 
+// successLatency is the latency of the run's successes: its 201s, and
+// its 202s under reserve.
+func successLatency(r Result) Latency {
+	if r.SuccessLatency.Count > 0 {
+		return r.SuccessLatency
+	}
+	return r.LatencyByOutcome[OutcomeCreated]
+}
+
 func auditCells(r Result) (stock, sold, oversold string) {
 	if !r.Audited {
 		if r.AuditError != "" {

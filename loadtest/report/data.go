@@ -20,9 +20,10 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // WriteCSV writes one row per second of each run: strategy, second (0 is
-// the first after the warmup), answers, 201s, sold_out, lock failures
-// (lock_timeout and lock_lost), other failures, and the p50 and p99 of
-// that second's answers in milliseconds (empty when none came).
+// the first after the warmup), answers, 201s (and the 202s of reserve),
+// sold_out, lock failures (lock_timeout and lock_lost), other failures,
+// and the p50 and p99 of that second's answers in milliseconds (empty
+// when none came).
 func (r *Report) WriteCSV(w io.Writer) error {
 	ew := &errWriter{w: w}
 	fmt.Fprintln(ew, "strategy,second,answers,201,sold_out,lock_failures,other_failures,p50_ms,p99_ms")

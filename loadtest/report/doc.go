@@ -2,8 +2,8 @@
 // it for people and for programs. A Report has the run's settings, the
 // machine the driver ran on and a Result per strategy: its answers by
 // outcome (the Outcome* keys), its latencies, its seconds, its audit, the
-// check of its history and, over a catalogue, its hottest and broken
-// products. Package driver fills a Report; Result.Judge sums a result up
+// check of its history, what became of its promises (the 202s of reserve)
+// and, over a catalogue, its hottest and broken products. Package driver fills a Report; Result.Judge sums a result up
 // in a few words (the driver's Verdict), and Report.Failures says why a
 // run should be called a failure.
 //

@@ -13,9 +13,10 @@ import (
 // WriteHTML writes the report as one self-contained page: the run's
 // settings, charts of throughput, latency percentiles, outcomes and stock
 // per strategy (inline SVG, two abreast, scaled to the window), and the
-// table in two parts (answers and stock, latency), and over a catalogue a
-// small table of the hottest products of each run, within a window 1280 px
-// wide. It loads nothing from anywhere, so it works offline.
+// table in two parts (answers and stock, latency), a third with the
+// promises when a run had 202s, and over a catalogue a small table of the
+// hottest products of each run, within a window 1280 px wide. It loads
+// nothing from anywhere, so it works offline.
 func (r *Report) WriteHTML(w io.Writer) error {
 	raw := len(r.Results) > 0 && r.Results[0].Raw
 	charts := append(r.summaryCharts(raw), r.timeCharts(raw)...)
@@ -92,9 +93,12 @@ func (r *Report) latencySeries(raw bool) []series {
 	of := func(outcome string, f func(Latency) time.Duration) []float64 {
 		return r.pick(func(res Result) float64 { return float64(f(res.LatencyByOutcome[outcome])) / float64(time.Millisecond) })
 	}
+	success := func(f func(Latency) time.Duration) []float64 {
+		return r.pick(func(res Result) float64 { return float64(f(successLatency(res))) / float64(time.Millisecond) })
+	}
 	return []series{
-		{"201 p50", "#9fd4ae", of(OutcomeCreated, func(l Latency) time.Duration { return l.P50 })},
-		{"201 p99", "#3a9a5b", of(OutcomeCreated, func(l Latency) time.Duration { return l.P99 })},
+		{"201 p50", "#9fd4ae", success(func(l Latency) time.Duration { return l.P50 })},
+		{"201 p99", "#3a9a5b", success(func(l Latency) time.Duration { return l.P99 })},
 		{"sold_out p50", "#8fb8de", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P50 })},
 		{"sold_out p99", "#2f4f86", of(OutcomeSoldOut, func(l Latency) time.Duration { return l.P99 })},
 	}
@@ -205,16 +209,46 @@ func (r *Report) htmlTables() []htmlTable {
 	latency := func(outcome string, f func(Latency) time.Duration) func(Result) string {
 		return func(res Result) string { return dur(f(res.LatencyByOutcome[outcome])) }
 	}
+	success := func(f func(Latency) time.Duration) func(Result) string {
+		return func(res Result) string { return dur(f(successLatency(res))) }
+	}
 	p50 := func(l Latency) time.Duration { return l.P50 }
 	p99 := func(l Latency) time.Duration { return l.P99 }
 	top := func(l Latency) time.Duration { return l.Max }
 	latencies := []htmlColumn{
-		{"201 p50", latency(OutcomeCreated, p50)}, {"201 p99", latency(OutcomeCreated, p99)},
-		{"201 max", latency(OutcomeCreated, top)}, {"sold_out p50", latency(OutcomeSoldOut, p50)},
+		{"201 p50", success(p50)}, {"201 p99", success(p99)},
+		{"201 max", success(top)}, {"sold_out p50", latency(OutcomeSoldOut, p50)},
 		{"sold_out p99", latency(OutcomeSoldOut, p99)}, {"sold_out max", latency(OutcomeSoldOut, top)},
 		{"all p99", func(res Result) string { return dur(res.Latency.P99) }},
 	}
-	return []htmlTable{r.htmlTable("Answers and stock", answers, true), r.htmlTable("Latency", latencies, false)}
+	tables := []htmlTable{r.htmlTable("Answers and stock", answers, true), r.htmlTable("Latency", latencies, false)}
+	if r.hasPromises() {
+		tables = append(tables, r.htmlTable("Promises (202s) and their orders", promiseColumns(), false))
+	}
+	return tables
+}
+
+// promiseColumns are the columns of the page's table of promises: what
+// became of each run's 202s, and the write lag of those kept.
+func promiseColumns() []htmlColumn {
+	cell := func(f func(*Promises) string) func(Result) string {
+		return func(res Result) string {
+			if res.Promises == nil {
+				return "-"
+			}
+			return f(res.Promises)
+		}
+	}
+	return []htmlColumn{
+		{"made", cell(func(p *Promises) string { return itoa(p.Made) })},
+		{"kept", cell(func(p *Promises) string { return itoa(p.Kept) })},
+		{"failed", cell(func(p *Promises) string { return itoa(p.Failed) })},
+		{"lost", cell(func(p *Promises) string { return itoa(p.Lost) })},
+		{"still pending", cell(func(p *Promises) string { return itoa(p.Pending) })},
+		{"drain", cell(func(p *Promises) string { return durOrZero(p.Drain) })},
+		{"write lag p50", cell(func(p *Promises) string { return dur(p.WriteLag.P50) })},
+		{"write lag p99", cell(func(p *Promises) string { return dur(p.WriteLag.P99) })},
+	}
 }
 
 // htmlTable makes a table of columns, a row per result.

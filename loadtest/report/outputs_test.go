@@ -69,7 +69,30 @@ func sampleReports() map[string]*report.Report {
 		Outcomes: map[string]int{report.OutcomeOK: 500}, Latency: sampleResult("", true, 1, 1).Latency}
 	get.Verdict = get.Judge()
 	raw.Results = []report.Result{get}
-	return map[string]*report.Report{"closed": closed, "open": open, "raw": raw}
+	promised := &report.Report{Config: settings, Start: start, Environment: env, Results: []report.Result{
+		sampleResult("optimistic", true, 30, 30), samplePromised(30, 0)}}
+	return map[string]*report.Report{"closed": closed, "open": open, "raw": raw, "promised": promised}
+}
+
+// samplePromised is a run under reserve that sold stock units as 202s, of
+// which broken were not kept (one failed, the rest still pending).
+func samplePromised(stock int64, broken int) report.Result {
+	res := sampleResult("reserve", true, stock, stock)
+	res.Outcomes[report.OutcomeAccepted] = res.Outcomes[report.OutcomeCreated]
+	res.Outcomes[report.OutcomeCreated] = 0
+	res.LatencyByOutcome[report.OutcomeAccepted] = res.LatencyByOutcome[report.OutcomeCreated]
+	delete(res.LatencyByOutcome, report.OutcomeCreated)
+	res.SuccessLatency = res.LatencyByOutcome[report.OutcomeAccepted]
+	made := res.Successes + res.Warmup.Successes
+	res.Promises = &report.Promises{Made: made, Kept: made - broken, Drain: 420 * time.Millisecond, DrainLimit: 30 * time.Second,
+		Polls: 3 * made, PollPause: 150 * time.Millisecond, WriteLag: report.Latency{Count: made - broken,
+			P50: 80 * time.Millisecond, P99: 310 * time.Millisecond, Max: 400 * time.Millisecond}}
+	if broken > 0 {
+		res.Promises.Failed, res.Promises.Pending = 1, broken-1
+		res.Promises.Samples = []string{"lt1-0-7: failed: 409 sold_out: the database refused it"}
+	}
+	res.Verdict = res.Judge()
+	return res
 }
 
 // TestOutputsOfEveryShape: for every shape of report, the table fits

@@ -11,6 +11,7 @@ import (
 // one of them.
 const (
 	OutcomeCreated       = "created"        // 201: a purchase made an order
+	OutcomeAccepted      = "accepted"       // 202: a purchase under reserve took its units; its order comes later (a promise)
 	OutcomeOK            = "ok"             // any other 2xx in the raw mode (-endpoint)
 	OutcomeSoldOut       = "sold_out"       // 409 sold_out
 	OutcomeLimitExceeded = "limit_exceeded" // 409 limit_exceeded
@@ -87,7 +88,8 @@ type Result struct {
 
 	// Requests counts the answered requests (transport errors included).
 	Requests int `json:"requests"`
-	// Successes counts the 201s (2xx in the raw mode).
+	// Successes counts the 201s and the 202s (reserve's promises); 2xx in
+	// the raw mode.
 	Successes int `json:"successes"`
 	// Outcomes counts every answer under one of the Outcome* keys.
 	Outcomes map[string]int `json:"outcomes"`
@@ -111,16 +113,17 @@ type Result struct {
 	// audit found none left; over a catalogue, the audit found none left
 	// of any of its products.
 	SoldOut bool `json:"sold_out"`
-	// TimeToSoldOut runs from the end of the warmup to the 201 that took
-	// the last unit (the last 201 of a run that sold out); 0: not sold
-	// out, negative: sold out during the warmup.
+	// TimeToSoldOut runs from the end of the warmup to the success (201
+	// or 202) that took the last unit (the last of a run that sold out);
+	// 0: not sold out, negative: sold out during the warmup.
 	TimeToSoldOut time.Duration `json:"time_to_sold_out_ns"`
 	// Throughput is Requests per second of Elapsed, SuccessThroughput
 	// Successes per second of Elapsed.
 	Throughput        float64 `json:"throughput"`
 	SuccessThroughput float64 `json:"success_throughput"`
-	// SellRate is the purchase rate while stock lasted: 201s per second
-	// of TimeToSoldOut, or of Elapsed when the stock lasted the whole run.
+	// SellRate is the purchase rate while stock lasted: successes (201s
+	// and 202s) per second of TimeToSoldOut, or of Elapsed when the stock
+	// lasted the whole run.
 	SellRate float64 `json:"sell_rate"`
 	// MaxSendDelay is, in the open loop, the latest a request that was
 	// sent left after its intended send time (its latency includes that
@@ -130,6 +133,10 @@ type Result struct {
 	// LatencyByOutcome that of each outcome's answers.
 	Latency          Latency            `json:"latency"`
 	LatencyByOutcome map[string]Latency `json:"latency_by_outcome"`
+	// SuccessLatency is the latency of the 201s and the 202s together, for
+	// a run that had 202s; absent otherwise, where the successes' latency
+	// is LatencyByOutcome's created.
+	SuccessLatency Latency `json:"success_latency,omitzero"`
 	// Steps has one entry per rate of the open loop.
 	Steps []Step `json:"steps,omitempty"`
 	// Series has one entry per second of the run, from its first to its
@@ -152,7 +159,8 @@ type Result struct {
 	RunOrders int64 `json:"run_orders"`
 	RunUnits  int64 `json:"run_units"`
 	// CountsAgree says the audit gained exactly one order of Quantity
-	// units per 201 the driver saw (the warmup's included).
+	// units per 201 the driver saw (the warmup's included) and per promise
+	// kept (a 202 whose order the drain saw; see Promises).
 	CountsAgree bool `json:"counts_agree"`
 	// UnsoldUnits are the units left at the end of a run whose demand
 	// (requests times quantity) exceeded the stock it began with: stock
@@ -161,6 +169,9 @@ type Result struct {
 	UnsoldUnits *int64 `json:"unsold_units,omitempty"`
 	// History is the check of the run's own history (-history).
 	History *HistoryVerdict `json:"history,omitempty"`
+	// Promises is what became of the run's 202s (the warmup's included),
+	// asked for after the run (-drain); nil for a run without any.
+	Promises *Promises `json:"promises,omitempty"`
 	// Catalogue is what a run over a catalogue (Settings.Products) saw
 	// product by product; nil for a run of one product.
 	Catalogue *CatalogueRun `json:"catalogue,omitempty"`
@@ -184,12 +195,13 @@ type CatalogueRun struct {
 	// Hottest are the products that drew the most requests, at most five.
 	Hottest []HotProduct `json:"hottest"`
 	// Broken are the products whose audit broke the stock invariant or
-	// disagrees with the driver's count of their 201s.
+	// disagrees with the driver's count of their 201s and promises kept.
 	Broken []ProductAudit `json:"broken,omitempty"`
 }
 
 // HotProduct is one of the hottest products of a run: its requests (the
-// warmup's left out), their share of the run's, and its 201s.
+// warmup's left out), their share of the run's, and its successes (201s,
+// and 202s under reserve).
 type HotProduct struct {
 	Rank      int     `json:"rank"`
 	ProductID int64   `json:"product_id"`
@@ -199,8 +211,9 @@ type HotProduct struct {
 	Created   int     `json:"created"`
 }
 
-// ProductAudit is a product's audit after a run, with the 201s the driver
-// saw of it (the warmup's included).
+// ProductAudit is a product's audit after a run, with the orders the
+// driver expected of it: one per 201 it saw (the warmup's included) and
+// per promise kept (a 202 whose order the drain saw).
 type ProductAudit struct {
 	Name    string    `json:"name"`
 	Audit   api.Audit `json:"audit"`
@@ -239,16 +252,17 @@ type Step struct {
 }
 
 // Second is one second of a run: the answers that came in during it, and
-// the open loop's requests due in it that were dropped. Stock is the stock
-// left at its end as the driver counts it: the stock before the run less
-// the units of every 201 so far.
+// the open loop's requests due in it that were dropped. Created counts its
+// successes: 201s, and 202s under reserve. Stock is the stock left at its
+// end as the driver counts it: the stock before the run less the units of
+// every success so far.
 type Second struct {
 	Second        int            `json:"second"`
 	Answers       int            `json:"answers"`
 	Created       int            `json:"created"`
 	SoldOut       int            `json:"sold_out"`
 	LockFailures  int            `json:"lock_failures"`  // lock_timeout and lock_lost
-	OtherFailures int            `json:"other_failures"` // every other answer but 201 and sold_out
+	OtherFailures int            `json:"other_failures"` // every other answer but 201, 202 and sold_out
 	Dropped       int            `json:"dropped,omitempty"`
 	Outcomes      map[string]int `json:"outcomes,omitempty"`
 	P50           time.Duration  `json:"p50_ns"`
@@ -280,6 +294,44 @@ type Latency struct {
 	P999  time.Duration `json:"p999_ns"`
 	Max   time.Duration `json:"max_ns"`
 }
+
+// Promises is what became of a run's 202s: under reserve a 202 is a
+// promise that the order will be written. The driver asks
+// GET /api/v1/purchases/{request_id} for each, in rounds, from its arrival
+// until it became an order or the drain after the run ran out.
+type Promises struct {
+	// Made counts the 202s. Each ended as one of Kept (it became an
+	// order), Failed (the database refused it: state failed), Lost (404
+	// purchase_not_found) or Pending (still pending when the drain ran
+	// out, or never answered a poll).
+	Made    int `json:"made"`
+	Kept    int `json:"kept"`
+	Failed  int `json:"failed"`
+	Lost    int `json:"lost"`
+	Pending int `json:"pending"`
+	// Drain is how long the driver waited after the load, DrainLimit the
+	// most it would have (-drain).
+	Drain      time.Duration `json:"drain_ns"`
+	DrainLimit time.Duration `json:"drain_limit_ns"`
+	// Polls counts the requests asking for a promise's state; PollErrors
+	// those that got no state (no answer, or an error other than 404
+	// purchase_not_found): their promise was asked again the next round.
+	Polls      int `json:"polls"`
+	PollErrors int `json:"poll_errors"`
+	// PollPause is the pause between two rounds of polls.
+	PollPause time.Duration `json:"poll_pause_ns"`
+	// WriteLag is the kept promises' write lag: from the 202's arrival to
+	// the answer of the first poll that found the order. The order carries
+	// no time of its own, so this is an upper bound of the time to the
+	// order's row, at the polls' resolution (a round and a pause).
+	WriteLag Latency `json:"write_lag"`
+	// Samples are a few of the promises not kept, for a person: request
+	// ID and what became of it.
+	Samples []string `json:"samples,omitempty"`
+}
+
+// Broken counts the promises not kept: failed, lost or still pending.
+func (p *Promises) Broken() int { return p.Failed + p.Lost + p.Pending }
 
 // HistoryVerdict is the check of a run's history (-history).
 type HistoryVerdict struct {

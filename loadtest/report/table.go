@@ -83,7 +83,7 @@ func (r *Report) narrowRows(open bool) [][][]string {
 			row = append(row, itoa(res.Dropped))
 		}
 		answers = append(answers, append(row, sellRateCell(res), soldOutCell(res)))
-		c, s := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut]
+		c, s := successLatency(res), res.LatencyByOutcome[OutcomeSoldOut]
 		lat = append(lat, []string{name, dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max)})
 		stock, sold, oversold := auditCells(res)
 		audit = append(audit, []string{name, stock, sold, oversold, res.Verdict})
@@ -128,8 +128,12 @@ func (r *Report) wideRows(open bool) [][]string {
 	}
 	head = append(head, "REQ/S", "201/S_RUN", "201/S", "SOLD_OUT_AT",
 		"201_P50", "201_P99", "201_MAX", "SOLD_OUT_P50", "SOLD_OUT_P99", "SOLD_OUT_MAX",
-		"ALL_P50", "ALL_P95", "ALL_P99", "ALL_P99.9", "ALL_MAX", "FINAL_STOCK", "UNITS_SOLD", "OVERSOLD", "VERDICT")
-	rows := [][]string{head}
+		"ALL_P50", "ALL_P95", "ALL_P99", "ALL_P99.9", "ALL_MAX", "FINAL_STOCK", "UNITS_SOLD", "OVERSOLD")
+	promises := r.hasPromises()
+	if promises {
+		head = append(head, "PROMISES", "KEPT", "FAILED", "LOST", "PENDING", "LAG_P50", "LAG_P99")
+	}
+	rows := [][]string{append(head, "VERDICT")}
 	for _, res := range r.Results {
 		o := res.Outcomes
 		row := []string{strategyCell(res), yesNo(res.Safe), itoa(res.Requests), itoa(res.Successes), itoa(o[OutcomeSoldOut]),
@@ -138,11 +142,15 @@ func (r *Report) wideRows(open bool) [][]string {
 		if open {
 			row = append(row, itoa(res.Dropped), dur(res.MaxSendDelay))
 		}
-		c, s, l := res.LatencyByOutcome[OutcomeCreated], res.LatencyByOutcome[OutcomeSoldOut], res.Latency
+		c, s, l := successLatency(res), res.LatencyByOutcome[OutcomeSoldOut], res.Latency
 		stock, sold, oversold := auditCells(res)
-		rows = append(rows, append(row, rate(res.Throughput), rate(res.SuccessThroughput), sellRateCell(res), soldOutCell(res),
+		row = append(row, rate(res.Throughput), rate(res.SuccessThroughput), sellRateCell(res), soldOutCell(res),
 			dur(c.P50), dur(c.P99), dur(c.Max), dur(s.P50), dur(s.P99), dur(s.Max),
-			dur(l.P50), dur(l.P95), dur(l.P99), dur(l.P999), dur(l.Max), stock, sold, oversold, res.Verdict))
+			dur(l.P50), dur(l.P95), dur(l.P99), dur(l.P999), dur(l.Max), stock, sold, oversold)
+		if promises {
+			row = append(row, promiseCells(res.Promises)...)
+		}
+		rows = append(rows, append(row, res.Verdict))
 	}
 	return rows
 }
@@ -266,6 +274,15 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 			"LINEARIZABLE: every answer fits it. UNDERSOLD: sold_out answers given while stock surely remained. "+
 			"UNSOLD: units left at the end of a run whose demand exceeded the stock.")
 	}
+	if !raw && r.hasPromises() {
+		writeWrapped(w, "PROMISES: under reserve a 202 is a promise that the order will be written; it counts "+
+			"with the 201s (201, 201/S, SOLD_OUT_AT, the 201 latency). The driver asks "+
+			"GET /api/v1/purchases/{request_id} for each, from its arrival until it became an order (kept), "+
+			"the database refused it (failed) or none was found (lost), or the drain after the run (-drain) "+
+			"ran out (still pending); the audit is read after the drain. A promise not kept fails the run. "+
+			"Write lag: from the 202 to the first poll that found the order, an upper bound at the polls' "+
+			"resolution (the orders carry no time).")
+	}
 	if r.hottestRows() != nil && !raw {
 		writeWrapped(w, "HOTTEST: the products that drew the most requests in each run (the warmup's left out), "+
 			"their share of the run's requests, and their 201s. The tables above sum the catalogue: "+
@@ -340,7 +357,7 @@ func (r Result) catalogueNote(c Settings) string {
 		return ""
 	}
 	return fmt.Sprintf("over %s: 201/s %s, 201 p99 %s, %d sold out", plural(c.catalogueSize(), "product"),
-		sellRateCell(r), dur(r.LatencyByOutcome[OutcomeCreated].P99), r.Catalogue.SoldOutProducts) + r.Catalogue.brokenNote()
+		sellRateCell(r), dur(successLatency(r).P99), r.Catalogue.SoldOutProducts) + r.Catalogue.brokenNote()
 }
 
 // catalogueSize is the number of products of a catalogue.
@@ -375,6 +392,9 @@ func (cat *CatalogueRun) brokenNote() string {
 // notes are the lines under the table about one result.
 func (r Result) notes(c Settings) []string {
 	var out []string
+	if r.Promises != nil {
+		out = append(out, r.Promises.note())
+	}
 	var other []string
 	for _, k := range []string{OutcomeLimitExceeded, OutcomeLockLost, OutcomeTransport} {
 		if n := r.Outcomes[k]; n > 0 {
@@ -416,4 +436,48 @@ func (r Result) notes(c Settings) []string {
 		out = append(out, "steps: "+strings.Join(parts, "; "))
 	}
 	return out
+}
+
+// hasPromises says some run had 202s.
+func (r *Report) hasPromises() bool {
+	for _, res := range r.Results {
+		if res.Promises != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// promiseCells are the wide table's promise columns; dashes for a run
+// without 202s.
+func promiseCells(p *Promises) []string {
+	if p == nil {
+		return []string{"-", "-", "-", "-", "-", "-", "-"}
+	}
+	return []string{itoa(p.Made), itoa(p.Kept), itoa(p.Failed), itoa(p.Lost), itoa(p.Pending),
+		dur(p.WriteLag.P50), dur(p.WriteLag.P99)}
+}
+
+// note is the line under the table about a run's promises.
+func (p *Promises) note() string {
+	s := fmt.Sprintf("promises (202s): %d made, %d kept, %d failed, %d lost, %d still pending, after a drain of %s (at most %s)",
+		p.Made, p.Kept, p.Failed, p.Lost, p.Pending, durOrZero(p.Drain), p.DrainLimit)
+	if p.Kept > 0 {
+		s += fmt.Sprintf("; write lag p50 %s, p99 %s (upper bounds: polls %s apart)", dur(p.WriteLag.P50), dur(p.WriteLag.P99), p.PollPause)
+	}
+	if p.PollErrors > 0 {
+		s += fmt.Sprintf("; %d of %d polls got no state", p.PollErrors, p.Polls)
+	}
+	if len(p.Samples) > 0 {
+		s += "; e.g. " + p.Samples[0]
+	}
+	return s
+}
+
+// durOrZero is dur, but 0s for 0.
+func durOrZero(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	return dur(d)
 }

@@ -5,9 +5,10 @@ import "fmt"
 // Failures says why the run should exit non-zero: a strategy marked safe
 // broke the stock invariant (over a catalogue, each product that broke it
 // is named) or left a history that is not linearizable, a history could
-// not be checked, the audit disagrees with the driver's count of 201s or
-// could not be read, an instance went down, or no request got through. It
-// is empty when all went well.
+// not be checked, a promise (a 202) was not kept, whatever the strategy,
+// the audit disagrees with the driver's count of 201s and kept promises
+// or could not be read, an instance went down, or no request got through.
+// It is empty when all went well.
 func (r *Report) Failures() []string {
 	var out []string
 	for _, res := range r.Results {
@@ -41,6 +42,18 @@ func (r Result) failures() []string {
 				name, in.URL, in.Transport, in.Requests, in.Error))
 		}
 	}
+	if p := r.Promises; p != nil && p.Broken() > 0 {
+		were := "were"
+		if p.Broken() == 1 {
+			were = "was"
+		}
+		msg := fmt.Sprintf("%s: %d of its %d promises (202s) %s not kept: %d failed (refused by the database), %d lost (purchase_not_found), %d still pending when the drain of %s ran out",
+			name, p.Broken(), p.Made, were, p.Failed, p.Lost, p.Pending, p.DrainLimit)
+		if len(p.Samples) > 0 {
+			msg += "; e.g. " + p.Samples[0]
+		}
+		out = append(out, msg)
+	}
 	if r.AuditError != "" {
 		out = append(out, fmt.Sprintf("%s: the audit after the run failed: %s", name, r.AuditError))
 	}
@@ -50,6 +63,10 @@ func (r Result) failures() []string {
 	if !r.CountsAgree {
 		msg := fmt.Sprintf("%s: counts disagree: the audit gained %d orders (%d units) during the run, the driver saw %d 201s",
 			name, r.RunOrders, r.RunUnits, r.Successes+r.warmSuccesses())
+		if p := r.Promises; p != nil {
+			msg = fmt.Sprintf("%s: counts disagree: the audit gained %d orders (%d units) during the run, the driver saw %d 201s and %d promises kept",
+				name, r.RunOrders, r.RunUnits, r.Successes+r.warmSuccesses()-p.Made, p.Kept)
+		}
 		if n := r.Outcomes[OutcomeTransport]; n > 0 {
 			msg += fmt.Sprintf(" (and %d requests without an answer)", n)
 		}
@@ -106,6 +123,8 @@ func (r Result) Judge() string {
 		v = "BROKEN: audit failed"
 	case !r.Audited:
 		v = "not audited"
+	case r.Promises != nil && r.Promises.Broken() > 0:
+		v = "BROKEN: " + plural(r.Promises.Broken(), "promise") + " not kept"
 	case !r.CountsAgree:
 		v = "BROKEN: counts disagree"
 	case r.Safe && r.Audit.OversoldUnits > 0:

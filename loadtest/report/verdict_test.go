@@ -2,8 +2,10 @@ package report_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/loadtest/report"
@@ -23,6 +25,11 @@ func TestFailures(t *testing.T) {
 	disagree := ok(true, held)
 	disagree.Successes, disagree.CountsAgree = 9, false
 	nothing := report.Result{Strategy: "s", Requests: 5, Outcomes: map[string]int{report.OutcomeTransport: 5}}
+	promised := func(safe bool, p report.Promises) report.Result {
+		res := ok(safe, held)
+		res.Promises = &p
+		return res
+	}
 	for _, tc := range []struct {
 		name string
 		res  report.Result
@@ -33,6 +40,11 @@ func TestFailures(t *testing.T) {
 		{"safe oversold", ok(true, oversold), "broke the stock invariant"},
 		{"counts disagree", disagree, "counts disagree"},
 		{"nothing got through", nothing, "no request got through"},
+		{"every promise kept", promised(true, report.Promises{Made: 10, Kept: 10}), ""},
+		{"a promise failed", promised(true, report.Promises{Made: 10, Kept: 9, Failed: 1}), "1 of its 10 promises (202s) was not kept: 1 failed"},
+		{"a promise lost, unsafe", promised(false, report.Promises{Made: 10, Kept: 9, Lost: 1}), "1 lost (purchase_not_found)"},
+		{"a promise still pending", promised(true, report.Promises{Made: 10, Kept: 9, Pending: 1, DrainLimit: time.Second}),
+			"1 still pending when the drain of 1s ran out"},
 	} {
 		rep := &report.Report{Results: []report.Result{tc.res}}
 		got := strings.Join(rep.Failures(), "; ")
@@ -83,3 +95,60 @@ func TestCatalogueFailuresNameTheProduct(t *testing.T) {
 		}
 	}
 }
+
+// TestPromisesInEveryOutput: a run with 202s shows its promises in every
+// output: a line under the table (which still fits), columns of the wide
+// table, an object of the JSON, a table of the page; one promise not kept
+// is BROKEN in the verdict, and fails the run. A report without 202s shows
+// none of it.
+func TestPromisesInEveryOutput(t *testing.T) {
+	for _, broken := range []int{0, 3} {
+		rep := sampleReports()["promised"]
+		rep.Results[1] = samplePromised(30, broken)
+		var table, wide, js, page strings.Builder
+		for _, err := range []error{rep.WriteTable(&table), rep.WriteWideTable(&wide), rep.WriteJSON(&js), rep.WriteHTML(&page)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		text := strings.Join(strings.Fields(table.String()), " ")
+		for _, want := range []string{"reserve: promises (202s): 31 made, " + itoa(31-broken) + " kept",
+			"write lag p50 80.0ms, p99 310ms", "PROMISES: under reserve a 202 is a promise"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("broken %d: the table lacks %q:\n%s", broken, want, table.String())
+			}
+		}
+		if !strings.Contains(wide.String(), "PROMISES") || !strings.Contains(wide.String(), "LAG_P99") {
+			t.Errorf("broken %d: the wide table has no promise columns:\n%s", broken, wide.String())
+		}
+		if !strings.Contains(js.String(), `"promises": {`) || !strings.Contains(js.String(), `"success_latency": {`) {
+			t.Errorf("broken %d: the JSON has no promises or success latency", broken)
+		}
+		if !strings.Contains(page.String(), "Promises (202s) and their orders") {
+			t.Errorf("broken %d: the page has no table of promises", broken)
+		}
+		res := rep.Results[1]
+		failed := strings.Join(rep.Failures(), "; ")
+		if got := strings.HasPrefix(res.Verdict, "BROKEN: 3 promises not kept") && strings.Contains(failed, "reserve: 3 of its 31 promises"); got != (broken > 0) {
+			t.Errorf("broken %d: verdict %q, failures %q", broken, res.Verdict, failed)
+		}
+		// The reserve run's 201 latency is its 202s'.
+		if !strings.Contains(text, "reserve 40.0ms 160ms 240ms") {
+			t.Errorf("broken %d: the reserve row of the latency table is not its 202s' latency:\n%s", broken, table.String())
+		}
+	}
+	var table, wide, js strings.Builder
+	rep := sampleReports()["closed"]
+	for _, err := range []error{rep.WriteTable(&table), rep.WriteWideTable(&wide), rep.WriteJSON(&js)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, out := range []string{table.String(), wide.String(), js.String()} {
+		if strings.Contains(strings.ToLower(out), "promise") || strings.Contains(out, "success_latency") {
+			t.Errorf("a report without 202s speaks of promises:\n%s", out)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
