@@ -85,7 +85,7 @@ func TestRunAllStrategies(t *testing.T) {
 		names[res.Strategy] = true
 		checkStrategyResult(t, res, stock, requests)
 	}
-	for _, want := range []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic"} {
+	for _, want := range []string{"none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic", "reserve"} {
 		if !names[want] {
 			t.Errorf("no result for strategy %s; got %v", want, names)
 		}
@@ -113,8 +113,11 @@ func checkStrategyResult(t *testing.T, res report.Result, stock, requests int) {
 	if res.Requests != requests || sumOutcomes(res) != requests {
 		t.Errorf("%s: %d requests, outcomes add up to %d; want %d", res.Strategy, res.Requests, sumOutcomes(res), requests)
 	}
-	if res.Outcomes[report.OutcomeCreated] != res.Successes {
-		t.Errorf("%s: created %d, successes %d", res.Strategy, res.Outcomes[report.OutcomeCreated], res.Successes)
+	if made := res.Outcomes[report.OutcomeCreated] + res.Outcomes[report.OutcomeAccepted]; made != res.Successes {
+		t.Errorf("%s: created %d, accepted %d, successes %d", res.Strategy, res.Outcomes[report.OutcomeCreated], res.Outcomes[report.OutcomeAccepted], res.Successes)
+	}
+	if res.Strategy == "reserve" && (res.Promises == nil || res.Promises.Made != res.Successes || res.Promises.Kept != res.Successes) {
+		t.Errorf("reserve: promises %+v; want every one of the %d 202s made and kept", res.Promises, res.Successes)
 	}
 	if res.Outcomes[report.OutcomeLimitExceeded] != 0 || has500(res) {
 		t.Errorf("%s: outcomes %v, codes %v; want no limit_exceeded (every buyer is new) and no 500", res.Strategy, res.Outcomes, res.Codes)
