@@ -53,8 +53,8 @@
 // GET /api/v1/purchases/{request_id} for it (the request ID the purchase
 // sent), 16 at a time in rounds 150 ms apart, from its arrival until it
 // became an order (kept), the database refused it (failed) or no instance
-// knows it (lost, 404 purchase_not_found). The polls run alongside the
-// load, so that the write lag (from the 202 to the first poll that found
+// knows it (lost, 404 purchase_not_found). While the load runs it follows
+// at most 64 promises at once, from their 202 on, so that the write lag (from the 202 to the first poll that found
 // the order: an upper bound, the order carrying no time of its own) is
 // measured at the resolution of a round, not from the end of the run.
 // After the load the driver waits up to Config.Drain for the promises

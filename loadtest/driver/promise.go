@@ -24,6 +24,11 @@ const (
 	pollPause = 150 * time.Millisecond
 	// promiseSamples is the most promises not kept that a run names.
 	promiseSamples = 5
+	// maxProbes is the most promises followed at once while the load
+	// runs, for the write lag: polling every one would load the service
+	// (and its database) as much as the purchases do, and time the polls
+	// rather than the writers. The others are asked after the load.
+	maxProbes = 64
 )
 
 // promise is a 202 of the run: the request it answered (its request ID is
@@ -33,6 +38,9 @@ type promise struct {
 	i, product int
 	at         time.Time
 	last       string
+	// probe says the promise is followed from its 202 on, for the write
+	// lag; the others are asked only after the load.
+	probe bool
 }
 
 // fate is what a poll said of a promise.
@@ -56,15 +64,16 @@ type polled struct {
 	noState bool // no answer, an error other than 404 purchase_not_found, or an unknown state
 }
 
-// tracker follows the promises of one run: from the first 202 on, a
-// goroutine asks GET /api/v1/purchases/{request_id} for every promise
-// still pending, pollConcurrency at a time, in rounds pollPause apart,
-// until each became an order (kept), was refused by the database (failed)
-// or is found by no instance (lost). The polls begin with the load, not
-// after it, so that a promise's write lag runs from its 202 to the first
-// poll that found its order, at the resolution of a round and a pause;
-// they add at most pollConcurrency requests in flight to the load. Once
-// the load is over, drain gives the promises still pending up to a limit.
+// tracker follows the promises of one run: a goroutine asks GET
+// /api/v1/purchases/{request_id}, pollConcurrency at a time, in rounds
+// pollPause apart, until each promise became an order (kept), was refused
+// by the database (failed) or is found by no instance (lost). While the
+// load runs it follows at most maxProbes promises at once, from their 202
+// on, so that a promise's write lag runs from its 202 to the first poll
+// that found its order, at the resolution of a round and a pause, and the
+// polls add little to the load; the write lag is theirs. Once the load is
+// over it asks every promise, and drain gives those still pending up to a
+// limit.
 type tracker struct {
 	clients []*client.Client // polled in turn
 	prefix  string           // of the request IDs
@@ -156,25 +165,36 @@ func (t *tracker) stop() {
 	<-t.done
 }
 
-// follow is the tracker's goroutine: a round of polls of every promise
-// pending, then a pause, while the load runs, and then until every promise
-// is settled or the polls end.
+// follow is the tracker's goroutine: while the load runs, a round of polls
+// of the probes (up to maxProbes promises, followed from their 202 on for
+// the write lag), then a pause; once the load is over, rounds of every
+// promise still pending, until each is settled or the polls end.
 func (t *tracker) follow() {
 	lag := newHist(histSigFigs)
-	var pending []promise
+	var probes, later []promise
 	over := false
 	pause := time.NewTimer(pollPause)
 	defer pause.Stop()
 	for {
-		pending = t.collect(pending)
-		if len(pending) > 0 {
-			pending = t.round(pending, lag)
+		for _, p := range t.collect(nil) {
+			if len(probes) < maxProbes {
+				p.probe = true
+				probes = append(probes, p)
+			} else {
+				later = append(later, p)
+			}
 		}
-		if (over && len(pending) == 0) || !t.wait(len(pending) > 0, &over, pause) {
+		if over {
+			probes, later = append(probes, later...), nil
+		}
+		if len(probes) > 0 {
+			probes = t.round(probes, lag)
+		}
+		if (over && len(probes) == 0) || !t.wait(len(probes) > 0, &over, pause) {
 			break
 		}
 	}
-	for _, p := range t.collect(pending) {
+	for _, p := range t.collect(append(probes, later...)) {
 		t.res.Pending++
 		t.unkept[p.product]++
 		why := "still pending"
@@ -250,7 +270,9 @@ func (t *tracker) round(pending []promise, lag *hdrhistogram.Histogram) []promis
 		switch a.fate {
 		case fateKept:
 			t.res.Kept++
-			_ = lag.RecordValue(max(1, min(a.at.Sub(p.at).Microseconds(), histMax))) // within the histogram's range
+			if p.probe {
+				_ = lag.RecordValue(max(1, min(a.at.Sub(p.at).Microseconds(), histMax))) // within the histogram's range
+			}
 		case fateFailed, fateLost:
 			if a.fate == fateFailed {
 				t.res.Failed++

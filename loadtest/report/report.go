@@ -320,7 +320,8 @@ type Promises struct {
 	PollErrors int `json:"poll_errors"`
 	// PollPause is the pause between two rounds of polls.
 	PollPause time.Duration `json:"poll_pause_ns"`
-	// WriteLag is the kept promises' write lag: from the 202's arrival to
+	// WriteLag is the write lag of the kept promises followed from their
+	// 202 (at most 64 at a time while the load runs): from the 202's arrival to
 	// the answer of the first poll that found the order. The order carries
 	// no time of its own, so this is an upper bound of the time to the
 	// order's row, at the polls' resolution (a round and a pause).

@@ -280,8 +280,9 @@ func (r *Report) writeFooter(w io.Writer, raw bool) {
 			"GET /api/v1/purchases/{request_id} for each, from its arrival until it became an order (kept), "+
 			"the database refused it (failed) or none was found (lost), or the drain after the run (-drain) "+
 			"ran out (still pending); the audit is read after the drain. A promise not kept fails the run. "+
-			"Write lag: from the 202 to the first poll that found the order, an upper bound at the polls' "+
-			"resolution (the orders carry no time).")
+			"Write lag: of the promises followed from their 202 (64 at a time while the load runs; the others "+
+			"are asked after it), from the 202 to the first poll that found the order, an upper bound at the "+
+			"polls' resolution (the orders carry no time).")
 	}
 	if r.hottestRows() != nil && !raw {
 		writeWrapped(w, "HOTTEST: the products that drew the most requests in each run (the warmup's left out), "+
