@@ -145,6 +145,19 @@ func (s *Store) Claim(ctx context.Context, consumer string, minIdle time.Duratio
 	return out, nil
 }
 
+// PendingOf returns how many reservations of a bucket the writers have
+// read and not acknowledged.
+func (s *Store) PendingOf(ctx context.Context, bucket int) (int64, error) {
+	p, err := s.rdb.XPending(ctx, s.StreamOf(bucket), Group).Result()
+	if NoGroup(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reserve: the pending reservations of bucket %d: %w", bucket, err)
+	}
+	return p.Count, nil
+}
+
 // NoGroup says err is Redis's answer to a read of a stream whose group is
 // not there: the Redis lost its data, or the stream was deleted. Join again.
 func NoGroup(err error) bool {
