@@ -28,6 +28,9 @@ type series struct {
 	next     int64
 	stock    int64
 	audit    *client.Audit
+	// broken counts its 202s known lost or refused: finish does not wait
+	// for their orders.
+	broken int
 }
 
 // newSeries creates a product of stock units, sold under label.
@@ -54,7 +57,7 @@ func (w *world) finish(s *series) (client.Audit, error) {
 	// audit waits for them, 10 s at most (the verdict says what is
 	// missing then).
 	s.mu.Lock()
-	reserved := int64(s.answers["202"])
+	reserved := int64(s.answers["202"] - s.broken)
 	s.mu.Unlock()
 	for deadline := time.Now().Add(10 * time.Second); a.UnitsSold < reserved && time.Now().Before(deadline); {
 		select {
@@ -92,9 +95,11 @@ type answer struct {
 	status int    // 0: no answer (a transport error)
 	code   string // the contract's error code
 	order  client.Order
-	sent   time.Time
-	took   time.Duration
-	err    error // transport error
+	// requestID is a 202's: its reservation's, which the server made.
+	requestID string
+	sent      time.Time
+	took      time.Duration
+	err       error // transport error
 }
 
 // created says the purchase made an order, or under reserve a
@@ -145,6 +150,9 @@ func (w *world) buy(ctx context.Context, s *series, in *instance, o client.Overr
 	switch {
 	case err == nil:
 		a.status, a.order = got.Status, got.Order
+		if got.Reservation != nil {
+			a.requestID = got.Reservation.RequestID
+		}
 	case errors.As(err, &e):
 		a.status, a.code = e.Status, e.Code
 	default:

@@ -21,6 +21,13 @@ type want struct {
 // wantRows are the rows every scenario must end with, by scenario and row
 // key. Each flaw stands beside its fix: the fix's row must not show it.
 var wantRows = map[string]map[string]want{
+	"reserve": {
+		// Columns: run, sold/s, 202s, kept, lost, sold, left.
+		"redlock":                     {[]string{"redlock", "", "-", "-", "-", "", ""}, false},
+		"reserve":                     {[]string{"reserve", "", "", "", "0", "", ""}, false},
+		"reserve, no persistence":     {[]string{"", "-", "10", "0", "10", "20", "0"}, true},
+		"reserve, appendfsync always": {[]string{"", "-", "10", "10", "0", "20", "0"}, false},
+	},
 	"sale": {
 		// Columns: strategy, guard, sold, left.
 		"none":        {[]string{"none", "", ">0", "<0"}, true},

@@ -112,6 +112,7 @@ func Scenarios() []Scenario {
 		batchScenario(),
 		linearScenario(),
 		counterScenario(),
+		reserveScenario(),
 	}
 }
 

@@ -140,6 +140,10 @@ type setup struct {
 	// ipLimit and ipWindow, when not 0, are its SECKILL_IP_LIMIT.
 	ipLimit  int
 	ipWindow time.Duration
+	// reserve, when not empty, is its SECKILL_RESERVE_REDIS (one node);
+	// noWriter runs no reserve writer on it.
+	reserve  string
+	noWriter bool
 }
 
 // apply returns the world's configuration and options as s changes them.
@@ -154,7 +158,10 @@ func (w *world) apply(s setup) (config.Config, app.Options) {
 	if s.ipLimit > 0 {
 		cfg.IPLimit, cfg.IPWindow = s.ipLimit, s.ipWindow
 	}
-	opts := app.Options{KeyPrefix: w.prefix}
+	if s.reserve != "" {
+		cfg.ReserveAddrs, cfg.ReserveCluster = []string{s.reserve}, false
+	}
+	opts := app.Options{KeyPrefix: w.prefix, NoWriter: s.noWriter}
 	if s.clock != nil {
 		opts.Clock = s.clock.now
 	}

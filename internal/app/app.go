@@ -160,6 +160,10 @@ type Options struct {
 	// client's clock); nil is time.Now. The demo moves it to show a clock
 	// that runs ahead.
 	Clock func() time.Time
+	// NoWriter: the instance sells under reserve but writes no
+	// reservations; other instances' writers write what it sold. The demo
+	// holds promises unwritten with it.
+	NoWriter bool
 }
 
 // Server is one instance: its HTTP server and the service behind it.
@@ -201,6 +205,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		LockTTL:      cfg.LockTTL,
 		Watchdog:     cfg.Watchdog,
 		ReserveRedis: st.Reserve,
+		NoWriter:     opts.NoWriter,
 	}, service.NewMetrics(reg), log)
 	var limiter *controller.IPLimiter
 	if cfg.IPLimit > 0 {
