@@ -37,7 +37,7 @@ type Product struct {
 	// lost it.
 	ReserveLoaded bool `gorm:"not null;default:false"`
 	CreatedAt     time.Time
-	UpdatedAt time.Time
+	UpdatedAt     time.Time
 }
 
 // BinaryString is a string the database stores and compares byte for byte,
