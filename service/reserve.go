@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 
 	"gorm.io/gorm"
@@ -46,7 +47,7 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 		res, err := s.reserve.Reserve(ctx, reserve.Request{Product: id, User: p.UserID, Quantity: p.Quantity,
 			RequestID: p.RequestID, Limit: s.cfg.PerUserLimit, Generation: gen})
 		if err != nil {
-			return Receipt{}, storeErr(purchaseOp(p), err)
+			return Receipt{}, scriptErr(p, err)
 		}
 		switch res.Verdict {
 		case reserve.Reserved:
@@ -68,6 +69,25 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 		}
 	}
 	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+}
+
+// scriptErr is the answer to p when the script's call failed: unavailable
+// when it never reached Redis (the dial failed: nothing was sent, nothing
+// reserved), else outcome_unknown, since the script may have run and its
+// reply been lost; a replay of the request ID answers the truth (the
+// script answers a request ID it has seen with its reservation).
+func scriptErr(p Purchase, err error) error {
+	err = fmt.Errorf("%s: %w", purchaseOp(p), err)
+	if neverSent(err) {
+		return ErrUnavailable.because(err)
+	}
+	return ErrOutcomeUnknown.because(err)
+}
+
+// neverSent says err is a failure to connect: the command was never sent.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // replayReservation answers p, whose request ID made a reservation of the

@@ -289,9 +289,8 @@ func OpenRedis(addrs []string) []redis.UniversalClient {
 // OpenReserveRedis returns the client of the reserve strategy's Redis:
 // one node, or with cluster the Redis Cluster whose seed nodes addrs are
 // (it follows the slots as they move, MOVED and ASK, and a master's
-// failover). Unlike the locks' clients it retries a command a few times:
-// no lock counts on an answer at once, and a cluster's redirects and
-// failovers need it.
+// failover, retrying a command a few times, which a cluster's redirects
+// and failovers need).
 func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 	if cluster {
 		return redis.NewClusterClient(&redis.ClusterOptions{
@@ -303,7 +302,12 @@ func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 		})
 	}
 	return redis.NewClient(&redis.Options{
-		Addr:         addrs[0],
+		Addr: addrs[0],
+		// No retry: a script sent again after a connection broke under it
+		// is answered as a replay (the script sees its request ID), but a
+		// purchase whose call failed answers outcome_unknown unless the
+		// dial failed, and that needs to know whether it was sent.
+		MaxRetries:   -1,
 		DialTimeout:  time.Second,
 		ReadTimeout:  time.Second,
 		WriteTimeout: time.Second,

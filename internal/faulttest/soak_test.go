@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/sqlproxy"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/service/reserve"
 )
 
 // The fault soak (make soak): buyers write a history against two instances
@@ -81,6 +82,10 @@ type soak struct {
 	direct   string
 	nodes    []*testenv.Redis
 	products []int64
+	// reserveNode is the Redis of reserve (appendfsync always), and
+	// reserved the product sold under reserve alone.
+	reserveNode *testenv.Redis
+	reserved    int64
 
 	mu        sync.Mutex
 	instances []*apptest.Program // by slot; a killed one is replaced
@@ -90,20 +95,30 @@ type soak struct {
 func newSoak(t *testing.T) *soak {
 	db := testenv.StartMariaDB(t)
 	proxy, via := testenv.Proxy(t, db.DSN)
-	s := &soak{t: t, db: db, proxy: proxy, direct: testenv.DatabaseDSN(t, db.DSN, "seckill")}
-	first := start(t, map[string]string{"SECKILL_MYSQL_DSN": testenv.DatabaseDSN(t, via, "seckill")})
+	s := &soak{t: t, db: db, proxy: proxy, direct: testenv.DatabaseDSN(t, db.DSN, "seckill"),
+		reserveNode: testenv.StartRedisAOF(t)}
+	first := start(t, map[string]string{"SECKILL_MYSQL_DSN": testenv.DatabaseDSN(t, via, "seckill"),
+		"SECKILL_RESERVE_REDIS": s.reserveNode.Addr})
 	s.instances = append(s.instances, first)
 	for len(s.instances) < soakInstances {
 		s.instances = append(s.instances, first.Another(t))
 	}
 	s.nodes = first.Nodes
-	for _, stock := range soakStocks() {
+	for _, stock := range append(soakStocks(), soakReserved) {
 		id := first.Create(t, testenv.RandomName("soak-"), stock)
 		s.products = append(s.products, id)
 		s.hist = append(s.hist, history.Line{Product: id, Stock: &stock, TimeNS: time.Now().UnixNano()})
 	}
+	s.products, s.reserved = s.products[:len(s.products)-1], s.products[len(s.products)-1]
 	return s
 }
+
+// soakReserved is the stock of the product sold under reserve: it sells
+// out within the soak.
+const soakReserved = 3000
+
+// allProducts are the soak's products, the one under reserve last.
+func (s *soak) allProducts() []int64 { return append(slices.Clone(s.products), s.reserved) }
 
 // instance returns slot i's instance.
 func (s *soak) instance(i int) *apptest.Program {
@@ -160,9 +175,16 @@ func sleepUntil(ctx context.Context, at time.Time) bool {
 	}
 }
 
-// buyOnce makes purchase n: a product (the hot one half the time), one or
-// two units, a safe strategy, an instance, a request ID of its own.
+// buyOnce makes purchase n: a quarter of the time the product sold under
+// reserve; else a product (the hot one half the time) under a safe
+// strategy; one or two units, an instance, a request ID of its own.
 func (s *soak) buyOnce(rng *rand.Rand, n int64) {
+	if rng.IntN(4) == 0 {
+		// The product of its own sold under reserve.
+		p := client.Purchase{UserID: fmt.Sprintf("u-%d", n), Quantity: int64(1 + rng.IntN(2)), RequestID: fmt.Sprintf("soak-%d", n)}
+		s.buy(s.instance(int(n%soakInstances)), s.reserved, p, client.Override{Strategy: "reserve"})
+		return
+	}
 	product := s.products[0]
 	if rng.IntN(2) == 1 {
 		product = s.products[1+rng.IntN(len(s.products)-1)]
@@ -188,7 +210,10 @@ func send(in *apptest.Program, product int64, p client.Purchase, o client.Overri
 	a := in.Buy(context.Background(), product, p, o)
 	l.EndNS = a.At.UnixNano()
 	l.Status, l.Code = a.Status, a.Code
-	if a.Outcome() == "ok" {
+	switch {
+	case a.Outcome() == "ok" && a.Reservation != nil:
+		l.RemainingStock = &a.Reservation.RemainingStock
+	case a.Outcome() == "ok":
 		l.RemainingStock, l.OrderID = &a.Order.RemainingStock, &a.Order.OrderID
 	}
 	return l
@@ -207,6 +232,7 @@ const (
 	holdReplies                        // every reply waits
 	cutConnections                     // every connection to the database cut
 	partition                          // no byte to or from the database
+	killReserveRedis                   // reserve's Redis SIGKILLed, then started from its AOF
 	faultKinds
 )
 
@@ -230,6 +256,8 @@ func (k faultKind) String() string {
 		return "cut db connections"
 	case partition:
 		return "partition db"
+	case killReserveRedis:
+		return "kill reserve's redis (appendfsync always)"
 	}
 	return "fault " + strconv.Itoa(int(k))
 }
@@ -276,11 +304,30 @@ func schedule(rng *rand.Rand, length time.Duration, nodes int) []fault {
 			f.lasts = time.Duration(500+rng.IntN(3000)) * time.Millisecond
 		}
 		if f.at+f.lasts > length-2*time.Second {
-			return out
+			return withReserveKill(out)
 		}
 		out = append(out, f)
 		at = f.at + f.lasts + time.Duration(1000+rng.IntN(3000))*time.Millisecond
 	}
+}
+
+// withReserveKill makes the middle fault of a schedule that has no kill of
+// reserve's Redis one (it lasts as long): every soak kills it at least
+// once.
+func withReserveKill(sched []fault) []fault {
+	for _, f := range sched {
+		if f.kind == killReserveRedis {
+			return sched
+		}
+	}
+	if len(sched) > 0 {
+		m := &sched[len(sched)/2]
+		m.kind, m.target = killReserveRedis, 0
+		if m.lasts == 0 {
+			m.lasts = 500 * time.Millisecond // it fits: the next fault starts 1 s after at least
+		}
+	}
+	return sched
 }
 
 // inject makes fault f happen, and end when it lasts.
@@ -325,6 +372,10 @@ func (s *soak) inject(ctx context.Context, f fault) error {
 		s.proxy.Partition()
 		sleepUntil(ctx, time.Now().Add(f.lasts))
 		s.proxy.Heal()
+	case killReserveRedis:
+		s.reserveNode.Stop()
+		sleepUntil(ctx, time.Now().Add(f.lasts))
+		s.reserveNode.Restart(t)
 	}
 	return nil
 }
@@ -394,9 +445,11 @@ func (s *soak) orders() map[string]row {
 // prints the counts per answer.
 func (s *soak) verdict() {
 	t := s.t
+	s.keepPromises()
 	before := s.orders()
 	unsure := s.unsure()
 	replayed := s.replay(unsure, before)
+	s.keepPromises() // those the replays made
 
 	s.mu.Lock()
 	lines := slices.Clone(s.hist)
@@ -414,6 +467,52 @@ func (s *soak) verdict() {
 	t.Logf("soak: history %s: %s", path, res)
 	if !res.Linearizable {
 		t.Errorf("soak: the history is not linearizable: %s", res)
+	}
+}
+
+// keepPromises waits until every 202 of the history is an order, asking
+// GET /api/v1/purchases/{request_id} (60 s at the most for all): a promise
+// failed, lost or still pending then fails the soak.
+func (s *soak) keepPromises() {
+	t := s.t
+	s.mu.Lock()
+	var promised []string
+	for _, l := range s.hist {
+		if l.Status == http.StatusAccepted {
+			promised = append(promised, l.RequestID)
+		}
+	}
+	s.mu.Unlock()
+	c := s.instance(0).Client()
+	deadline := time.Now().Add(60 * time.Second)
+	kept := 0
+	for _, rid := range promised {
+		var st client.PurchaseState
+		var err error
+		for {
+			st, err = c.PurchaseState(context.Background(), rid)
+			if (err == nil && st.State != "pending") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil || st.State != "ordered" {
+			t.Errorf("soak: the promise %s: %+v, %v; want it ordered", rid, st, err)
+			continue
+		}
+		kept++
+	}
+	t.Logf("soak: %d promises (202s) of reserve, %d kept", len(promised), kept)
+	// And every reservation whose buyer got no answer is written too, so
+	// that the orders table holds all there will be.
+	store := reserve.New(testenv.Clients(t, []string{s.reserveNode.Addr})[0], s.instance(0).KeyPrefix())
+	var left int64
+	if !testenv.Until(60*time.Second, func() bool {
+		var err error
+		left, err = store.Tidy(context.Background())
+		return err == nil && left == 0
+	}) {
+		t.Errorf("soak: %d reservations still not written after 60 s", left)
 	}
 }
 
@@ -447,11 +546,15 @@ func (s *soak) replay(unsure []int, before map[string]row) int {
 		l := s.hist[i]
 		s.mu.Unlock()
 		r, had := before[l.RequestID]
+		var o client.Override
+		if l.Product == s.reserved {
+			o.Strategy = "reserve"
+		}
 		if !had {
-			s.buy(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, client.Override{})
+			s.buy(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, o)
 			continue
 		}
-		again := send(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, client.Override{})
+		again := send(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, o)
 		if again.Status/100 != 2 || again.OrderID == nil || *again.OrderID != r.id {
 			t.Errorf("replay of %s (first answered %d %q) = %d %q; want its order %d", l.RequestID, l.Status, l.Code, again.Status, again.Code, r.id)
 			continue
@@ -483,6 +586,10 @@ func (s *soak) checkAnswers(lines []history.Line, after map[string]row) map[stri
 		counts[key]++
 		r, has := after[l.RequestID]
 		switch {
+		case l.Status == http.StatusAccepted:
+			if !has || r.product != l.Product || r.quantity != l.Quantity {
+				t.Errorf("%s answered 202; the database has %+v (present %v): a promise not kept", l.RequestID, r, has)
+			}
 		case l.Status/100 == 2:
 			if !has || l.OrderID == nil || r.id != *l.OrderID {
 				t.Errorf("%s answered %d with order %v; the database has %+v (present %v)", l.RequestID, l.Status, l.OrderID, r, has)
@@ -509,7 +616,7 @@ func (s *soak) checkNoForeignOrders(after map[string]row) {
 // stock was below the quantity, and with no reset it stays so to the end.
 func (s *soak) checkStockAtEnd(lines []history.Line) {
 	t := s.t
-	for _, id := range s.products {
+	for _, id := range s.allProducts() {
 		a := s.instance(0).WantConsistent(t, id)
 		for _, l := range lines {
 			if l.Product == id && l.Code == "sold_out" && l.Quantity <= a.Stock {
