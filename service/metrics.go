@@ -26,6 +26,8 @@ type Metrics struct {
 	reserveFailed     *prometheus.CounterVec
 	reserveDead       prometheus.Counter
 	reserveRecoveries prometheus.Counter
+	reserveMoved      *prometheus.CounterVec
+	reserveLost       prometheus.Counter
 
 	// series are the purchase series of every strategy and outcome,
 	// resolved once in NewMetrics and only read afterwards (no lock): a
@@ -118,6 +120,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "seckill_reserve_counters_recovered_total",
 		Help: "Counters of the reserve strategy found gone from Redis (it lost what it acknowledged) and derived again from the database and the reservations still waiting.",
 	})
+	m.reserveMoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reserve_counter_corrections_total",
+		Help: "Counters of the reserve strategy found to disagree with the database and the reservations waiting, and moved: down (the counter was high: Redis lost decrements it had acknowledged) or up (it was low: units taken by reservations Redis no longer holds).",
+	}, []string{"direction"})
+	m.reserveLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_reserve_lost_reservations_total",
+		Help: "Reservations Redis had records of but neither its stream nor the database held when their counter was reconciled: promises lost.",
+	})
+	m.reserveMoved.WithLabelValues("down")
+	m.reserveMoved.WithLabelValues("up")
+	reg.MustRegister(m.reserveMoved, m.reserveLost)
 	for _, code := range []Code{CodeSoldOut, CodeLimitExceeded, CodeRequestIDReused} {
 		m.reserveFailed.WithLabelValues(string(code))
 	}
@@ -184,6 +197,17 @@ func (m *Metrics) lockFailed(strategy, reason string) {
 func (m *Metrics) held(strategy string, n int, d time.Duration) {
 	m.batchSize.WithLabelValues(strategy).Observe(float64(n))
 	m.lockHold.WithLabelValues(strategy).Observe(d.Seconds())
+}
+
+// reserveCorrected counts a counter moved by delta, and the reservations
+// found lost.
+func (m *Metrics) reserveCorrected(delta, lost int64) {
+	direction := "up"
+	if delta < 0 {
+		direction = "down"
+	}
+	m.reserveMoved.WithLabelValues(direction).Inc()
+	m.reserveLost.Add(float64(lost))
 }
 
 // reserveRecovered counts a counter found gone from Redis.

@@ -32,6 +32,9 @@ const (
 	// writerPause is how long a writer waits after an error before it
 	// reads again.
 	writerPause = time.Second
+	// reconcileEvery is how often a writer holds the counters of the
+	// products it wrote against the database (reconcile.go).
+	reconcileEvery = 10 * time.Second
 	// writerMaxFailures is how many times a writer tries to write an entry
 	// that the database answers with an error (not an outage) before it
 	// moves it to the dead letters.
@@ -41,11 +44,15 @@ const (
 // runWriter is this instance's writer, until ctx ends.
 func (s *Seckill) runWriter(ctx context.Context) {
 	s.joinWriters(ctx)
-	w := &writer{failures: map[string]int{}}
-	lastClaim := time.Now()
+	w := &writer{failures: map[string]int{}, touched: map[int64]bool{}}
+	lastClaim, lastCheck := time.Now(), time.Now()
 	for ctx.Err() == nil {
 		var es []reserve.Entry
 		var err error
+		if time.Since(lastCheck) >= reconcileEvery {
+			lastCheck = time.Now()
+			s.reconcileWritten(ctx, w.touched)
+		}
 		if time.Since(lastClaim) >= writerClaimEvery {
 			lastClaim = time.Now()
 			s.tidy(ctx)
@@ -75,9 +82,10 @@ func (s *Seckill) runWriter(ctx context.Context) {
 
 // writer is what a writer remembers between its reads: how many times
 // the database refused to write each entry with an error other than an
-// outage's.
+// outage's, and the products it wrote since it last reconciled them.
 type writer struct {
 	failures map[string]int
+	touched  map[int64]bool
 }
 
 // tidy drops what the writers have written from the streams and counts
@@ -200,6 +208,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		return err
 	}
 	s.metrics.reserveWritten.Add(float64(written))
+	w.touched[group[0].Product] = true
 	return nil
 }
 

@@ -42,6 +42,12 @@ var (
 	//go:embed tidy.lua
 	tidyLua    string
 	tidyScript = redis.NewScript(tidyLua)
+	//go:embed check.lua
+	checkLua    string
+	checkScript = redis.NewScript(checkLua)
+	//go:embed adjust.lua
+	adjustLua    string
+	adjustScript = redis.NewScript(adjustLua)
 )
 
 // Store is the reserve strategy's keys on one Redis (a node, or a
@@ -351,4 +357,80 @@ func readEntry(stream string, m redis.XMessage) (Entry, error) {
 		return e, fmt.Errorf("reserve: entry %s of %s is not a reservation: %v", m.ID, stream, m.Values)
 	}
 	return e, nil
+}
+
+// Snapshot is a product's counter and the reservations of a generation
+// waiting in the stream (read and not acknowledged, or not read), taken
+// at one instant (Check).
+type Snapshot struct {
+	// Stock and Generation are the counter's; Present is false when there
+	// is no counter with stock.
+	Stock, Generation int64
+	Present           bool
+	// Waiting are the reservations not refused: request ID to quantity.
+	Waiting map[string]int64
+}
+
+// Check takes a Snapshot of a product for generation gen.
+func (s *Store) Check(ctx context.Context, product, gen int64) (Snapshot, error) {
+	k := s.KeysOf(product)
+	v, err := checkScript.Run(ctx, s.rdb, []string{k.Counter, k.Requests, k.Stream}, product, gen, Group).Slice()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reserve: check product %d: %w", product, err)
+	}
+	bad := func() (Snapshot, error) {
+		return Snapshot{}, fmt.Errorf("reserve: check product %d: the script answered %v", product, v)
+	}
+	if len(v) < 2 || len(v)%2 != 0 {
+		return bad()
+	}
+	stock, ok1 := v[0].(int64)
+	cgen, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return bad()
+	}
+	snap := Snapshot{Stock: stock, Generation: cgen, Present: stock >= 0, Waiting: map[string]int64{}}
+	for i := 2; i < len(v); i += 2 {
+		rid, ok1 := v[i].(string)
+		q, ok2 := v[i+1].(int64)
+		if !ok1 || !ok2 {
+			return bad()
+		}
+		snap.Waiting[rid] += q
+	}
+	return snap, nil
+}
+
+// Adjust moves a product's counter by delta if it is still of generation
+// gen and has stock, and returns it as it is then; changed is false when
+// it was not.
+func (s *Store) Adjust(ctx context.Context, product, gen, delta int64) (stock int64, changed bool, err error) {
+	v, err := adjustScript.Run(ctx, s.rdb, []string{s.KeysOf(product).Counter}, gen, delta).Int64()
+	if err != nil {
+		return 0, false, fmt.Errorf("reserve: adjust the counter of product %d: %w", product, err)
+	}
+	return v, v >= 0, nil
+}
+
+// PendingRecords returns the request IDs of a product's records that are
+// pending (not refused): every reservation of the generation Redis still
+// knows of, written or not.
+func (s *Store) PendingRecords(ctx context.Context, product int64) ([]string, error) {
+	var out []string
+	key := s.KeysOf(product).Requests
+	for cursor := uint64(0); ; {
+		kv, next, err := s.rdb.HScan(ctx, key, cursor, "", 1000).Result()
+		if err != nil {
+			return out, fmt.Errorf("reserve: read the records of product %d: %w", product, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if strings.HasPrefix(kv[i+1], "p|") {
+				out = append(out, kv[i])
+			}
+		}
+		if next == 0 {
+			return out, nil
+		}
+		cursor = next
+	}
 }

@@ -1,0 +1,150 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/model"
+)
+
+// Reconciling reserve's counters with the database. A product's counter in
+// Redis must equal its stock in the database less the units of the
+// reservations the writers have not written yet. A Redis that loses some of
+// what it acknowledged breaks that: restarted from an AOF synced every
+// second, or failed over to a replica that lagged, it may hold a counter
+// from before some reservations it no longer has (too high: the database
+// refuses what it cannot honour, as failed promises), or reservations'
+// records without their stream entries (too low: units nobody will ever
+// buy). A counter lost whole is derived again when it is next loaded
+// (moveToReserve); reconcile checks one that is there.
+
+// reconcileBatch is the most products a writer reconciles at once.
+const reconcileBatch = 16
+
+// reconciled is what reconcile found of a product's counter: how far it
+// was moved (0: it agreed) and how many reservations of the generation
+// Redis still had records of but neither the stream nor the database held
+// (lost promises: their buyers find them pending for ever, or, once a
+// reset forgets them, not at all).
+type reconciled struct {
+	delta, lost int64
+}
+
+// reconcile holds product id's counter against the database and the
+// reservations waiting, under the product's row lock (no writer commits
+// meanwhile), and moves it where they say it must be.
+func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
+	var r reconciled
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var p model.Product
+		err := forUpdate(tx).Take(&p, id).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			return notFound(id)
+		case err != nil:
+			return fmt.Errorf("lock product %d: %w", id, err)
+		case !p.Reserve || !p.ReserveLoaded:
+			return nil
+		}
+		snap, err := s.reserve.Check(ctx, id, p.Generation)
+		switch {
+		case err != nil:
+			return err
+		case !snap.Present || snap.Generation != p.Generation:
+			return nil // not loaded in this generation: the next purchase loads it
+		}
+		written, err := writtenOf(tx, id, slices.Collect(maps.Keys(snap.Waiting)))
+		if err != nil {
+			return err
+		}
+		var waiting int64
+		for rid, q := range snap.Waiting {
+			if !written[rid] {
+				waiting += q
+			}
+		}
+		r.delta = p.Stock - waiting - snap.Stock
+		if r.delta == 0 {
+			return nil
+		}
+		if r.delta > 0 {
+			if r.lost, err = s.lostReservations(ctx, tx, id, snap.Waiting); err != nil {
+				return err
+			}
+		}
+		stock, changed, err := s.reserve.Adjust(ctx, id, p.Generation, r.delta)
+		if err != nil || !changed {
+			r = reconciled{}
+			return err
+		}
+		s.metrics.reserveCorrected(r.delta, r.lost)
+		s.log.WarnContext(ctx, "reserve: the product's counter disagreed with the database and the reservations waiting: moved (Redis lost some of what it acknowledged?)",
+			"product", id, "generation", p.Generation, "database_stock", p.Stock, "waiting_units", waiting,
+			"counter_was", snap.Stock, "moved_by", r.delta, "counter", stock, "reservations_lost", r.lost)
+		return nil
+	})
+	if err != nil {
+		return reconciled{}, storeErr(fmt.Sprintf("reconcile the counter of product %d", id), err)
+	}
+	return r, nil
+}
+
+// lostReservations counts the product's reservations that Redis has
+// pending records of and neither the stream (waiting) nor the database
+// holds.
+func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id int64, waiting map[string]int64) (int64, error) {
+	recs, err := s.reserve.PendingRecords(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	written, err := writtenOf(tx, id, recs)
+	if err != nil {
+		return 0, err
+	}
+	var lost int64
+	for _, rid := range recs {
+		if _, ok := waiting[rid]; !ok && !written[rid] {
+			lost++
+		}
+	}
+	return lost, nil
+}
+
+// writtenOf says which of the request IDs rids have an order of product id.
+func writtenOf(tx *gorm.DB, id int64, rids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for chunk := range slices.Chunk(rids, 1000) {
+		var got []string
+		err := tx.Model(&model.Order{}).Where("product_id = ? AND request_id IN ?", id, chunk).Pluck("request_id", &got).Error
+		if err != nil {
+			return nil, fmt.Errorf("read which reservations of product %d are written: %w", id, err)
+		}
+		for _, rid := range got {
+			out[rid] = true
+		}
+	}
+	return out, nil
+}
+
+// reconcileWritten reconciles up to reconcileBatch of the products in
+// touched (those this writer wrote since), and forgets them.
+func (s *Seckill) reconcileWritten(ctx context.Context, touched map[int64]bool) {
+	n := 0
+	for id := range touched {
+		if n == reconcileBatch || ctx.Err() != nil {
+			return
+		}
+		n++
+		delete(touched, id)
+		if _, err := s.reconcile(ctx, id); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "reconcile a reserve counter", "product", id, "err", err)
+		}
+	}
+}
