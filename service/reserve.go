@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
@@ -26,49 +27,111 @@ import (
 
 // sellReserve sells p under reserve: the script takes the units in Redis
 // and queues the reservation, which the writers write to the database
-// moments later; the answer is the reservation (202). A product whose
-// counter is not loaded in the generation this instance knows (its first
-// reserve purchase since a reset, a reset this instance has not heard of,
-// or a Redis that lost it) is moved into Redis first, once however many
-// purchases ask at once, and sold again.
+// moments later; the answer is the reservation (202). The buyers of a
+// product waiting on this instance at once go to Redis together, in one
+// call of the script (serveReserve), as a Redlock hold serves its line. A
+// product whose counter is not loaded in the generation this instance
+// knows (its first reserve purchase since a reset, a reset this instance
+// has not heard of, or a Redis that lost it) is moved into Redis first,
+// once however many purchases ask at once.
 func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) {
 	if s.reserve == nil {
 		return Receipt{}, errorf(CodeUnavailable, "reserve has no Redis on this instance")
 	}
-	id := p.ProductID
+	a, err := s.reserveLines.Do(ctx, p.ProductID, p, s.cfg.LockWait)
+	var gaveUp *combine.GaveUp
+	switch {
+	case errors.Is(err, combine.ErrClosed):
+		return Receipt{}, errorf(CodeUnavailable, "the instance is shutting down")
+	case errors.As(err, &gaveUp) && errors.Is(err, combine.ErrWaitOver):
+		// Never sent: the calls before it held the line that long.
+		return Receipt{}, ErrUnavailable.because(errors.New("the reserve line waited on a Redis that does not answer"))
+	case errors.As(err, &gaveUp):
+		return Receipt{}, gaveUp.Cause // the buyer hung up before it was sent
+	case err != nil:
+		return Receipt{}, err
+	case a.err != nil:
+		return Receipt{}, a.err
+	}
+	id, res := p.ProductID, a.res
+	switch res.Verdict {
+	case reserve.Reserved:
+		return Receipt{Reservation: &Reservation{Purchase: p, Left: res.Left}}, nil
+	case reserve.Seen:
+		return s.replayReservation(ctx, p, res.Record)
+	case reserve.SoldOut:
+		return Receipt{}, soldOut(id, res.Left)
+	case reserve.OverLimit:
+		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
+	}
+	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+}
+
+// reserveBatch is the most purchases of one product sent to Redis in one
+// call of the script.
+const reserveBatch = 128
+
+// reserveAnswer is the script's answer to one purchase of a batch, or why
+// there is none.
+type reserveAnswer struct {
+	res reserve.Result
+	err error
+}
+
+// reserveLines are an instance's reserve lines, one per product.
+type reserveLines = combine.Combiner[int64, Purchase, reserveAnswer]
+
+// serveReserve is one round of a reserve line's leader: the purchases
+// waiting (up to reserveBatch) in one call of the script, loading the
+// product's counter first when it is not there in the generation this
+// instance knows.
+func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswer]) {
+	b := q.Take(func(Purchase) int { return reserveBatch })
+	ps, _ := b.Requests()
+	if len(ps) == 0 {
+		return
+	}
+	// The call is the batch's, not any one buyer's: a buyer who hangs up
+	// does not cut the others off.
+	ctx, cancel := s.dbCtx(context.Background(), 0)
+	defer cancel()
+	items := make([]reserve.Item, len(ps))
+	for i, p := range ps {
+		items[i] = reserve.Item{User: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID}
+	}
 	gen := s.cache.Generation(id)
 	for range maxAttempts {
 		if gen == stockcache.UnknownGeneration {
 			var err error
 			if gen, err = s.loadReserve(ctx, id); err != nil {
-				return Receipt{}, err
+				b.AnswerAll(reserveAnswer{err: err})
+				return
 			}
 		}
-		res, err := s.reserve.Reserve(ctx, reserve.Request{Product: id, User: p.UserID, Quantity: p.Quantity,
-			RequestID: p.RequestID, Limit: s.cfg.PerUserLimit, Generation: gen})
+		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
 		if err != nil {
-			return Receipt{}, scriptErr(p, err)
+			b.AnswerAll(reserveAnswer{err: scriptErr(ps[0], err)})
+			return
 		}
-		switch res.Verdict {
-		case reserve.Reserved:
-			if res.Left < MaxQuantity {
+		if rs[0].Verdict == reserve.NotLoaded {
+			gen = stockcache.UnknownGeneration
+			continue
+		}
+		out := make([]reserveAnswer, len(rs))
+		for i, r := range rs {
+			out[i] = reserveAnswer{res: r}
+		}
+		if last := rs[len(rs)-1]; last.Verdict == reserve.Reserved || last.Verdict == reserve.SoldOut {
+			if last.Left < MaxQuantity {
 				// Low: this instance may answer the next buyers sold out
 				// without asking Redis.
-				s.cache.Saw(id, res.Left, gen)
+				s.cache.Saw(id, last.Left, gen)
 			}
-			return Receipt{Reservation: &Reservation{Purchase: p, Left: res.Left}}, nil
-		case reserve.Seen:
-			return s.replayReservation(ctx, p, res.Record)
-		case reserve.SoldOut:
-			s.cache.Saw(id, res.Left, gen)
-			return Receipt{}, soldOut(id, res.Left)
-		case reserve.OverLimit:
-			return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
-		case reserve.NotLoaded:
-			gen = stockcache.UnknownGeneration
 		}
+		b.Answer(out)
+		return
 	}
-	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+	b.AnswerAll(reserveAnswer{err: ErrUnavailable.because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, maxAttempts))})
 }
 
 // scriptErr is the answer to p when the script's call failed: unavailable

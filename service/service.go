@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
@@ -113,9 +114,12 @@ type Seckill struct {
 	reserve *reserve.Store
 	// moving makes one move of a product into Redis at a time
 	// (loadReserve).
-	moving     singleflight.Group
-	stop       context.CancelFunc
-	background sync.WaitGroup
+	moving singleflight.Group
+	// reserveLines send the reserve purchases of a product waiting at
+	// once to Redis in one call.
+	reserveLines *reserveLines
+	stop         context.CancelFunc
+	background   sync.WaitGroup
 }
 
 // New returns a Seckill over db. lockers holds the lock of every lock-based
@@ -145,6 +149,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s.sales = newSaleStore(db, saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
 		lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
 	s.lines = s.newLines()
+	s.reserveLines = combine.New(s.serveReserve)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
@@ -175,6 +180,7 @@ func (s *Seckill) dbCtx(ctx context.Context, extra time.Duration) (context.Conte
 // would wait in line after Close has begun answers unavailable.
 func (s *Seckill) Close() {
 	s.lines.Close()
+	s.reserveLines.Close()
 	s.stop()
 	s.background.Wait()
 	s.sales.close()

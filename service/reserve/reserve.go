@@ -200,38 +200,67 @@ func parseRecord(s string) (Record, error) {
 
 // Reserve runs the script for r: see Verdict for its answers.
 func (s *Store) Reserve(ctx context.Context, r Request) (Result, error) {
-	k := s.KeysOf(r.Product)
-	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where},
-		r.Product, r.User, r.Quantity, r.RequestID, r.Limit, r.Generation).Slice()
+	rs, err := s.ReserveBatch(ctx, r.Product, r.Limit, r.Generation, []Item{{User: r.User, Quantity: r.Quantity, RequestID: r.RequestID}})
 	if err != nil {
-		return Result{}, fmt.Errorf("reserve: product %d: %w", r.Product, err)
+		return Result{}, err
 	}
-	return readResult(v)
+	return rs[0], nil
 }
 
-// readResult reads the script's reply.
+// Item is one purchase of a batch (ReserveBatch).
+type Item struct {
+	User      string
+	Quantity  int64
+	RequestID string
+}
+
+// ReserveBatch runs the script once for purchases of one product, in
+// order, each decided as if alone after those before it: one result each,
+// or, when the counter is not loaded in generation gen, NotLoaded for all.
+func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, items []Item) ([]Result, error) {
+	k := s.KeysOf(product)
+	args := make([]any, 0, 3+3*len(items))
+	args = append(args, product, limit, gen)
+	for _, it := range items {
+		args = append(args, it.User, it.Quantity, it.RequestID)
+	}
+	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("reserve: product %d: %w", product, err)
+	}
+	out := make([]Result, len(items))
+	if len(v) == 1 && v[0] == "load" {
+		for i := range out {
+			out[i] = Result{Verdict: NotLoaded}
+		}
+		return out, nil
+	}
+	if len(v) != 3*len(items) {
+		return nil, fmt.Errorf("reserve: product %d: the script answered %d values for %d purchases", product, len(v), len(items))
+	}
+	for i := range out {
+		if out[i], err = readResult(v[3*i : 3*i+3]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readResult reads the script's answer to one purchase.
 func readResult(v []any) (Result, error) {
 	verdict, _ := v[0].(string)
-	num := func(i int) int64 {
-		if i < len(v) {
-			n, _ := v[i].(int64)
-			return n
-		}
-		return 0
-	}
+	n, _ := v[1].(int64)
 	switch verdict {
-	case "load":
-		return Result{Verdict: NotLoaded}, nil
 	case "sold_out":
-		return Result{Verdict: SoldOut, Left: num(1)}, nil
+		return Result{Verdict: SoldOut, Left: n}, nil
 	case "limit":
-		return Result{Verdict: OverLimit, Units: num(1)}, nil
+		return Result{Verdict: OverLimit, Units: n}, nil
 	case "ok":
 		gen, err := strconv.ParseInt(fmt.Sprint(v[2]), 10, 64)
 		if err != nil {
 			return Result{}, fmt.Errorf("reserve: the generation %v: %w", v[2], err)
 		}
-		return Result{Verdict: Reserved, Left: num(1), Generation: gen}, nil
+		return Result{Verdict: Reserved, Left: n, Generation: gen}, nil
 	case "seen":
 		rec, err := parseRecord(fmt.Sprint(v[2]))
 		return Result{Verdict: Seen, Record: rec}, err

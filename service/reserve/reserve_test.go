@@ -287,3 +287,42 @@ func TestKeysShareAHashTag(t *testing.T) {
 		t.Errorf("products 1 and 2 share a hash tag; want one per bucket")
 	}
 }
+
+// TestReserveBatch: one call decides a batch of purchases in order, each
+// as if alone after those before it: a request ID used earlier in the same
+// batch is seen, a buyer's second unit passes the limit, and what the
+// earlier ones took is gone for the later ones.
+func TestReserveBatch(t *testing.T) {
+	s, _ := newStore(t)
+	const product = 13
+	if rs, err := s.ReserveBatch(t.Context(), product, 1, 2, []reserve.Item{{User: "u-1", Quantity: 1, RequestID: "r-1"}}); err != nil || rs[0].Verdict != reserve.NotLoaded {
+		t.Fatalf("a batch before Load = %+v, %v; want NotLoaded", rs, err)
+	}
+	load(t, s, product, 3, 2, nil)
+	rs, err := s.ReserveBatch(t.Context(), product, 1, 2, []reserve.Item{
+		{User: "u-1", Quantity: 1, RequestID: "r-1"},
+		{User: "u-1", Quantity: 1, RequestID: "r-2"},
+		{User: "u-2", Quantity: 1, RequestID: "r-1"},
+		{User: "u-3", Quantity: 3, RequestID: "r-3"},
+		{User: "u-4", Quantity: 1, RequestID: "r-4"},
+		{User: "u-5", Quantity: 1, RequestID: "r-5"},
+		{User: "u-6", Quantity: 1, RequestID: "r-6"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []reserve.Result{
+		{Verdict: reserve.Reserved, Left: 2, Generation: 2},
+		{Verdict: reserve.OverLimit, Units: 1},
+		{Verdict: reserve.Seen, Record: reserve.Record{Quantity: 1, Left: 2, User: "u-1"}},
+		{Verdict: reserve.SoldOut, Left: 2},
+		{Verdict: reserve.Reserved, Left: 1, Generation: 2},
+		{Verdict: reserve.Reserved, Left: 0, Generation: 2},
+		{Verdict: reserve.SoldOut, Left: 0},
+	}
+	for i := range want {
+		if rs[i] != want[i] {
+			t.Errorf("purchase %d of the batch: %+v; want %+v", i, rs[i], want[i])
+		}
+	}
+}
