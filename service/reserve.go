@@ -278,15 +278,16 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		}
 		gen, marked = p.Generation, true
 		switch {
-		case l.Generation > p.Generation:
-			// A reset this transaction cannot see yet (it read a snapshot
-			// older than the reset's commit): look again.
-			marked = false
+		case l.Generation != p.Generation:
+			return fmt.Errorf("load product %d into Redis: the counter is of generation %d, the database's %d", id, l.Generation, p.Generation)
 		case !p.ReserveLoaded:
 			// The generation's first load.
 			if err := tx.Model(&p).Update("reserve_loaded", true).Error; err != nil {
 				return fmt.Errorf("mark product %d as loaded into Redis: %w", id, err)
 			}
+		case l.Loaded && l.Before > p.Generation:
+			s.log.WarnContext(ctx, "reserve: Redis held a counter of a generation the database never reached (the database restored or recreated under it?): replaced from the database",
+				"product", id, "generation", p.Generation, "redis_generation", l.Before)
 		case l.Loaded && l.Before < 0:
 			// No counter at all, in a generation loaded before: Redis lost
 			// it (restarted without its data, or a failover to a replica

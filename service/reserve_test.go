@@ -446,3 +446,25 @@ func TestReserveReconcile(t *testing.T) {
 	}
 	seller.wantAudit(t, consistentAudit(prod.ID, 10, 5))
 }
+
+// TestReserveRedisAheadOfTheDatabase: a Redis that kept the keys of a
+// database since restored or recreated (its counter of a generation the
+// database never reached) does not stop the sale: the database's word
+// goes, and the counter is loaded from it.
+func TestReserveRedisAheadOfTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	in := f.instance(reserveSettings("w", false))
+	prod := in.product(t, 4)
+	k := reserve.New(f.clients[0], f.prefix).KeysOf(prod.ID)
+	if err := f.clients[0].HSet(ctx, k.Counter, "stock", 100, "gen", 99).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "r-1"}
+	if r, err := in.svc.Purchase(ctx, p); err != nil || r.Reservation == nil || r.Reservation.Left != 3 {
+		t.Fatalf("Purchase(%s) over a counter of generation 99 = %+v, %v; want a reservation leaving 3 of the database's 4", show(p), r, err)
+	}
+	waitOrders(t, f, prod.ID, 1)
+	in.wantAudit(t, consistentAudit(prod.ID, 4, 1))
+}

@@ -1,11 +1,15 @@
 -- Load a product's counter for a generation, from the database: its stock
 -- and its buyers' units, as read under the product's row lock, less what
 -- the reservations of that generation still waiting in the stream took
--- (they are not in the database yet). A counter of this generation or a
--- newer one is kept as it is (another instance loaded it first, and
--- reservations may have taken units since). One of an older generation is
--- replaced and its generation's records go with it; a counter that is not
--- there at all (Redis lost it, or never had it) keeps the records it finds.
+-- (they are not in the database yet). The caller holds the row lock, so
+-- the generation it gives is the database's, and the database's word
+-- goes: a counter of this generation with stock is kept as it is (another
+-- instance loaded it first, and reservations may have taken units since);
+-- one of any other generation is replaced, and its generation's records go
+-- with it (an older one: a reset whose retirement did not reach Redis; a
+-- newer one: a database restored or recreated under a Redis that kept its
+-- keys); a counter that is not there at all (Redis lost it, or never had
+-- it) keeps the records it finds.
 --
 -- The database's orders of the generation come with their request IDs:
 -- each gets a record unless it has one (a counter lost alone keeps its
@@ -27,8 +31,8 @@
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
 local stock = redis.call('HGET', KEYS[1], 'stock')
 local want = tonumber(ARGV[2])
-if gen > want or (gen == want and stock) then
-  return {0, tonumber(stock or '0'), gen, 0, 0, gen}
+if gen == want and stock then
+  return {0, tonumber(stock), gen, 0, 0, gen}
 end
 
 -- The reservations of this product and generation that no writer has

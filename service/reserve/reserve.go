@@ -284,8 +284,8 @@ func (s *Store) Retire(ctx context.Context, product, gen int64) error {
 
 // Loaded is what Load did.
 type Loaded struct {
-	// Loaded says the counter was set; false: it held the generation, or
-	// a newer one, already.
+	// Loaded says the counter was set; false: it held the generation
+	// already.
 	Loaded bool
 	// Stock and Generation are the counter's as Load left it.
 	Stock, Generation int64
@@ -308,10 +308,11 @@ type Written struct {
 // Load sets a product's counter for generation gen from the database:
 // stock and units (each buyer's units in the database's orders of the
 // generation), less what the generation's reservations still in the
-// stream took, unless the counter holds that generation or a newer one
-// already; the orders written give their request IDs records where there
-// are none. Call it under the product's row lock, so that no writer
-// commits meanwhile.
+// stream took, unless the counter holds that generation already; the
+// orders written give their request IDs records where there are none.
+// Call it under the product's row lock, with the generation read under
+// it: no writer commits and no reset happens meanwhile, and a counter of
+// any other generation is replaced.
 func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written) (Loaded, error) {
 	k := s.KeysOf(product)
 	args := make([]any, 0, 5+2*len(units)+2*len(written))
