@@ -133,16 +133,12 @@ func writtenOf(tx *gorm.DB, id int64, rids []string) (map[string]bool, error) {
 	return out, nil
 }
 
-// reconcileWritten reconciles up to reconcileBatch of the products in
-// touched (those this writer wrote since), and forgets them.
-func (s *Seckill) reconcileWritten(ctx context.Context, touched map[int64]bool) {
-	n := 0
-	for id := range touched {
-		if n == reconcileBatch || ctx.Err() != nil {
+// reconcileWritten reconciles the products ids (those a writer wrote).
+func (s *Seckill) reconcileWritten(ctx context.Context, ids []int64) {
+	for _, id := range ids {
+		if ctx.Err() != nil {
 			return
 		}
-		n++
-		delete(touched, id)
 		if _, err := s.reconcile(ctx, id); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "reconcile a reserve counter", "product", id, "err", err)
 		}

@@ -223,29 +223,15 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 		if marked {
 			return gen, nil
 		}
-		if err := s.markReserve(ctx, id); err != nil {
-			return 0, storeErr(fmt.Sprintf("move product %d to reserve", id), err)
-		}
+		// Marked just now, committed: load it.
 	}
 	return 0, ErrUnavailable.because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
 }
 
-// markReserve marks the product as selling under reserve.
-func (s *Seckill) markReserve(ctx context.Context, id int64) error {
-	res := s.db.WithContext(ctx).Model(&model.Product{}).Where("id = ?", id).Update("reserve", true)
-	switch {
-	case res.Error != nil:
-		return fmt.Errorf("mark product %d as selling under reserve: %w", id, res.Error)
-	case res.RowsAffected == 0:
-		// Not there, or marked already (MySQL counts changed rows): the
-		// load tells.
-	}
-	return nil
-}
-
 // loadMarked loads a product marked as selling under reserve into Redis,
-// under its row lock, and returns its generation; marked is false when the
-// product is not marked (never moved, or reset since).
+// under its row lock, and returns its generation; a product not marked
+// (never moved, or reset since) it marks, and returns with marked false:
+// the mark is committed before anything is loaded.
 func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var p model.Product
@@ -256,6 +242,9 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		case err != nil:
 			return fmt.Errorf("lock product %d: %w", id, err)
 		case !p.Reserve:
+			if err := tx.Model(&p).Update("reserve", true).Error; err != nil {
+				return fmt.Errorf("mark product %d as selling under reserve: %w", id, err)
+			}
 			return nil
 		}
 		var orders []model.Order
@@ -272,7 +261,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 					Record: reserve.Record{Quantity: o.Quantity, Left: o.RemainingStock, User: string(o.UserID)}})
 			}
 		}
-		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written)
+		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, !p.ReserveLoaded)
 		if err != nil {
 			return err
 		}

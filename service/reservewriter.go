@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/seckill/seckill/service/reserve"
@@ -35,6 +36,9 @@ const (
 	// reconcileEvery is how often a writer holds the counters of the
 	// products it wrote against the database (reconcile.go).
 	reconcileEvery = 10 * time.Second
+	// writerParallel is how many products' transactions a writer runs at
+	// once.
+	writerParallel = 8
 	// writerMaxFailures is how many times a writer tries to write an entry
 	// that the database answers with an error (not an outage) before it
 	// moves it to the dead letters.
@@ -51,7 +55,7 @@ func (s *Seckill) runWriter(ctx context.Context) {
 		var err error
 		if time.Since(lastCheck) >= reconcileEvery {
 			lastCheck = time.Now()
-			s.reconcileWritten(ctx, w.touched)
+			s.reconcileWritten(ctx, w.written(reconcileBatch))
 		}
 		if time.Since(lastClaim) >= writerClaimEvery {
 			lastClaim = time.Now()
@@ -84,8 +88,47 @@ func (s *Seckill) runWriter(ctx context.Context) {
 // the database refused to write each entry with an error other than an
 // outage's, and the products it wrote since it last reconciled them.
 type writer struct {
+	mu       sync.Mutex // the products' transactions run side by side
 	failures map[string]int
 	touched  map[int64]bool
+}
+
+// failed counts a failure of entry id and returns how many it has had.
+func (w *writer) failed(id string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failures[id]++
+	return w.failures[id]
+}
+
+// forget forgets the failures of entry id.
+func (w *writer) forget(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.failures, id)
+}
+
+// wrote notes that the writer wrote reservations of product id.
+func (w *writer) wrote(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.touched[id] = true
+}
+
+// written returns up to n of the products written since they were last
+// returned, and forgets those.
+func (w *writer) written(n int) []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for id := range w.touched {
+		if len(out) == n {
+			break
+		}
+		out = append(out, id)
+		delete(w.touched, id)
+	}
+	return out
 }
 
 // tidy drops what the writers have written from the streams and counts
@@ -138,12 +181,28 @@ func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) erro
 		}
 		groups[k] = append(groups[k], e)
 	}
+	// The products' transactions run side by side, writerParallel at a
+	// time: each locks its own product's row, and a catalogue's
+	// reservations are spread over many.
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, writerParallel)
+		mu   sync.Mutex
+		errs []error
+	)
 	for _, k := range order {
-		if err := s.writeGroup(ctx, w, k.gen, groups[k]); err != nil {
-			return err
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.writeGroup(ctx, w, k.gen, groups[k]); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // writeGroup writes reservations of one product and generation in one
@@ -172,11 +231,10 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		return nil
 	case err != nil && !outage(err):
 		e := group[0]
-		w.failures[e.ID]++
-		if w.failures[e.ID] < writerMaxFailures {
+		if w.failed(e.ID) < writerMaxFailures {
 			return err
 		}
-		delete(w.failures, e.ID)
+		w.forget(e.ID)
 		s.log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
 			"request_id", e.RequestID, "product", e.Product, "attempts", writerMaxFailures, "err", err)
 		if err := s.reserve.Dead(ctx, e, string(CodeInternal), err.Error()); err != nil {
@@ -191,7 +249,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	for i, a := range as {
 		switch code := ErrorCode(a.err); {
 		case a.err == nil:
-			delete(w.failures, group[i].ID)
+			w.forget(group[i].ID)
 			written++
 		case refused(code):
 			if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
@@ -208,7 +266,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		return err
 	}
 	s.metrics.reserveWritten.Add(float64(written))
-	w.touched[group[0].Product] = true
+	w.wrote(group[0].Product)
 	return nil
 }
 

@@ -20,7 +20,9 @@
 -- KEYS[1] the counter (hash: stock, gen), KEYS[2] the units hash,
 -- KEYS[3] the requests hash, KEYS[4] the bucket's stream, KEYS[5] the
 -- bucket's index of request IDs
--- ARGV    the stock, the generation, the product, the writers' group, the
+-- ARGV    the stock, the generation, the product, the writers' group (""
+--         when no reservation of the generation can be waiting: its first
+--         load, whose scan of the stream would find none), the
 --         number n of buyers, then n pairs of a buyer and the units the
 --         database's orders give them, then pairs of a request ID and its
 --         record
@@ -49,7 +51,7 @@ local function count(fields)
     units[f.u] = (units[f.u] or 0) + q
   end
 end
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
   local last = '0-0'
   local groups = redis.pcall('XINFO', 'GROUPS', KEYS[4])
   if type(groups) == 'table' and not groups.err then

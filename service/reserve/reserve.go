@@ -312,11 +312,17 @@ type Written struct {
 // orders written give their request IDs records where there are none.
 // Call it under the product's row lock, with the generation read under
 // it: no writer commits and no reset happens meanwhile, and a counter of
-// any other generation is replaced.
-func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written) (Loaded, error) {
+// any other generation is replaced. first says it is the generation's
+// first load: no reservation of it can be in the stream, and the stream
+// (which may hold a long backlog of other products') is not scanned.
+func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written, first bool) (Loaded, error) {
 	k := s.KeysOf(product)
 	args := make([]any, 0, 5+2*len(units)+2*len(written))
-	args = append(args, stock, gen, product, Group, len(units))
+	group := Group
+	if first {
+		group = "" // nothing of the generation can be waiting: no scan
+	}
+	args = append(args, stock, gen, product, group, len(units))
 	for u, n := range units {
 		args = append(args, u, n)
 	}

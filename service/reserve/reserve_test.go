@@ -30,7 +30,7 @@ func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result
 // load loads a product's counter and fails the test on an error.
 func load(t *testing.T, s *reserve.Store, product, stock, gen int64, units map[string]int64) reserve.Loaded {
 	t.Helper()
-	l, err := s.Load(t.Context(), product, stock, gen, units, nil)
+	l, err := s.Load(t.Context(), product, stock, gen, units, nil, false)
 	if err != nil {
 		t.Fatalf("Load(product %d, %d, gen %d) = %v", product, stock, gen, err)
 	}
