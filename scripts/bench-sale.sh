@@ -5,7 +5,8 @@
 # a real MariaDB and three redis-server nodes (scripts/testenv.sh makes them
 # available): the two anchors (MariaDB alone: a serial purchase transaction
 # on one connection, the same on 64), the service over HTTP under the bundled
-# driver (each safe strategy; redlock with batch=1 and the default batch;
+# driver (each safe strategy, reserve among them; redlock with batch=1 and
+# the default batch;
 # the default batch on two instances, and at 256 buyers on one and two), a
 # flash sale over two instances, sold-out answers against GET /healthz, and
 # a catalogue of 10,000 products with Zipf(1.1) demand (then the instance's

@@ -85,6 +85,10 @@ type row struct {
 	p99        time.Duration
 	unanswered int           // 503s and failures
 	cpu        time.Duration // the service's CPU per answer, all its instances; 0: not the service
+	// writeLag is the p99 of reserve's write lag; broken its promises not
+	// kept (0 for the other strategies).
+	writeLag time.Duration
+	broken   int
 }
 
 type bench struct {
@@ -119,6 +123,9 @@ type figures struct {
 	healthCPU        time.Duration // and per GET /healthz
 	limited          row           // redlock, the default batch, SECKILL_IP_LIMIT on
 	cat              catalogueResult
+	// reserve on one instance and on two, and over the catalogue.
+	reserve, reserveTwo row
+	reserveCat          catalogueResult
 }
 
 // sale503 counts the flash sale's purchases answered 503 or not at all.
@@ -173,10 +180,14 @@ func (b *bench) all(ctx context.Context) error {
 	}
 	b.rows = append(b.rows, f.limited)
 
-	if f.cat, err = b.catalogue(ctx, dsn, token); err != nil {
+	if f.cat, err = b.catalogue(ctx, dsn, token, "redlock"); err != nil {
 		return err
 	}
 	b.rows = append(b.rows, f.cat.row)
+	if f.reserveCat, err = b.catalogue(ctx, dsn, token, "reserve"); err != nil {
+		return err
+	}
+	b.rows = append(b.rows, f.reserveCat.row)
 	if err := b.writeTable(&f); err != nil {
 		return err
 	}
@@ -213,6 +224,7 @@ func (b *bench) strategies(ctx context.Context, url, token string, f *figures) e
 		{"service token (default batch)", "token", 0},
 		{"service redlock, batch=1: a lock per purchase", "redlock", 1},
 		{"service redlock, default batch", "redlock", 0},
+		{"service reserve: 202s, the orders written behind", "reserve", 0},
 	} {
 		rw, err := b.run(ctx, r.label, b.steady([]string{url}, token, r.strategy, r.batch, 0))
 		if err != nil {
@@ -224,6 +236,8 @@ func (b *bench) strategies(ctx context.Context, url, token string, f *figures) e
 			f.batch1 = rw
 		case r.strategy == "redlock":
 			f.batched = rw
+		case r.strategy == "reserve":
+			f.reserve = rw
 		}
 	}
 	return nil
@@ -240,16 +254,18 @@ const fullLines = 256
 // flash sale on them.
 func (b *bench) twoInstances(ctx context.Context, urls []string, token string, f *figures) error {
 	for _, r := range []struct {
-		label  string
-		urls   []string
-		buyers int
-		into   *row
+		label    string
+		strategy string
+		urls     []string
+		buyers   int
+		into     *row
 	}{
-		{"service redlock, default batch, 2 instances", urls, b.opts.concurrency, &f.two},
-		{fmt.Sprintf("service redlock, default batch, %d buyers", fullLines), urls[:1], fullLines, &f.full},
-		{fmt.Sprintf("service redlock, default batch, 2 instances, %d buyers", fullLines), urls, fullLines, &f.twoFull},
+		{"service redlock, default batch, 2 instances", "redlock", urls, b.opts.concurrency, &f.two},
+		{"service reserve, 2 instances", "reserve", urls, b.opts.concurrency, &f.reserveTwo},
+		{fmt.Sprintf("service redlock, default batch, %d buyers", fullLines), "redlock", urls[:1], fullLines, &f.full},
+		{fmt.Sprintf("service redlock, default batch, 2 instances, %d buyers", fullLines), "redlock", urls, fullLines, &f.twoFull},
 	} {
-		cfg := b.steady(r.urls, token, "redlock", 0, 0)
+		cfg := b.steady(r.urls, token, r.strategy, 0, 0)
 		cfg.Concurrency = r.buyers
 		rw, err := b.run(ctx, r.label, cfg)
 		if err != nil {
@@ -324,19 +340,22 @@ type catalogueResult struct {
 	rss, metrics int64 // bytes
 }
 
-// catalogue runs redlock with the default batch over catalogueProducts
-// products whose demand follows Zipf(catalogueZipf), on an instance of its
-// own, then reads that instance's resident memory and the size of its
-// /metrics.
-func (b *bench) catalogue(ctx context.Context, dsn, token string) (catalogueResult, error) {
+// catalogue runs strategy (redlock: with the default batch) over
+// catalogueProducts products whose demand follows Zipf(catalogueZipf), on
+// an instance of its own, then reads that instance's resident memory and
+// the size of its /metrics.
+func (b *bench) catalogue(ctx context.Context, dsn, token, strategy string) (catalogueResult, error) {
 	url, stop, pid, err := b.startProcess(ctx, dsn, token)
 	if err != nil {
 		return catalogueResult{}, err
 	}
 	defer stop()
-	what := fmt.Sprintf("service redlock, default batch, %d products, Zipf(%.1f)", catalogueProducts, catalogueZipf)
+	what := fmt.Sprintf("service %s, %d products, Zipf(%.1f)", strategy, catalogueProducts, catalogueZipf)
+	if strategy == "redlock" {
+		what = fmt.Sprintf("service redlock, default batch, %d products, Zipf(%.1f)", catalogueProducts, catalogueZipf)
+	}
 	rw, err := b.run(ctx, what, driver.Config{
-		URLs: []string{url}, AdminToken: token, Stock: 100_000_000, Strategies: []string{"redlock"},
+		URLs: []string{url}, AdminToken: token, Stock: 100_000_000, Strategies: []string{strategy},
 		Products: catalogueProducts, Zipf: catalogueZipf,
 		Duration: b.opts.duration, Warmup: time.Second, Concurrency: b.opts.concurrency,
 	})

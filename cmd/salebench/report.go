@@ -9,10 +9,17 @@ import (
 )
 
 // resultRow is the table's row of a run's result: its rate of sales, the
-// p99 of its 201s and the requests not answered 201.
+// p99 of its 201s (and 202s, under reserve), the requests not answered so,
+// and under reserve the write lag and the promises not kept.
 func resultRow(what string, res report.Result) row {
-	return row{what: what, perSecond: res.SellRate, p99: res.LatencyByOutcome[report.OutcomeCreated].P99,
-		unanswered: res.Requests - res.Successes}
+	rw := row{what: what, perSecond: res.SellRate, p99: res.SuccessLatency.P99, unanswered: res.Requests - res.Successes}
+	if res.SuccessLatency.Count == 0 {
+		rw.p99 = res.LatencyByOutcome[report.OutcomeCreated].P99
+	}
+	if p := res.Promises; p != nil {
+		rw.writeLag, rw.broken = p.WriteLag.P99, p.Broken()
+	}
+	return rw
 }
 
 // writeTable prints the table of rows and the figures beside it.
@@ -75,6 +82,19 @@ func (b *bench) writeRatios(f *figures) {
 		f.limited.perSecond/f.batched.perSecond, round(f.limited.p99))
 	fmt.Fprintf(b.out, "  CPU/ANSWER, hot product / GET /healthz %5.2fx  (two instances / one %.2fx; catalogue / hot product %.2fx)\n",
 		ratio(f.batched.cpu, f.healthCPU), ratio(f.two.cpu, f.batched.cpu), ratio(f.cat.row.cpu, f.batched.cpu))
+	r8 := f.reserve.perSecond / f.health
+	fmt.Fprintf(b.out, "  reserve, hot product / GET /healthz    %5.2fx  (aim >= 0.5: %s); p99 %s (aim <= 10ms: %s); redlock's %.2fx\n",
+		r8, aim(r8 >= 0.5), round(f.reserve.p99), aim(f.reserve.p99 <= 10*time.Millisecond), r5)
+	r9 := f.reserve.perSecond / f.parallel.perSecond
+	fmt.Fprintf(b.out, "  reserve's writers / 64-conn anchor     %5.2fx  (aim >= 3: %s; a floor: the writers kept up with the 202s)\n", r9, aim(r9 >= 3))
+	fmt.Fprintf(b.out, "  reserve's write lag p99                %s  (aim <= 1s: %s); promises not kept %d (aim 0: %s)\n",
+		round(f.reserve.writeLag), aim(f.reserve.writeLag <= time.Second), f.reserve.broken+f.reserveTwo.broken+f.reserveCat.row.broken,
+		aim(f.reserve.broken+f.reserveTwo.broken+f.reserveCat.row.broken == 0))
+	r10 := f.reserveTwo.perSecond / f.reserve.perSecond
+	fmt.Fprintf(b.out, "  reserve, two instances / one           %5.2fx  (aim >= 0.95: %s)\n", r10, aim(r10 >= 0.95))
+	r11 := f.reserveCat.row.perSecond / f.reserve.perSecond
+	fmt.Fprintf(b.out, "  reserve, catalogue / its hot product   %5.2fx  (aim >= 0.8: %s); write lag p99 %s\n",
+		r11, aim(r11 >= 0.8), round(f.reserveCat.row.writeLag))
 }
 
 // ratio is a / b, 0 when b is.
