@@ -133,19 +133,21 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}
 	s.cache.Saw(id, stock, p.Generation)
-	s.cache.Announce(ctx, id, stock, p.Generation)
 	if s.reserve != nil {
-		// What reserve kept of the ended generation goes too: its
-		// records would answer for reservations the reset discarded, and
-		// a purchase that read the product before the reset could load
-		// the ended generation's stock again. Were Redis down now, the
-		// counter left would still not sell: every purchase names the
-		// generation it knows, and moves the product again once it
-		// learns of the new one.
-		if err := s.reserve.Retire(ctx, id, p.Generation); err != nil {
-			s.log.WarnContext(ctx, "forget a reset product's reserve keys", "product", id, "err", err)
+		// What reserve kept of the ended generation goes too, before the
+		// other instances hear of the reset (a counter they load for the
+		// new one is left alone), and whether or not the admin who asked
+		// is still waiting: until it goes, an instance that has not heard
+		// of the reset sells from the ended generation's counter, and the
+		// writers discard those reservations with it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
+		err := s.reserve.Retire(rctx, id, p.Generation)
+		cancel()
+		if err != nil {
+			s.log.WarnContext(ctx, "retire a reset product's reserve keys", "product", id, "err", err)
 		}
 	}
+	s.cache.Announce(ctx, id, stock, p.Generation)
 	return p, nil
 }
 

@@ -70,12 +70,14 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 				waiting += q
 			}
 		}
-		r.delta = p.Stock - waiting - snap.Stock
+		// Never below 0: reservations beyond the database's stock are
+		// refused sold_out when written, and give nothing back.
+		r.delta = max(0, p.Stock-waiting) - snap.Stock
 		if r.delta == 0 {
 			return nil
 		}
 		if r.delta > 0 {
-			if r.lost, err = s.lostReservations(ctx, tx, id, snap.Waiting); err != nil {
+			if r.lost, err = s.lostReservations(ctx, tx, id, p.Generation, snap.Waiting); err != nil {
 				return err
 			}
 		}
@@ -97,9 +99,9 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 }
 
 // lostReservations counts the product's reservations that Redis has
-// pending records of and neither the stream (waiting) nor the database
-// holds.
-func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id int64, waiting map[string]int64) (int64, error) {
+// pending records of and neither the stream (waiting, and a second look
+// for those made since) nor the database holds.
+func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id, gen int64, waiting map[string]int64) (int64, error) {
 	recs, err := s.reserve.PendingRecords(ctx, id)
 	if err != nil {
 		return 0, err
@@ -108,9 +110,24 @@ func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id int64, w
 	if err != nil {
 		return 0, err
 	}
-	var lost int64
+	var missing []string
 	for _, rid := range recs {
 		if _, ok := waiting[rid]; !ok && !written[rid] {
+			missing = append(missing, rid)
+		}
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	// Reservations made after the first look have records and entries:
+	// they are not lost. (None is written meanwhile: the row is locked.)
+	again, err := s.reserve.Check(ctx, id, gen)
+	if err != nil {
+		return 0, err
+	}
+	var lost int64
+	for _, rid := range missing {
+		if _, ok := again.Waiting[rid]; !ok {
 			lost++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/combine"
@@ -110,7 +111,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		}
 		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
 		if err != nil {
-			b.AnswerAll(reserveAnswer{err: scriptErr(ps[0], err)})
+			b.AnswerAll(reserveAnswer{err: s.scriptErr(ps[0], err)})
 			return
 		}
 		if rs[0].Verdict == reserve.NotLoaded {
@@ -139,9 +140,12 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 // reserved), else outcome_unknown, since the script may have run and its
 // reply been lost; a replay of the request ID answers the truth (the
 // script answers a request ID it has seen with its reservation).
-func scriptErr(p Purchase, err error) error {
+func (s *Seckill) scriptErr(p Purchase, err error) error {
 	err = fmt.Errorf("%s: %w", purchaseOp(p), err)
-	if neverSent(err) {
+	if _, cluster := s.cfg.ReserveRedis.(*redis.ClusterClient); !cluster && neverSent(err) {
+		// One node, no retry: the dial that failed was the only try. (A
+		// cluster's client retries, and a retry's failed dial says
+		// nothing of the try before it.)
 		return ErrUnavailable.because(err)
 	}
 	return ErrOutcomeUnknown.because(err)
@@ -167,9 +171,15 @@ func (s *Seckill) replayReservation(ctx context.Context, p Purchase, rec reserve
 	}
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	if r, ok, err := s.replay(ctx, s.db, p); ok || err != nil {
-		return r, err
+	r, ok, err := s.replay(ctx, s.db, p)
+	switch {
+	case ok && err == nil:
+		return r, nil
+	case ok:
+		return r, err // the order of another purchase: request_id_reused
 	}
+	// Not written yet, or the database cannot tell now: the reservation
+	// stands either way, pending.
 	return Receipt{Reservation: &Reservation{Purchase: p, Left: rec.Left}, Replayed: true}, nil
 }
 

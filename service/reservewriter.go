@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"github.com/go-sql-driver/mysql"
 	"sync"
 	"time"
 
@@ -270,12 +271,21 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	return nil
 }
 
-// outage says err is the database (or Redis) not answering, or not
-// knowing what became of a write: the reservations are written again
-// later, however long it lasts, and never given up on.
+// outage says err is not known to be the reservation's own fault: the
+// database (or Redis) not answering, refusing writes for a while
+// (read-only, shutting down), a deadlock that kept coming back, a
+// connection lost; the reservations are written again later, however long
+// it lasts, and never given up on. Only the database's refusal of the row
+// itself (a value too long, or that does not fit its column) is not.
 func outage(err error) bool {
-	code := ErrorCode(err)
-	return code == CodeUnavailable || code == CodeOutcomeUnknown
+	var my *mysql.MySQLError
+	if errors.As(err, &my) {
+		switch my.Number {
+		case 1048, 1264, 1292, 1366, 1406: // null, out of range, bad value, bad string, too long
+			return false
+		}
+	}
+	return true
 }
 
 // refused says code is the sale rule's refusal of a reservation, which

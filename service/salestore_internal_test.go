@@ -82,3 +82,27 @@ func TestConnLost(t *testing.T) {
 		}
 	}
 }
+
+// TestOutage: a reservation the database will not write is given up on
+// (dead letters) only when the database refused the row itself; a server
+// that refuses writes for a while, shuts down, deadlocks or loses the
+// connection, or any error that is not the database's, is an outage.
+func TestOutage(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1290}, true}, // read-only
+		{&mysql.MySQLError{Number: 1053}, true}, // shutting down
+		{&mysql.MySQLError{Number: erDeadlock}, true},
+		{errConnLost, true},
+		{errors.New("anything else"), true},
+		{&mysql.MySQLError{Number: 1406}, false}, // too long
+		{&mysql.MySQLError{Number: 1366}, false}, // bad string
+		{fmt.Errorf("write: %w", &mysql.MySQLError{Number: 1264}), false},
+	} {
+		if got := outage(c.err); got != c.want {
+			t.Errorf("outage(%v) = %t; want %t", c.err, got, c.want)
+		}
+	}
+}

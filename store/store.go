@@ -294,11 +294,12 @@ func OpenRedis(addrs []string) []redis.UniversalClient {
 func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 	if cluster {
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:        addrs,
-			DialTimeout:  time.Second,
-			ReadTimeout:  time.Second,
-			WriteTimeout: time.Second,
-			PoolSize:     64,
+			Addrs:         addrs,
+			DialerRetries: 1,
+			DialTimeout:   time.Second,
+			ReadTimeout:   time.Second,
+			WriteTimeout:  time.Second,
+			PoolSize:      64,
 		})
 	}
 	return redis.NewClient(&redis.Options{
@@ -307,11 +308,12 @@ func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 		// is answered as a replay (the script sees its request ID), but a
 		// purchase whose call failed answers outcome_unknown unless the
 		// dial failed, and that needs to know whether it was sent.
-		MaxRetries:   -1,
-		DialTimeout:  time.Second,
-		ReadTimeout:  time.Second,
-		WriteTimeout: time.Second,
-		PoolSize:     64,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		DialTimeout:   time.Second,
+		ReadTimeout:   time.Second,
+		WriteTimeout:  time.Second,
+		PoolSize:      64,
 	})
 }
 

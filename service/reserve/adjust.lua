@@ -5,8 +5,9 @@
 --
 -- KEYS[1] the counter; ARGV the generation, delta
 --
--- Returns the counter's stock after, or -1 when it was not changed.
+-- Returns {1, the counter's stock after}, or {0, 0} when it was not
+-- changed.
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] or redis.call('HEXISTS', KEYS[1], 'stock') == 0 then
-  return -1
+  return {0, 0}
 end
-return redis.call('HINCRBY', KEYS[1], 'stock', ARGV[2])
+return {1, redis.call('HINCRBY', KEYS[1], 'stock', ARGV[2])}

@@ -11,11 +11,12 @@
 -- stream
 -- ARGV    the product, the generation, the writers' group
 --
--- Returns {the counter's stock (-1: none), its generation (-1: none), then
--- for each reservation waiting its request ID and its quantity}.
+-- Returns {1 when the counter has stock (0: none), its stock, its
+-- generation (-1: none), then for each reservation waiting its request ID
+-- and its quantity}.
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
-local stock = tonumber(redis.call('HGET', KEYS[1], 'stock') or '-1')
-local out = {stock, gen}
+local stock = redis.call('HGET', KEYS[1], 'stock')
+local out = {stock and 1 or 0, tonumber(stock or '0'), gen}
 local product, want = ARGV[1], tonumber(ARGV[2])
 local function add(fields)
   local f = {}

@@ -42,10 +42,20 @@ end
 -- the group's last delivered entry (none read yet; all of them when the
 -- group is not there).
 local product, units, taken, found = ARGV[3], {}, 0, 0
+local n = tonumber(ARGV[5])
+-- The request IDs the database has orders of: an entry of one was written
+-- (and not yet acknowledged), and took nothing the database's stock does
+-- not say.
+local written = {}
+for i = 6 + 2 * n, #ARGV, 2 do
+  written[ARGV[i]] = true
+end
 local function count(fields)
   local f = {}
   for i = 1, #fields, 2 do f[fields[i]] = fields[i + 1] end
-  if f.p == product and tonumber(f.g) == want then
+  local rec = f.r and redis.call('HGET', KEYS[3], f.r)
+  -- A refused one (record failed) gave its units back.
+  if f.p == product and tonumber(f.g) == want and not written[f.r] and not (rec and string.sub(rec, 1, 2) == 'f|') then
     local q = tonumber(f.q)
     taken, found = taken + q, found + 1
     units[f.u] = (units[f.u] or 0) + q
@@ -74,9 +84,14 @@ end
 
 redis.call('DEL', KEYS[2])
 if gen >= 0 then
+  -- An older generation's records go, with their entries in the index.
+  for _, rid in ipairs(redis.call('HKEYS', KEYS[3])) do
+    if redis.call('HGET', KEYS[5], rid) == product then
+      redis.call('HDEL', KEYS[5], rid)
+    end
+  end
   redis.call('DEL', KEYS[3])
 end
-local n = tonumber(ARGV[5])
 for i = 6, 5 + 2 * n, 2 do
   units[ARGV[i]] = (units[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
 end
@@ -88,6 +103,8 @@ for i = 6 + 2 * n, #ARGV, 2 do
     redis.call('HSET', KEYS[5], ARGV[i], product)
   end
 end
-local left = tonumber(ARGV[1]) - taken
+-- Never below 0: reservations beyond the database's stock are refused
+-- sold_out when written.
+local left = math.max(0, tonumber(ARGV[1]) - taken)
 redis.call('HSET', KEYS[1], 'stock', left, 'gen', want)
 return {1, left, want, found, taken, gen}

@@ -269,14 +269,14 @@ func readResult(v []any) (Result, error) {
 }
 
 // Retire ends a product's generation in Redis at a stock reset to
-// generation gen: its counter, its buyers' units and its requests' records
-// go, and a counter of generation gen without stock stays, so that a late
-// load of the ended generation cannot bring it back. (Its reservations
-// still in the stream are discarded by the writers.) A counter of a newer
-// generation is left as it is.
+// generation gen: its counter, its buyers' units, its requests' records
+// and their entries in the index go, and a counter of generation gen
+// without stock stays. (Its reservations still in the stream are
+// discarded by the writers.) A counter of generation gen or a newer one
+// (loaded after the reset) is left as it is.
 func (s *Store) Retire(ctx context.Context, product, gen int64) error {
 	k := s.KeysOf(product)
-	if err := retireScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests}, gen).Err(); err != nil {
+	if err := retireScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Where}, gen, product).Err(); err != nil {
 		return fmt.Errorf("reserve: retire product %d: %w", product, err)
 	}
 	return nil
@@ -417,16 +417,17 @@ func (s *Store) Check(ctx context.Context, product, gen int64) (Snapshot, error)
 	bad := func() (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("reserve: check product %d: the script answered %v", product, v)
 	}
-	if len(v) < 2 || len(v)%2 != 0 {
+	if len(v) < 3 || len(v)%2 != 1 {
 		return bad()
 	}
-	stock, ok1 := v[0].(int64)
-	cgen, ok2 := v[1].(int64)
-	if !ok1 || !ok2 {
+	present, ok1 := v[0].(int64)
+	stock, ok2 := v[1].(int64)
+	cgen, ok3 := v[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
 		return bad()
 	}
-	snap := Snapshot{Stock: stock, Generation: cgen, Present: stock >= 0, Waiting: map[string]int64{}}
-	for i := 2; i < len(v); i += 2 {
+	snap := Snapshot{Stock: stock, Generation: cgen, Present: present == 1, Waiting: map[string]int64{}}
+	for i := 3; i < len(v); i += 2 {
 		rid, ok1 := v[i].(string)
 		q, ok2 := v[i+1].(int64)
 		if !ok1 || !ok2 {
@@ -441,11 +442,14 @@ func (s *Store) Check(ctx context.Context, product, gen int64) (Snapshot, error)
 // gen and has stock, and returns it as it is then; changed is false when
 // it was not.
 func (s *Store) Adjust(ctx context.Context, product, gen, delta int64) (stock int64, changed bool, err error) {
-	v, err := adjustScript.Run(ctx, s.rdb, []string{s.KeysOf(product).Counter}, gen, delta).Int64()
+	v, err := adjustScript.Run(ctx, s.rdb, []string{s.KeysOf(product).Counter}, gen, delta).Int64Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("reserve: adjust the counter of product %d: %w", product, err)
 	}
-	return v, v >= 0, nil
+	if len(v) != 2 {
+		return 0, false, fmt.Errorf("reserve: adjust the counter of product %d: the script answered %v", product, v)
+	}
+	return v[1], v[0] == 1, nil
 }
 
 // PendingRecords returns the request IDs of a product's records that are

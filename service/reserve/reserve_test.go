@@ -99,6 +99,9 @@ func TestReserve(t *testing.T) {
 	if err := s.Retire(ctx, product, 4); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, ok, err := s.Find(ctx, "r-1"); err != nil || ok {
+		t.Errorf("Find(r-1) after the reset = %v, %v; want the index forgotten with the records", ok, err)
+	}
 	if res := reserveOK(t, s, r("u-9", 1, "r-9")); res.Verdict != reserve.NotLoaded {
 		t.Errorf("a purchase in generation 4 after the reset to 5: %+v; want NotLoaded", res)
 	}
@@ -124,6 +127,14 @@ func TestReserve(t *testing.T) {
 	if res := reserveOK(t, s, newer); res.Verdict != reserve.NotLoaded {
 		t.Errorf("a purchase in generation 6 from a counter of generation 5: %+v; want NotLoaded", res)
 	}
+	// A reset's retirement that comes after an instance loaded the new
+	// generation leaves that counter alone.
+	if err := s.Retire(ctx, product, 5); err != nil {
+		t.Fatal(err)
+	}
+	if l := load(t, s, product, 99, 5, nil); l.Loaded || l.Stock != 3 {
+		t.Errorf("the counter of generation 5 after a late retirement to 5 = %+v; want it kept, 3 left", l)
+	}
 	// The database's word goes: a database recreated under this Redis
 	// (its generation back at 1) replaces the counter of generation 5.
 	if l := load(t, s, product, 7, 1, nil); !l.Loaded || l.Stock != 7 || l.Generation != 1 || l.Before != 5 {
@@ -135,8 +146,9 @@ func TestReserve(t *testing.T) {
 // wait in the stream (Redis lost the key, or it was never there on this
 // node) is derived again from the database's stock less what those
 // reservations took, read or not read by a writer; the units of each buyer
-// likewise. Written ones (acknowledged) and other products' or other
-// generations' count for nothing.
+// likewise. Written ones (acknowledged or not yet), refused ones (their
+// units given back) and other products' or other generations' count for
+// nothing.
 func TestLoadCountsWaitingReservations(t *testing.T) {
 	s, ctx := newStore(t)
 	const product, other = 5, 21 // one bucket
@@ -161,18 +173,32 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 	if err := s.Ack(ctx, read[:1]); err != nil {
 		t.Fatal(err)
 	}
-	buy(product, "u-2", "r-4", 1) // not read
+	buy(product, "u-2", "r-4", 1) // read below, not written
+	buy(product, "u-6", "r-6", 1) // read below, refused
 	rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
+	// The database wrote r-1: 8 left, u-1 holds 2. It also wrote r-2
+	// (not acknowledged yet): 5 left, u-2 holds 3; and it refused r-6.
+	rd, err := s.Read(ctx, "w2", 10, 0)
+	if err != nil || len(rd) != 2 {
+		t.Fatalf("Read = %d, %v", len(rd), err)
+	}
+	if err := s.Fail(ctx, rd[1], "limit_exceeded"); err != nil {
+		t.Fatal(err)
+	}
 	if err := rdb.Del(ctx, s.KeysOf(product).Counter, s.KeysOf(product).Units).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The database wrote r-1: 8 left, u-1 holds 2.
-	l := load(t, s, product, 8, 1, map[string]int64{"u-1": 2})
-	if want := (reserve.Loaded{Loaded: true, Stock: 4, Generation: 1, Waiting: 2, Taken: 4, Before: -1}); l != want {
+	l, err := s.Load(ctx, product, 5, 1, map[string]int64{"u-1": 2, "u-2": 3},
+		[]reserve.Written{{RequestID: "r-1", Record: reserve.Record{Quantity: 2, Left: 8, User: "u-1"}},
+			{RequestID: "r-2", Record: reserve.Record{Quantity: 3, Left: 5, User: "u-2"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (reserve.Loaded{Loaded: true, Stock: 4, Generation: 1, Waiting: 1, Taken: 1, Before: -1}); l != want {
 		t.Errorf("Load after the counter was lost = %+v; want %+v", l, want)
 	}
 	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-2", Quantity: 1, RequestID: "r-5", Limit: 4, Generation: 1}); res.Verdict != reserve.OverLimit || res.Units != 4 {
-		t.Errorf("u-2, holding 4 in waiting reservations, for 1 more under a limit of 4: %+v; want OverLimit holding 4", res)
+		t.Errorf("u-2, holding 3 written and 1 waiting, for 1 more under a limit of 4: %+v; want OverLimit holding 4", res)
 	}
 	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-2", Quantity: 1, RequestID: "r-2", Generation: 1}); res.Verdict != reserve.Seen {
 		t.Errorf("r-2 again after the load: %+v; want Seen: the records of the generation stay", res)
