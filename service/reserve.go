@@ -238,49 +238,55 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 	return 0, ErrUnavailable.because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
 }
 
-// loadMarked loads a product marked as selling under reserve into Redis,
-// under its row lock, and returns its generation; a product not marked
-// (never moved, or reset since) it marks, and returns with marked false:
-// the mark is committed before anything is loaded.
+// loadMarked moves a product into Redis and returns its generation.
+//
+// A product not marked (never moved, or reset since) is marked as selling
+// under reserve and as loaded in one transaction under its row lock, which
+// also reads its stock, its buyers' units and its orders' request IDs; the
+// counter is loaded after the COMMIT: a counter never exists for a product
+// the other strategies may still sell, nothing of this generation can be
+// written before its counter exists, and a load that fails leaves the mark
+// saying "loaded", so that the next one, under the lock, counts what may be
+// waiting. That load keeps a counter of a newer generation (a reset since):
+// marked is then false, and the caller looks again.
+//
+// A product marked already has its counter loaded under its row lock,
+// where the database's word goes (a counter Redis lost, or one of a
+// generation the database does not know).
 func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked bool, err error) {
+	var (
+		p       model.Product
+		first   bool
+		units   map[string]int64
+		written []reserve.Written
+	)
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var p model.Product
 		err := forUpdate(tx).Take(&p, id).Error
 		switch {
 		case errors.Is(err, gorm.ErrRecordNotFound):
 			return notFound(id)
 		case err != nil:
 			return fmt.Errorf("lock product %d: %w", id, err)
-		case !p.Reserve:
-			if err := tx.Model(&p).Update("reserve", true).Error; err != nil {
+		}
+		if units, written, err = ordersOf(tx, id); err != nil {
+			return err
+		}
+		if !p.Reserve {
+			first = true
+			err := tx.Model(&p).Updates(map[string]any{"reserve": true, "reserve_loaded": true}).Error
+			if err != nil {
 				return fmt.Errorf("mark product %d as selling under reserve: %w", id, err)
 			}
 			return nil
 		}
-		var orders []model.Order
-		if err := tx.Select("user_id", "quantity", "request_id", "remaining_stock").
-			Where("product_id = ?", id).Find(&orders).Error; err != nil {
-			return fmt.Errorf("read the orders of product %d: %w", id, err)
-		}
-		units := map[string]int64{}
-		var written []reserve.Written
-		for _, o := range orders {
-			units[string(o.UserID)] += o.Quantity
-			if o.RequestID != nil {
-				written = append(written, reserve.Written{RequestID: string(*o.RequestID),
-					Record: reserve.Record{Quantity: o.Quantity, Left: o.RemainingStock, User: string(o.UserID)}})
-			}
-		}
-		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, !p.ReserveLoaded)
+		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, !p.ReserveLoaded, true)
 		if err != nil {
 			return err
 		}
-		gen, marked = p.Generation, true
 		switch {
 		case l.Generation != p.Generation:
 			return fmt.Errorf("load product %d into Redis: the counter is of generation %d, the database's %d", id, l.Generation, p.Generation)
 		case !p.ReserveLoaded:
-			// The generation's first load.
 			if err := tx.Model(&p).Update("reserve_loaded", true).Error; err != nil {
 				return fmt.Errorf("mark product %d as loaded into Redis: %w", id, err)
 			}
@@ -297,12 +303,42 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				"product", id, "generation", p.Generation, "database_stock", p.Stock,
 				"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
 		}
-		if l.Stock >= 0 && marked {
-			s.cache.Saw(id, l.Stock, gen)
-		}
+		gen, marked = p.Generation, true
+		s.cache.Saw(id, l.Stock, gen)
 		return nil
 	})
-	return gen, marked, err
+	if err != nil || !first {
+		return gen, marked, err
+	}
+	l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, true, false)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case l.Generation != p.Generation:
+		return 0, false, nil // a reset since, or a counter the database does not know: look again, under the lock
+	}
+	s.cache.Saw(id, l.Stock, p.Generation)
+	return p.Generation, true, nil
+}
+
+// ordersOf reads what the product's orders give its counter: each buyer's
+// units and the records of their request IDs.
+func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error) {
+	var orders []model.Order
+	if err := tx.Select("user_id", "quantity", "request_id", "remaining_stock").
+		Where("product_id = ?", id).Find(&orders).Error; err != nil {
+		return nil, nil, fmt.Errorf("read the orders of product %d: %w", id, err)
+	}
+	units := map[string]int64{}
+	var written []reserve.Written
+	for _, o := range orders {
+		units[string(o.UserID)] += o.Quantity
+		if o.RequestID != nil {
+			written = append(written, reserve.Written{RequestID: string(*o.RequestID),
+				Record: reserve.Record{Quantity: o.Quantity, Left: o.RemainingStock, User: string(o.UserID)}})
+		}
+	}
+	return units, written, nil
 }
 
 // Reservation is one reservation of the reserve strategy, as its stream

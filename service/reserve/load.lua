@@ -1,15 +1,17 @@
 -- Load a product's counter for a generation, from the database: its stock
 -- and its buyers' units, as read under the product's row lock, less what
 -- the reservations of that generation still waiting in the stream took
--- (they are not in the database yet). The caller holds the row lock, so
--- the generation it gives is the database's, and the database's word
--- goes: a counter of this generation with stock is kept as it is (another
--- instance loaded it first, and reservations may have taken units since);
--- one of any other generation is replaced, and its generation's records go
--- with it (an older one: a reset whose retirement did not reach Redis; a
--- newer one: a database restored or recreated under a Redis that kept its
--- keys); a counter that is not there at all (Redis lost it, or never had
--- it) keeps the records it finds.
+-- (they are not in the database yet). A counter of this generation with
+-- stock is kept as it is (another instance loaded it first, and
+-- reservations may have taken units since). When the caller holds the row
+-- lock, the generation it gives is the database's, and the database's
+-- word goes: one of any other generation is replaced, and its generation's
+-- records go with it (an older one: a reset whose retirement did not reach
+-- Redis; a newer one: a database restored or recreated under a Redis that
+-- kept its keys). A first load made after its COMMIT, without the lock,
+-- replaces only an older one: a newer one comes from a reset since. A
+-- counter that is not there at all (Redis lost it, or never had it) keeps
+-- the records it finds.
 --
 -- The database's orders of the generation come with their request IDs:
 -- each gets a record unless it has one (a counter lost alone keeps its
@@ -22,7 +24,9 @@
 -- bucket's index of request IDs
 -- ARGV    the stock, the generation, the product, the writers' group (""
 --         when no reservation of the generation can be waiting: its first
---         load, whose scan of the stream would find none), the
+--         load, whose scan of the stream would find none), "1" when the
+--         caller holds the row lock (else a counter of a newer generation,
+--         loaded after a reset, is kept), the
 --         number n of buyers, then n pairs of a buyer and the units the
 --         database's orders give them, then pairs of a request ID and its
 --         record
@@ -33,8 +37,8 @@
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
 local stock = redis.call('HGET', KEYS[1], 'stock')
 local want = tonumber(ARGV[2])
-if gen == want and stock then
-  return {0, tonumber(stock), gen, 0, 0, gen}
+if (gen == want and stock) or (gen > want and ARGV[5] ~= '1') then
+  return {0, tonumber(stock or '0'), gen, 0, 0, gen}
 end
 
 -- The reservations of this product and generation that no writer has
@@ -42,12 +46,12 @@ end
 -- the group's last delivered entry (none read yet; all of them when the
 -- group is not there).
 local product, units, taken, found = ARGV[3], {}, 0, 0
-local n = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
 -- The request IDs the database has orders of: an entry of one was written
 -- (and not yet acknowledged), and took nothing the database's stock does
 -- not say.
 local written = {}
-for i = 6 + 2 * n, #ARGV, 2 do
+for i = 7 + 2 * n, #ARGV, 2 do
   written[ARGV[i]] = true
 end
 local function count(fields)
@@ -92,13 +96,13 @@ if gen >= 0 then
   end
   redis.call('DEL', KEYS[3])
 end
-for i = 6, 5 + 2 * n, 2 do
+for i = 7, 6 + 2 * n, 2 do
   units[ARGV[i]] = (units[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
 end
 for u, q in pairs(units) do
   redis.call('HSET', KEYS[2], u, q)
 end
-for i = 6 + 2 * n, #ARGV, 2 do
+for i = 7 + 2 * n, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[5], ARGV[i], product)
   end

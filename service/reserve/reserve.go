@@ -310,19 +310,25 @@ type Written struct {
 // generation), less what the generation's reservations still in the
 // stream took, unless the counter holds that generation already; the
 // orders written give their request IDs records where there are none.
-// Call it under the product's row lock, with the generation read under
-// it: no writer commits and no reset happens meanwhile, and a counter of
-// any other generation is replaced. first says it is the generation's
-// first load: no reservation of it can be in the stream, and the stream
-// (which may hold a long backlog of other products') is not scanned.
-func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written, first bool) (Loaded, error) {
+// locked says the caller holds the product's row lock, with the
+// generation read under it: no writer commits and no reset happens
+// meanwhile, and a counter of any other generation is replaced; without
+// it (a first load after its COMMIT), a counter of a newer generation (a
+// reset since) is kept. first says it is the generation's first load: no
+// reservation of it can be in the stream, and the stream (which may hold a
+// long backlog of other products') is not scanned.
+func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written, first, locked bool) (Loaded, error) {
 	k := s.KeysOf(product)
-	args := make([]any, 0, 5+2*len(units)+2*len(written))
+	args := make([]any, 0, 6+2*len(units)+2*len(written))
 	group := Group
 	if first {
 		group = "" // nothing of the generation can be waiting: no scan
 	}
-	args = append(args, stock, gen, product, group, len(units))
+	lock := "0"
+	if locked {
+		lock = "1"
+	}
+	args = append(args, stock, gen, product, group, lock, len(units))
 	for u, n := range units {
 		args = append(args, u, n)
 	}

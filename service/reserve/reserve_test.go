@@ -30,7 +30,7 @@ func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result
 // load loads a product's counter and fails the test on an error.
 func load(t *testing.T, s *reserve.Store, product, stock, gen int64, units map[string]int64) reserve.Loaded {
 	t.Helper()
-	l, err := s.Load(t.Context(), product, stock, gen, units, nil, false)
+	l, err := s.Load(t.Context(), product, stock, gen, units, nil, false, true)
 	if err != nil {
 		t.Fatalf("Load(product %d, %d, gen %d) = %v", product, stock, gen, err)
 	}
@@ -190,7 +190,7 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 	}
 	l, err := s.Load(ctx, product, 5, 1, map[string]int64{"u-1": 2, "u-2": 3},
 		[]reserve.Written{{RequestID: "r-1", Record: reserve.Record{Quantity: 2, Left: 8, User: "u-1"}},
-			{RequestID: "r-2", Record: reserve.Record{Quantity: 3, Left: 5, User: "u-2"}}}, false)
+			{RequestID: "r-2", Record: reserve.Record{Quantity: 3, Left: 5, User: "u-2"}}}, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
