@@ -92,12 +92,9 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		return s.db.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
 			// The product's row first, as every purchase takes it first, then
 			// its orders and units: the same order of locks, no deadlock.
-			err := forUpdate(tx).Take(&p, id).Error
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return notFound(id)
-			}
-			if err != nil {
-				return fmt.Errorf("lock product %d: %w", id, err)
+			var err error
+			if p, err = lockProduct(tx, id); err != nil {
+				return err
 			}
 			// The fence moves on: a lock holder from before the reset writes
 			// nothing into the new sale (it gets ErrLockLost).
@@ -148,6 +145,20 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		}
 	}
 	s.cache.Announce(ctx, id, stock, p.Generation)
+	return p, nil
+}
+
+// lockProduct reads product id under its row lock (SELECT ... FOR
+// UPDATE) in transaction tx: a *Error product_not_found when there is none.
+func lockProduct(tx *gorm.DB, id int64) (model.Product, error) {
+	var p model.Product
+	err := forUpdate(tx).Take(&p, id).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return p, notFound(id)
+	case err != nil:
+		return p, fmt.Errorf("lock product %d: %w", id, err)
+	}
 	return p, nil
 }
 

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -43,13 +42,10 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var p model.Product
-		err := forUpdate(tx).Take(&p, id).Error
+		p, err := lockProduct(tx, id)
 		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
-			return notFound(id)
 		case err != nil:
-			return fmt.Errorf("lock product %d: %w", id, err)
+			return err
 		case !p.Reserve || !p.ReserveLoaded:
 			return nil
 		}

@@ -261,12 +261,9 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		written []reserve.Written
 	)
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := forUpdate(tx).Take(&p, id).Error
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
-			return notFound(id)
-		case err != nil:
-			return fmt.Errorf("lock product %d: %w", id, err)
+		var err error
+		if p, err = lockProduct(tx, id); err != nil {
+			return err
 		}
 		if units, written, err = ordersOf(tx, id); err != nil {
 			return err
