@@ -111,7 +111,11 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		}
 		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
 		if err != nil {
-			b.AnswerAll(reserveAnswer{err: s.scriptErr(ps[0], err)})
+			out := make([]reserveAnswer, len(ps))
+			for i, p := range ps {
+				out[i] = reserveAnswer{err: s.scriptErr(p, err)}
+			}
+			b.Answer(out)
 			return
 		}
 		if rs[0].Verdict == reserve.NotLoaded {
@@ -148,7 +152,7 @@ func (s *Seckill) scriptErr(p Purchase, err error) error {
 		// nothing of the try before it.)
 		return ErrUnavailable.because(err)
 	}
-	return ErrOutcomeUnknown.because(err)
+	return outcomeUnknown(p, err)
 }
 
 // neverSent says err is a failure to connect: the command was never sent.
