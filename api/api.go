@@ -32,6 +32,18 @@ type Order struct {
 	RequestID      *string `json:"request_id"`
 	Strategy       string  `json:"strategy"`
 	RemainingStock int64   `json:"remaining_stock"`
+	// Status is unpaid, paid, cancelled or expired; ExpiresAt (RFC 3339,
+	// UTC) is there only while the order is unpaid.
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Orders is a page of a product's orders, oldest first (GET
+// /api/v1/products/{id}/orders); Next, absent on the last page, is the
+// after= of the next one.
+type Orders struct {
+	Orders []Order `json:"orders"`
+	Next   string  `json:"next,omitempty"`
 }
 
 // Reservation is the contract's reservation: the answer 202 of a purchase

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/api"
 )
@@ -14,6 +15,7 @@ import (
 // contract filled in with a value).
 func TestShapes(t *testing.T) {
 	rid := "r-7"
+	expires := time.Date(2026, 11, 27, 10, 15, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
 		v    any
@@ -21,10 +23,13 @@ func TestShapes(t *testing.T) {
 	}{
 		{"product", api.Product{ID: 1, Name: "phone", Stock: 97, InitialStock: 100},
 			`{"id": 1, "name": "phone", "stock": 97, "initial_stock": 100}`},
-		{"order", api.Order{OrderID: 7, ProductID: 1, UserID: "u-42", Quantity: 1, RequestID: &rid, Strategy: "redlock", RemainingStock: 96},
-			`{"order_id": 7, "product_id": 1, "user_id": "u-42", "quantity": 1, "request_id": "r-7", "strategy": "redlock", "remaining_stock": 96}`},
-		{"order without request_id", api.Order{OrderID: 7, ProductID: 1, UserID: "u-42", Quantity: 1, Strategy: "redlock", RemainingStock: 96},
-			`{"order_id": 7, "product_id": 1, "user_id": "u-42", "quantity": 1, "request_id": null, "strategy": "redlock", "remaining_stock": 96}`},
+		{"order", api.Order{OrderID: 7, ProductID: 1, UserID: "u-42", Quantity: 1, RequestID: &rid, Strategy: "redlock", RemainingStock: 96,
+			Status: "unpaid", ExpiresAt: &expires},
+			`{"order_id": 7, "product_id": 1, "user_id": "u-42", "quantity": 1, "request_id": "r-7", "strategy": "redlock", "remaining_stock": 96, "status": "unpaid", "expires_at": "2026-11-27T10:15:00Z"}`},
+		{"order without request_id", api.Order{OrderID: 7, ProductID: 1, UserID: "u-42", Quantity: 1, Strategy: "redlock", RemainingStock: 96, Status: "paid"},
+			`{"order_id": 7, "product_id": 1, "user_id": "u-42", "quantity": 1, "request_id": null, "strategy": "redlock", "remaining_stock": 96, "status": "paid"}`},
+		{"reservation", api.Reservation{RequestID: "r-7", ProductID: 1, UserID: "u-42", Quantity: 1, Strategy: "reserve", Status: "pending", RemainingStock: 96},
+			`{"request_id": "r-7", "product_id": 1, "user_id": "u-42", "quantity": 1, "strategy": "reserve", "status": "pending", "remaining_stock": 96}`},
 		{"audit", api.Audit{ProductID: 1, InitialStock: 100, Stock: 0, Orders: 100, UnitsSold: 100, OversoldUnits: 0, Consistent: true},
 			`{"product_id": 1, "initial_stock": 100, "stock": 0, "orders": 100, "units_sold": 100, "oversold_units": 0, "consistent": true}`},
 		{"strategy", api.Strategy{Name: "redlock", Description: "Redlock", Safe: true},

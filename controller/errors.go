@@ -32,7 +32,7 @@ func statusOf(code service.Code) int {
 		return http.StatusUnauthorized
 	case codeOverrideDisabled:
 		return http.StatusForbidden
-	case service.CodeNotFound, service.CodePurchaseNotFound, codeRouteNotFound:
+	case service.CodeNotFound, service.CodePurchaseNotFound, service.CodeOrderNotFound, codeRouteNotFound:
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed

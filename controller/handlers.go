@@ -25,7 +25,11 @@ func toProduct(p model.Product) api.Product {
 
 func toOrder(o model.Order) api.Order {
 	out := api.Order{OrderID: o.ID, ProductID: o.ProductID, UserID: string(o.UserID), Quantity: o.Quantity,
-		Strategy: o.Strategy, RemainingStock: o.RemainingStock}
+		Strategy: o.Strategy, RemainingStock: o.RemainingStock, Status: o.Status}
+	if o.ExpiresAt != nil && o.Status == model.StatusUnpaid {
+		at := o.ExpiresAt.UTC()
+		out.ExpiresAt = &at
+	}
 	if o.RequestID != nil {
 		rid := string(*o.RequestID)
 		out.RequestID = &rid

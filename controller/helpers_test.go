@@ -19,7 +19,7 @@ type (
 // The fields of the contract's shapes, sorted.
 var (
 	productKeys = []string{"id", "initial_stock", "name", "stock"}
-	orderKeys   = []string{"order_id", "product_id", "quantity", "remaining_stock", "request_id", "strategy", "user_id"}
+	orderKeys   = []string{"order_id", "product_id", "quantity", "remaining_stock", "request_id", "status", "strategy", "user_id"}
 	auditKeys   = []string{"consistent", "initial_stock", "orders", "oversold_units", "product_id", "stock", "units_sold"}
 )
 

@@ -102,6 +102,10 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	// purchases need: an admin's.
 	v1.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
 	v1.GET("/purchases/:request_id", handlePurchaseState(svc, log))
+	// An order to its buyer (?user_id=) or to the admin; a product's
+	// orders to the admin.
+	v1.GET("/orders/:id", handleOrder(svc, log, func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }))
+	v1.GET("/products/:id/orders", requireToken(log, opts.AdminToken), handleOrders(svc, log))
 
 	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))

@@ -71,8 +71,21 @@ type Order struct {
 	// RemainingStock is the product's stock right after this order, kept
 	// so that a replayed request answers with the first order as it was.
 	RemainingStock int64 `gorm:"not null"`
-	CreatedAt      time.Time
+	// Status is the order's state (StatusPaid, ...). Until orders wait for
+	// their payment (SECKILL_PAYMENT_TIMEOUT), every order is written paid.
+	Status string `gorm:"size:9;not null;default:paid"`
+	// ExpiresAt is when an unpaid order expires; nil for any other.
+	ExpiresAt *time.Time
+	CreatedAt time.Time
 }
+
+// The states of an order.
+const (
+	StatusUnpaid    = "unpaid"
+	StatusPaid      = "paid"
+	StatusCancelled = "cancelled"
+	StatusExpired   = "expired"
+)
 
 // UserUnits is how many units of a product one user holds. The per-user
 // limit is checked and raised on this row, under its row lock, in the

@@ -30,6 +30,9 @@ const (
 	// CodePurchaseNotFound: no order (and, under reserve, no reservation)
 	// carries the request ID.
 	CodePurchaseNotFound Code = "purchase_not_found"
+	// CodeOrderNotFound: no order has that ID, or it is another user's
+	// (an order ID alone reveals nothing).
+	CodeOrderNotFound Code = "order_not_found"
 	// CodeOutcomeUnknown: a COMMIT was sent and what became of it could not
 	// be looked up; a replay of the request ID answers the truth.
 	CodeOutcomeUnknown Code = "outcome_unknown"

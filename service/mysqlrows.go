@@ -96,5 +96,13 @@ func scanOrder(vs []driver.Value) (model.Order, error) {
 		return o, fmt.Errorf("created_at: a value of type %T, not a time (parseTime)", vs[7])
 	}
 	o.CreatedAt = created
+	o.Status = asString(vs[8])
+	if vs[9] != nil {
+		expires, isTime := vs[9].(time.Time)
+		if !isTime {
+			return o, fmt.Errorf("expires_at: a value of type %T, not a time (parseTime)", vs[9])
+		}
+		o.ExpiresAt = &expires
+	}
 	return o, nil
 }

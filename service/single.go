@@ -36,6 +36,7 @@ func newOrder(p Purchase, strategy string, left int64) model.Order {
 		Quantity:       p.Quantity,
 		Strategy:       strategy,
 		RemainingStock: left,
+		Status:         model.StatusPaid,
 	}
 	if p.RequestID != "" {
 		rid := model.BinaryString(p.RequestID)

@@ -48,7 +48,7 @@ const (
 	stmtProductForUpdate = "SELECT stock, fence, generation, reserve FROM products WHERE id = ? FOR UPDATE"
 	// stmtUsedRequestIDs reads the orders made with a list of request IDs
 	// (orderColumns). Args: the request IDs.
-	stmtUsedRequestIDs = "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at " +
+	stmtUsedRequestIDs = "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at " +
 		"FROM orders WHERE request_id IN "
 	// stmtUnitsHeld reads the units of a product that a list of users
 	// hold. Args: product ID, then the users.
@@ -74,7 +74,7 @@ const (
 )
 
 // orderColumns are the columns stmtUsedRequestIDs reads, in its order.
-var orderColumns = [...]string{"id", "product_id", "user_id", "quantity", "request_id", "strategy", "remaining_stock", "created_at"}
+var orderColumns = [...]string{"id", "product_id", "user_id", "quantity", "request_id", "strategy", "remaining_stock", "created_at", "status", "expires_at"}
 
 // unitsSQL is stmtUnitsHeld for n users: a locking read when locking (see
 // saleConfig.lockingReads and sqlSales.unitsHeld).
