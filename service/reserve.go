@@ -198,7 +198,7 @@ func refusal(requestID string, code Code) *Error {
 	case CodeRequestIDReused:
 		why = "the database holds an order of another purchase with this request_id"
 	default:
-		why = "it could not be written"
+		why = "the database would not write it, and it was moved to the dead letters"
 	}
 	return errorf(code, "the reservation of request_id %q was refused: %s; its units went back on sale", requestID, why)
 }
@@ -221,13 +221,10 @@ func (s *Seckill) loadReserve(ctx context.Context, id int64) (int64, error) {
 	return v.(int64), nil
 }
 
-// moveToReserve marks the product as selling under reserve in its
-// generation, then, under its row lock, loads its counter in Redis from
-// the database (reserve.Store.Load): the stock, each buyer's units and the
-// request IDs of its orders (sold under another strategy since the reset,
-// or written before Redis lost the counter). It returns the generation.
-// The mark is committed before the load: a counter is never loaded for a
-// product the other strategies may still sell.
+// moveToReserve moves the product into Redis (loadMarked) and returns its
+// generation: its counter loaded from the database's stock, each buyer's
+// units and the request IDs of its orders (sold under another strategy
+// since the reset, or written before Redis lost the counter).
 func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 	for range maxAttempts {
 		gen, marked, err := s.loadMarked(ctx, id)
@@ -237,7 +234,7 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 		if marked {
 			return gen, nil
 		}
-		// Marked just now, committed: load it.
+		// A counter of a newer generation (a reset since): look again.
 	}
 	return 0, ErrUnavailable.because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
 }

@@ -170,7 +170,7 @@ func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) erro
 		if e.Bad != nil {
 			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
 				"stream", e.Stream, "id", e.ID, "err", e.Bad)
-			if err := s.reserve.Dead(ctx, e, string(CodeInternal), e.Bad.Error()); err != nil {
+			if err := s.reserve.Dead(ctx, e, string(CodeUnavailable), e.Bad.Error()); err != nil {
 				return err
 			}
 			s.metrics.reserveDead.Inc()
@@ -238,7 +238,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		w.forget(e.ID)
 		s.log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
 			"request_id", e.RequestID, "product", e.Product, "attempts", writerMaxFailures, "err", err)
-		if err := s.reserve.Dead(ctx, e, string(CodeInternal), err.Error()); err != nil {
+		if err := s.reserve.Dead(ctx, e, string(CodeUnavailable), err.Error()); err != nil {
 			return err
 		}
 		s.metrics.reserveDead.Inc()
