@@ -90,6 +90,7 @@ type Audit struct {
 	Stock         int64 `json:"stock"`
 	Orders        int64 `json:"orders"`
 	UnitsSold     int64 `json:"units_sold"`
+	UnitsReturned int64 `json:"units_returned"`
 	OversoldUnits int64 `json:"oversold_units"`
 	Consistent    bool  `json:"consistent"`
 }
@@ -111,6 +112,12 @@ type Purchase struct {
 	UserID    string `json:"user_id"`
 	Quantity  int64  `json:"quantity"`
 	RequestID string `json:"request_id,omitempty"`
+}
+
+// OrderAction is the body of POST /api/v1/orders/{id}/pay and .../cancel:
+// the order's buyer, its only identity.
+type OrderAction struct {
+	UserID string `json:"user_id"`
 }
 
 // NewProduct is the body of POST /api/v1/admin/products; both fields are

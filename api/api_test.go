@@ -31,7 +31,7 @@ func TestShapes(t *testing.T) {
 		{"reservation", api.Reservation{RequestID: "r-7", ProductID: 1, UserID: "u-42", Quantity: 1, Strategy: "reserve", Status: "pending", RemainingStock: 96},
 			`{"request_id": "r-7", "product_id": 1, "user_id": "u-42", "quantity": 1, "strategy": "reserve", "status": "pending", "remaining_stock": 96}`},
 		{"audit", api.Audit{ProductID: 1, InitialStock: 100, Stock: 0, Orders: 100, UnitsSold: 100, OversoldUnits: 0, Consistent: true},
-			`{"product_id": 1, "initial_stock": 100, "stock": 0, "orders": 100, "units_sold": 100, "oversold_units": 0, "consistent": true}`},
+			`{"product_id": 1, "initial_stock": 100, "stock": 0, "orders": 100, "units_sold": 100, "units_returned": 0, "oversold_units": 0, "consistent": true}`},
 		{"strategy", api.Strategy{Name: "redlock", Description: "Redlock", Safe: true},
 			`{"name": "redlock", "description": "Redlock", "safe": true}`},
 		{"purchase", api.Purchase{UserID: "u-42", Quantity: 1, RequestID: "r-7"},

@@ -3,14 +3,19 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 )
 
 // HistoryLine is one line of a history, as the driver's -history writes it
 // and -check reads it (any client may write one): a stock line (Stock set:
-// the product's stock at TimeNS, with no purchase of it in flight) or a
-// purchase. Its JSON is one of the two shapes the contract gives.
+// the product's stock at TimeNS, with no purchase of it in flight), a
+// purchase, or a return (Op OpCancel: a buyer's cancel of an order). Its
+// JSON is one of the three shapes the contract gives.
 type HistoryLine struct {
+	// Op is "" for a stock line or a purchase (which may say
+	// OpPurchase), OpCancel for a cancel.
+	Op      string
 	Product int64
 	// Stock and TimeNS make a stock line.
 	Stock  *int64
@@ -19,7 +24,8 @@ type HistoryLine struct {
 	// answer was read (nanoseconds since the Unix epoch), the status (0:
 	// no answer came) and the error code; RemainingStock on 200, 201 and
 	// 202 (a reservation under reserve: its units taken, its order written
-	// later), OrderID on 200 and 201 only.
+	// later), OrderID on 200 and 201 only. A cancel has its order's
+	// OrderID and Quantity, its times, status and code.
 	UserID         string
 	RequestID      string
 	Quantity       int64
@@ -30,14 +36,33 @@ type HistoryLine struct {
 	OrderID        *int64
 }
 
-// historyStock and historyPurchase are the two shapes of a line.
+// The ops of a history line.
+const (
+	OpPurchase = "purchase"
+	OpCancel   = "cancel"
+)
+
+// historyStock, historyPurchase and historyCancel are the three shapes of
+// a line.
 type historyStock struct {
 	Product int64 `json:"product"`
 	Stock   int64 `json:"stock"`
 	TimeNS  int64 `json:"time_ns"`
 }
 
+type historyCancel struct {
+	Op       string `json:"op"`
+	Product  int64  `json:"product"`
+	OrderID  int64  `json:"order_id"`
+	Quantity int64  `json:"quantity"`
+	StartNS  int64  `json:"start_ns"`
+	EndNS    int64  `json:"end_ns"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+}
+
 type historyPurchase struct {
+	Op             string `json:"op,omitempty"`
 	Product        int64  `json:"product"`
 	UserID         string `json:"user_id"`
 	RequestID      string `json:"request_id"`
@@ -53,8 +78,9 @@ type historyPurchase struct {
 // MarshalJSON writes the line in the contract's shape.
 func (l HistoryLine) MarshalJSON() ([]byte, error) { return l.AppendJSON(nil), nil }
 
-// UnmarshalJSON reads either shape: a line with a "stock" key is a stock
-// line. An unknown key is an error.
+// UnmarshalJSON reads any of the shapes: a line with a "stock" key is a
+// stock line, one whose "op" is "cancel" a cancel, any other a purchase
+// ("op" absent or "purchase"). An unknown key or op is an error.
 func (l *HistoryLine) UnmarshalJSON(data []byte) error {
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(data, &keys); err != nil {
@@ -68,9 +94,21 @@ func (l *HistoryLine) UnmarshalJSON(data []byte) error {
 		*l = HistoryLine{Product: s.Product, Stock: &s.Stock, TimeNS: s.TimeNS}
 		return nil
 	}
+	if op, ok := keys["op"]; ok && string(bytes.TrimSpace(op)) == `"`+OpCancel+`"` {
+		var c historyCancel
+		if err := strictUnmarshal(data, &c); err != nil {
+			return err
+		}
+		*l = HistoryLine{Op: OpCancel, Product: c.Product, OrderID: &c.OrderID, Quantity: c.Quantity,
+			StartNS: c.StartNS, EndNS: c.EndNS, Status: c.Status, Code: c.Code}
+		return nil
+	}
 	var p historyPurchase
 	if err := strictUnmarshal(data, &p); err != nil {
 		return err
+	}
+	if p.Op != "" && p.Op != OpPurchase {
+		return fmt.Errorf("op %q is neither purchase nor cancel", p.Op)
 	}
 	*l = HistoryLine{Product: p.Product, UserID: p.UserID, RequestID: p.RequestID, Quantity: p.Quantity,
 		StartNS: p.StartNS, EndNS: p.EndNS, Status: p.Status, Code: p.Code,
@@ -84,8 +122,13 @@ func strictUnmarshal(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// Cancel says the line is a cancel.
+func (l HistoryLine) Cancel() bool { return l.Op == OpCancel }
+
 // Succeeded says the purchase took its units: 200, 201, or 202 (a
-// reservation under reserve, whose order is written later).
+// reservation under reserve, whose order is written later); of a cancel,
+// that it was answered 200 (its order is cancelled: its units came back,
+// unless an earlier cancel of the order returned them).
 func (l HistoryLine) Succeeded() bool { return l.Status == 200 || l.Status == 201 || l.Status == 202 }
 
 // Ordered says the answer carried an order: 200 or 201 (a 202 carries a
@@ -105,6 +148,27 @@ func (l HistoryLine) SoldOut() bool { return l.Status == 409 && l.Code == "sold_
 // encoding/json writes it, without reflection: the driver's workers write
 // one line per answer.
 func (l HistoryLine) AppendJSON(b []byte) []byte {
+	if l.Cancel() {
+		b = append(b, `{"op":"cancel","product":`...)
+		b = strconv.AppendInt(b, l.Product, 10)
+		b = append(b, `,"order_id":`...)
+		if l.OrderID != nil {
+			b = strconv.AppendInt(b, *l.OrderID, 10)
+		} else {
+			b = append(b, '0')
+		}
+		b = append(b, `,"quantity":`...)
+		b = strconv.AppendInt(b, l.Quantity, 10)
+		b = append(b, `,"start_ns":`...)
+		b = strconv.AppendInt(b, l.StartNS, 10)
+		b = append(b, `,"end_ns":`...)
+		b = strconv.AppendInt(b, l.EndNS, 10)
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(l.Status), 10)
+		b = append(b, `,"code":`...)
+		b = appendString(b, l.Code)
+		return append(b, '}')
+	}
 	b = append(b, `{"product":`...)
 	b = strconv.AppendInt(b, l.Product, 10)
 	if l.Stock != nil {

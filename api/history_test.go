@@ -33,3 +33,36 @@ func TestAppendJSON(t *testing.T) {
 		t.Errorf("AppendJSON(a stock line) = %s; want %s", got, want)
 	}
 }
+
+// TestCancelLine: a cancel line is written in the contract's shape,
+// encoding/json's byte for byte, and reads back as itself; a purchase may
+// say "op": "purchase"; any other op is refused.
+func TestCancelLine(t *testing.T) {
+	id := int64(7)
+	l := HistoryLine{Op: OpCancel, Product: 1, OrderID: &id, Quantity: 2, StartNS: 10, EndNS: 20, Status: 409, Code: "order_paid"}
+	want, err := json.Marshal(historyCancel{Op: OpCancel, Product: 1, OrderID: 7, Quantity: 2, StartNS: 10, EndNS: 20, Status: 409, Code: "order_paid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.AppendJSON(nil)
+	if string(got) != string(want) {
+		t.Errorf("AppendJSON(a cancel) = %s; want %s", got, want)
+	}
+	var back HistoryLine
+	if err := json.Unmarshal(got, &back); err != nil || !back.Cancel() || back.OrderID == nil || *back.OrderID != 7 ||
+		back.Quantity != 2 || back.Status != 409 || back.Code != "order_paid" || back.EndNS != 20 {
+		t.Errorf("a cancel line reads back as %+v, %v; want %+v", back, err, l)
+	}
+	var p HistoryLine
+	if err := json.Unmarshal([]byte(`{"op":"purchase","product":1,"user_id":"u","request_id":"r","quantity":1,"start_ns":1,"end_ns":2,"status":409,"code":"sold_out"}`), &p); err != nil || p.Cancel() || p.UserID != "u" {
+		t.Errorf("a purchase line with op purchase reads as %+v, %v; want the purchase", p, err)
+	}
+	for _, bad := range []string{
+		`{"op":"refund","product":1,"user_id":"u","request_id":"r","quantity":1,"start_ns":1,"end_ns":2,"status":200,"code":""}`,
+		`{"op":"cancel","product":1,"order_id":7,"quantity":1,"start_ns":1,"end_ns":2,"status":200,"code":"","user_id":"u"}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &p); err == nil {
+			t.Errorf("Unmarshal(%s) = nil error; want one", bad)
+		}
+	}
+}

@@ -230,6 +230,32 @@ func (c *Client) PurchaseState(ctx context.Context, requestID string) (PurchaseS
 	return out, err
 }
 
+// Pay pays order id as its buyer user: the order, paid; a 409
+// order_closed (or any other refusal) is an *Error.
+func (c *Client) Pay(ctx context.Context, id int64, user string) (Order, error) {
+	var out Order
+	err := c.call(ctx, http.MethodPost, orderPath(id)+"/pay", api.OrderAction{UserID: user}, &out)
+	return out, err
+}
+
+// Cancel cancels order id as its buyer user, which puts its units back on
+// sale: the order, cancelled; a 409 order_paid or order_closed (or any
+// other refusal) is an *Error.
+func (c *Client) Cancel(ctx context.Context, id int64, user string) (Order, error) {
+	var out Order
+	err := c.call(ctx, http.MethodPost, orderPath(id)+"/cancel", api.OrderAction{UserID: user}, &out)
+	return out, err
+}
+
+// Order reads order id as its buyer user.
+func (c *Client) Order(ctx context.Context, id int64, user string) (Order, error) {
+	var out Order
+	err := c.call(ctx, http.MethodGet, orderPath(id)+"?user_id="+url.QueryEscape(user), nil, &out)
+	return out, err
+}
+
+func orderPath(id int64) string { return "/api/v1/orders/" + strconv.FormatInt(id, 10) }
+
 func productPath(id int64) string { return "/api/v1/products/" + strconv.FormatInt(id, 10) }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {

@@ -62,6 +62,10 @@ type Config struct {
 	// PerUserLimit is the most units one user may buy of one product; 0 is
 	// no limit (SECKILL_PER_USER_LIMIT).
 	PerUserLimit int
+	// PaymentTimeout is how long an order may stay unpaid before it
+	// expires and its units go back on sale; 0: orders are written paid
+	// and never expire (SECKILL_PAYMENT_TIMEOUT).
+	PaymentTimeout time.Duration
 	// Fencing makes the Redis locks' stock writes conditional on a fencing
 	// token (SECKILL_FENCING).
 	Fencing bool
@@ -108,6 +112,8 @@ const (
 	DefaultBatch = 100
 	// DefaultPerUserLimit is SECKILL_PER_USER_LIMIT's.
 	DefaultPerUserLimit = 1
+	// DefaultPaymentTimeout is SECKILL_PAYMENT_TIMEOUT's.
+	DefaultPaymentTimeout = 15 * time.Minute
 	// DefaultDrainDelay is SECKILL_DRAIN_DELAY's.
 	DefaultDrainDelay = 5 * time.Second
 	// DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's: seven instances
@@ -223,7 +229,8 @@ func (c *Config) loadAdmin(getenv func(string) string, demo bool) error {
 	return nil
 }
 
-// loadSale reads SECKILL_FENCING, SECKILL_BATCH and SECKILL_PER_USER_LIMIT.
+// loadSale reads SECKILL_FENCING, SECKILL_BATCH, SECKILL_PER_USER_LIMIT
+// and SECKILL_PAYMENT_TIMEOUT.
 func (c *Config) loadSale(getenv func(string) string) error {
 	var err error
 	if c.Fencing, err = boolean(getenv, "SECKILL_FENCING", true); err != nil {
@@ -245,6 +252,9 @@ func (c *Config) loadSale(getenv func(string) string) error {
 		c.PerUserLimit = n
 	} else {
 		c.PerUserLimit = DefaultPerUserLimit
+	}
+	if c.PaymentTimeout, err = duration(getenv, "SECKILL_PAYMENT_TIMEOUT", DefaultPaymentTimeout); err != nil {
+		return err
 	}
 	return nil
 }
@@ -300,6 +310,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("admin_token", "***"),
 		slog.Bool("strategy_override", c.StrategyOverride),
 		slog.Int("per_user_limit", c.PerUserLimit),
+		slog.Duration("payment_timeout", c.PaymentTimeout),
 		slog.Bool("fencing", c.Fencing),
 		slog.Int("batch", c.Batch),
 		slog.String("log_format", c.LogFormat),

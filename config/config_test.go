@@ -37,6 +37,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"LockWait", c.LockWait, 5 * time.Second},
 			{"StrategyOverride", c.StrategyOverride, demo},
 			{"PerUserLimit", c.PerUserLimit, 1},
+			{"PaymentTimeout", c.PaymentTimeout, 15 * time.Minute},
 			{"Fencing", c.Fencing, true},
 			{"Batch", c.Batch, 100},
 			{"AdminTokenGenerated", c.AdminTokenGenerated, true},
@@ -79,6 +80,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_ADMIN_TOKEN":       "s3cret-token",
 		"SECKILL_STRATEGY_OVERRIDE": "true",
 		"SECKILL_PER_USER_LIMIT":    "0",
+		"SECKILL_PAYMENT_TIMEOUT":   "0",
 		"SECKILL_FENCING":           "false",
 		"SECKILL_BATCH":             "7",
 		"SECKILL_WATCHDOG":          "false",
@@ -173,6 +175,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_FENCING", []string{"on"}},
 		{"SECKILL_BATCH", []string{"0", "1001", "ten"}},
 		{"SECKILL_PER_USER_LIMIT", []string{"-1", "abc", "1.5", "99999999999999999999999"}},
+		{"SECKILL_PAYMENT_TIMEOUT", []string{"15", "-1m", "soon"}},
 		{"SECKILL_MYSQL_MAX_CONNS", []string{"0", "-4", "twenty", "10001"}},
 		{"SECKILL_LOG_FORMAT", []string{"xml", "logfmt"}},
 		{"SECKILL_IP_LIMIT", []string{"20", "0/1s", "20/forever", "x/1s", "20/0s"}},
@@ -258,7 +261,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		t.Errorf("config.lock_ttl = %v; want %d (2s in nanoseconds)", got, 2*time.Second)
 	}
 	for _, key := range []string{"addr", "mysql_dsn", "redis_addrs", "lock", "lock_ttl", "watchdog", "lock_wait",
-		"strategy_override", "per_user_limit", "fencing", "batch", "log_format", "mysql_max_conns", "drain_delay"} {
+		"strategy_override", "per_user_limit", "payment_timeout", "fencing", "batch", "log_format", "mysql_max_conns", "drain_delay"} {
 		if _, ok := line.Config[key]; !ok {
 			t.Errorf("config log %s has no %q", buf.String(), key)
 		}

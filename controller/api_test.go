@@ -319,7 +319,7 @@ func wantFirstPurchaseReplayed(t *testing.T, in *apptest.Instance, id int64) ord
 		t.Errorf("replayed order = %s; want request_id req-1", r.Body)
 	}
 	replay.RequestID, first.RequestID = nil, nil
-	if replay != first {
+	if !reflect.DeepEqual(replay, first) {
 		t.Errorf("replayed order = %s; want the first order %+v", r.Body, first)
 	}
 	return first

@@ -36,7 +36,8 @@ func statusOf(code service.Code) int {
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case service.CodeSoldOut, service.CodeLimitExceeded, service.CodeRequestIDReused, service.CodeStrategyConflict:
+	case service.CodeSoldOut, service.CodeLimitExceeded, service.CodeRequestIDReused, service.CodeStrategyConflict,
+		service.CodeOrderPaid, service.CodeOrderClosed:
 		return http.StatusConflict
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -19,8 +19,11 @@ type (
 // The fields of the contract's shapes, sorted.
 var (
 	productKeys = []string{"id", "initial_stock", "name", "stock"}
-	orderKeys   = []string{"order_id", "product_id", "quantity", "remaining_stock", "request_id", "status", "strategy", "user_id"}
-	auditKeys   = []string{"consistent", "initial_stock", "orders", "oversold_units", "product_id", "stock", "units_sold"}
+	// orderKeys are an unpaid order's (SECKILL_PAYMENT_TIMEOUT's default
+	// has orders wait for their payment); closedOrderKeys any other's.
+	orderKeys       = []string{"expires_at", "order_id", "product_id", "quantity", "remaining_stock", "request_id", "status", "strategy", "user_id"}
+	closedOrderKeys = []string{"order_id", "product_id", "quantity", "remaining_stock", "request_id", "status", "strategy", "user_id"}
+	auditKeys       = []string{"consistent", "initial_stock", "orders", "oversold_units", "product_id", "stock", "units_returned", "units_sold"}
 )
 
 // keysOf returns the sorted keys of the JSON object in b.

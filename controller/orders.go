@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 )
 
@@ -33,6 +34,54 @@ func handleOrder(svc *service.Seckill, log *slog.Logger, admin func(*gin.Context
 		}
 		c.JSON(http.StatusOK, toOrder(o))
 	}
+}
+
+// orderActionRequest is api.OrderAction as the server decodes it: a
+// pointer tells a missing user_id from an empty one.
+type orderActionRequest struct {
+	UserID *string `json:"user_id"`
+}
+
+// handleOrderAction answers a buyer's action on an order (svc.Pay or
+// svc.Cancel), its body {"user_id": "..."}: 200 with the order as the
+// action left it.
+func handleOrderAction(log *slog.Logger, act func(c *gin.Context, id int64, user string) (model.Order, error)) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+		if err != nil || id <= 0 {
+			writeError(c, log, invalidf("order id %q must be a positive integer", c.Param("id")))
+			return
+		}
+		var body orderActionRequest
+		if err := decodeBody(c, &body); err != nil {
+			writeError(c, log, err)
+			return
+		}
+		if body.UserID == nil {
+			writeError(c, log, invalidf("user_id is required"))
+			return
+		}
+		o, err := act(c, id, *body.UserID)
+		if err != nil {
+			writeError(c, log, err)
+			return
+		}
+		c.JSON(http.StatusOK, toOrder(o))
+	}
+}
+
+// handlePay pays an order: POST /api/v1/orders/{id}/pay.
+func handlePay(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
+	return handleOrderAction(log, func(c *gin.Context, id int64, user string) (model.Order, error) {
+		return svc.Pay(c.Request.Context(), id, user)
+	})
+}
+
+// handleCancel cancels an order: POST /api/v1/orders/{id}/cancel.
+func handleCancel(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
+	return handleOrderAction(log, func(c *gin.Context, id int64, user string) (model.Order, error) {
+		return svc.Cancel(c.Request.Context(), id, user)
+	})
 }
 
 // handleOrders answers a page of a product's orders, oldest first:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/internal/apptest"
@@ -26,8 +27,8 @@ func TestOrders(t *testing.T) {
 		}
 		var o order
 		apptest.Decode(t, r, &o)
-		if o.Status != "paid" || o.ExpiresAt != nil {
-			t.Errorf("order = %s; want paid, no expires_at", r.Body)
+		if o.Status != "unpaid" || o.ExpiresAt == nil || o.ExpiresAt.Location() != time.UTC {
+			t.Errorf("order = %s; want unpaid, with expires_at in UTC", r.Body)
 		}
 		made = append(made, o)
 	}
@@ -63,7 +64,7 @@ func TestOrders(t *testing.T) {
 	if len(page.Orders) != 2 || page.Orders[0].OrderID != made[0].OrderID || page.Orders[1].OrderID != made[1].OrderID || page.Next == "" {
 		t.Fatalf("the first page of 2 = %s; want the first two orders and a next", r.Body)
 	}
-	r = in.Admin(t, http.MethodGet, list+"?limit=2&status=paid&after="+page.Next, "")
+	r = in.Admin(t, http.MethodGet, list+"?limit=2&status=unpaid&after="+page.Next, "")
 	page = api.Orders{}
 	apptest.Decode(t, r, &page)
 	if len(page.Orders) != 1 || page.Orders[0].OrderID != made[2].OrderID || page.Next != "" {

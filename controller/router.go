@@ -106,6 +106,9 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	// orders to the admin.
 	v1.GET("/orders/:id", handleOrder(svc, log, func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }))
 	v1.GET("/products/:id/orders", requireToken(log, opts.AdminToken), handleOrders(svc, log))
+	// Pay and cancel: the buyer's user_id in the body is the only identity.
+	v1.POST("/orders/:id/pay", handlePay(svc, log))
+	v1.POST("/orders/:id/cancel", handleCancel(svc, log))
 
 	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))

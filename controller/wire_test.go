@@ -23,6 +23,7 @@ func TestRequestsAreTheAPIShapes(t *testing.T) {
 		{purchaseRequest{}, api.Purchase{}},
 		{createProductRequest{}, api.NewProduct{}},
 		{setStockRequest{}, api.SetStock{}},
+		{orderActionRequest{}, api.OrderAction{}},
 	} {
 		st, at := reflect.TypeOf(tc.server), reflect.TypeOf(tc.api)
 		if st.NumField() != at.NumField() {

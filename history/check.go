@@ -3,9 +3,11 @@ package history
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,14 @@ import (
 // (github.com/anishathalye/porcupine), one segment at a time, which finds
 // an order of the operations, within their real-time bounds, that the
 // counter accepts, or proves there is none.
+//
+// A cancel answered 200 put its order's quantity back at one instant
+// within its interval, unless a cancel of the same order did before (a
+// repeated cancel puts back nothing more); one without an answer (or a 5xx
+// without a code) may have, at any moment from its start to the end of
+// its segment; any other answer put back nothing and is left out. Stock
+// no longer only falls in a segment with returns, which the direct check
+// relies on: such a segment goes to the search.
 
 // DefaultTimeout bounds the search of one check.
 const DefaultTimeout = 2 * time.Minute
@@ -70,15 +80,18 @@ type input struct {
 	reset    bool
 	quantity int64
 	line     *Line
+	// cancel: a return of line's order (line.OrderID), quantity its units.
+	cancel bool
 }
 
 // outcome is what the counter answered.
 type outcome int
 
 const (
-	took    outcome = iota // 200, 201, 202: took the units, left remaining
-	soldOut                // 409 sold_out
-	maybe                  // no answer, outcome_unknown, 5xx without a code
+	took     outcome = iota // 200, 201, 202: took the units, left remaining
+	soldOut                 // 409 sold_out
+	maybe                   // no answer, outcome_unknown, 5xx without a code
+	returned                // a cancel's 200: its order's units came back, once
 )
 
 type output struct {
@@ -96,6 +109,9 @@ type segment struct {
 	start    int64 // the stock line's time
 	end      int64 // the next stock line's time, or after the last answer
 	purchase []*Line
+	// cancels are the segment's cancels that may have put units back: 200
+	// or of unknown outcome.
+	cancels []*Line
 }
 
 // Check checks lines (see above). Its error says why it could not decide:
@@ -124,7 +140,12 @@ func CheckTimeout(lines []Line, timeout time.Duration) (*Result, error) {
 		if !res.Linearizable {
 			continue // the first violation is the one reported
 		}
-		v := checkCounter(s)
+		v := counterVerdict{ok: true}
+		if len(s.cancels) == 0 {
+			v = checkCounter(s)
+		} else {
+			v = counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: no order of its purchases and returns fits one counter", s.product, s.stock, stamp(s.start))}
+		}
 		if v.ok {
 			continue
 		}
@@ -166,6 +187,15 @@ func porcupineOf(segs []*segment, first int) (porcupine.Model, []porcupine.Opera
 			ops = append(ops, porcupine.Operation{Input: input{quantity: l.Quantity, line: l},
 				Call: l.StartNS, Return: ret, Output: out, Metadata: i})
 		}
+		for _, l := range s.cancels {
+			out := output{outcome: returned}
+			ret := l.EndNS
+			if l.Indeterminate() {
+				out.outcome, ret = maybe, s.end
+			}
+			ops = append(ops, porcupine.Operation{Input: input{cancel: true, quantity: l.Quantity, line: l},
+				Call: l.StartNS, Return: ret, Output: out, Metadata: i})
+		}
 	}
 	assignClients(ops)
 	return counterModel(segs), ops
@@ -196,13 +226,21 @@ func segments(lines []Line) ([]*segment, int, error) {
 		if l.Stock != nil {
 			continue
 		}
-		purchases++
 		segs := byProduct[l.Product]
 		k := sort.Search(len(segs), func(k int) bool { return segs[k].start > l.StartNS }) - 1
-		if k < 0 {
+		switch {
+		case k < 0 && l.Cancel():
+			return nil, 0, fmt.Errorf("history: the cancel of order %d of product %d began before any stock line of it", *l.OrderID, l.Product)
+		case k < 0:
 			return nil, 0, fmt.Errorf("history: purchase %q of product %d began before any stock line of it", l.RequestID, l.Product)
+		case l.Cancel():
+			if l.Succeeded() || l.Indeterminate() {
+				segs[k].cancels = append(segs[k].cancels, l)
+			}
+		default:
+			purchases++
+			segs[k].purchase = append(segs[k].purchase, l)
 		}
-		segs[k].purchase = append(segs[k].purchase, l)
 	}
 	var out []*segment
 	for _, p := range order {
@@ -213,6 +251,9 @@ func segments(lines []Line) ([]*segment, int, error) {
 			} else {
 				s.end = s.start
 				for _, l := range s.purchase {
+					s.end = max(s.end, l.EndNS)
+				}
+				for _, l := range s.cancels {
 					s.end = max(s.end, l.EndNS)
 				}
 				s.end++
@@ -226,6 +267,8 @@ func segments(lines []Line) ([]*segment, int, error) {
 // outputOf is what l asserts about the stock; false: nothing.
 func outputOf(l *Line) (output, bool) {
 	switch {
+	case l.Cancel():
+		return output{}, false // a return, not a purchase: see porcupineOf
 	case l.Succeeded():
 		return output{outcome: took, remaining: *l.RemainingStock}, true
 	case l.SoldOut():
@@ -257,9 +300,46 @@ func assignClients(ops []porcupine.Operation) {
 	}
 }
 
+// counterState is a segment's counter: its stock, and the orders whose
+// units came back (their IDs in order, as text: comparable and cheap while
+// there are none).
+type counterState struct {
+	stock    int64
+	returned string
+}
+
+// hasReturned says order id's units came back in state st.
+func (st counterState) hasReturned(id int64) bool {
+	for rest := st.returned; rest != ""; {
+		var head string
+		head, rest, _ = strings.Cut(rest, ",")
+		if head == strconv.FormatInt(id, 10) {
+			return true
+		}
+	}
+	return false
+}
+
+// withReturn is st after order id put back q units.
+func (st counterState) withReturn(id, q int64) counterState {
+	ids := []int64{id}
+	for rest := st.returned; rest != ""; {
+		var head string
+		head, rest, _ = strings.Cut(rest, ",")
+		n, _ := strconv.ParseInt(head, 10, 64) // written below
+		ids = append(ids, n)
+	}
+	slices.Sort(ids)
+	text := make([]string, len(ids))
+	for i, n := range ids {
+		text[i] = strconv.FormatInt(n, 10)
+	}
+	return counterState{stock: st.stock + q, returned: strings.Join(text, ",")}
+}
+
 // counterModel is one stock counter per segment: the segment's reset sets
-// it; the purchases take from it. A purchase whose outcome is unknown makes
-// the state a set of stocks.
+// it; the purchases take from it and the cancels put back, once per order.
+// An operation whose outcome is unknown makes the state a set of states.
 func counterModel(segs []*segment) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
@@ -270,34 +350,49 @@ func counterModel(segs []*segment) porcupine.Model {
 			}
 			return parts
 		},
-		Init: func() []any { return []any{int64(unknownStock)} },
+		Init: func() []any { return []any{counterState{stock: unknownStock}} },
 		Step: func(state, in, out any) []any {
-			stock, i, o := state.(int64), in.(input), out.(output)
-			if i.reset {
-				return []any{i.quantity}
-			}
-			if stock == unknownStock {
+			st, i, o := state.(counterState), in.(input), out.(output)
+			stock := st.stock
+			switch {
+			case i.reset:
+				return []any{counterState{stock: i.quantity}}
+			case stock == unknownStock:
 				return nil
+			case i.cancel:
+				id := *i.line.OrderID
+				if st.hasReturned(id) {
+					return []any{st} // a repeated cancel puts back nothing more
+				}
+				if o.outcome == maybe {
+					return []any{st.withReturn(id, i.quantity), st}
+				}
+				return []any{st.withReturn(id, i.quantity)}
 			}
 			switch o.outcome {
 			case took:
 				if stock >= i.quantity && stock-i.quantity == o.remaining {
-					return []any{o.remaining}
+					return []any{counterState{stock: o.remaining, returned: st.returned}}
 				}
 			case soldOut:
 				if stock < i.quantity {
-					return []any{stock}
+					return []any{st}
 				}
 			case maybe:
 				if stock >= i.quantity {
-					return []any{stock - i.quantity, stock}
+					return []any{counterState{stock: stock - i.quantity, returned: st.returned}, st}
 				}
-				return []any{stock}
+				return []any{st}
 			}
 			return nil
 		},
-		Equal: func(a, b any) bool { return a.(int64) == b.(int64) },
-		Hash:  func(s any) uint64 { return uint64(s.(int64)) },
+		Equal: func(a, b any) bool { return a.(counterState) == b.(counterState) },
+		Hash: func(s any) uint64 {
+			st := s.(counterState)
+			h := fnv.New64a()
+			h.Write([]byte(st.returned))
+			return uint64(st.stock) ^ h.Sum64()
+		},
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(input), out.(output)
 			if i.reset {
@@ -305,13 +400,26 @@ func counterModel(segs []*segment) porcupine.Model {
 			}
 			return describeOp(i.line, o)
 		},
-		DescribeState: func(s any) string { return fmt.Sprintf("stock %d", s.(int64)) },
+		DescribeState: func(s any) string {
+			st := s.(counterState)
+			if st.returned == "" {
+				return fmt.Sprintf("stock %d", st.stock)
+			}
+			return fmt.Sprintf("stock %d (orders returned: %s)", st.stock, st.returned)
+		},
 	}
 	return nm.ToModel()
 }
 
-// describeOp says what a purchase asked and was answered.
+// describeOp says what a purchase or a cancel asked and was answered.
 func describeOp(l *Line, o output) string {
+	if l.Cancel() {
+		what := fmt.Sprintf("cancel of order %d (%d units)", *l.OrderID, l.Quantity)
+		if o.outcome == maybe {
+			return what + ": no answer"
+		}
+		return fmt.Sprintf("%s: %d", what, l.Status)
+	}
 	what := fmt.Sprintf("%s buys %d (%s)", l.UserID, l.Quantity, l.RequestID)
 	switch o.outcome {
 	case took:
@@ -382,9 +490,16 @@ func describe(segs []*segment, info porcupine.LinearizationInfo) string {
 			}
 		}
 		placed, stock, taken := 0, s.stock, int64(0)
+		back := map[int64]bool{} // the orders whose units came back
 		for _, op := range best {
 			in := op.Input.(input)
 			if in.reset {
+				continue
+			}
+			if in.cancel {
+				if id := *in.line.OrderID; !back[id] {
+					back[id], stock = true, stock+in.quantity
+				}
 				continue
 			}
 			placed++

@@ -49,6 +49,14 @@ func (b *h) promise(product int64, user string, q, start, end, left int64) *h {
 	return b.buy(product, user, q, start, end, 202, "", left)
 }
 
+// cancel is a cancel of order (the index of its purchase's line) of q
+// units over [start, end] answered status code.
+func (b *h) cancel(product, order, q, start, end int64, status int, code string) *h {
+	b.lines = append(b.lines, history.Line{Op: "cancel", Product: product, OrderID: &order, Quantity: q,
+		StartNS: start * 1000, EndNS: end * 1000, Status: status, Code: code})
+	return b
+}
+
 func (b *h) soldOut(product int64, user string, q, start, end int64) *h {
 	return b.buy(product, user, q, start, end, 409, "sold_out", 0)
 }
@@ -102,6 +110,22 @@ func TestCheck(t *testing.T) {
 			ok(1, "a", 1, 1, 2, 1).promise(1, "b", 1, 3, 4, 0).soldOut(1, "c", 1, 5, 6)},
 		{name: "two promises of the last unit", want: false, mention: "202", h: new(h).stock(1, 1, 0).
 			promise(1, "a", 1, 1, 5, 0).promise(1, "b", 1, 2, 6, 0)},
+		{name: "a cancel puts the unit back, and it sells again", want: true, h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 200, "").ok(1, "b", 1, 5, 6, 0).soldOut(1, "c", 1, 7, 8)},
+		{name: "a unit returned twice", want: false, mention: "buys 1", h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 200, "").cancel(1, 1, 1, 5, 6, 200, "").
+			ok(1, "b", 1, 7, 8, 0).ok(1, "c", 1, 9, 10, 0)},
+		{name: "concurrent cancels of one order return it once", want: true, h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 6, 200, "").cancel(1, 1, 1, 4, 7, 200, "").
+			ok(1, "b", 1, 8, 9, 0).soldOut(1, "c", 1, 10, 11)},
+		{name: "a sold_out after a cancel ended", want: false, mention: "sold_out", h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 200, "").soldOut(1, "b", 1, 5, 6)},
+		{name: "a cancel may put back after a concurrent sold_out", want: true, h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 10, 200, "").soldOut(1, "b", 1, 4, 5).ok(1, "c", 1, 11, 12, 0)},
+		{name: "a refused cancel puts back nothing", want: false, h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 409, "order_paid").ok(1, "b", 1, 5, 6, 0)},
+		{name: "a cancel without an answer may have put back", want: true, h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 0, "").ok(1, "b", 1, 5, 6, 0)},
 		{name: "a sold_out after a promise of the last unit but one", want: false, undersold: 1, mention: "sold_out", h: new(h).stock(1, 2, 0).
 			promise(1, "a", 1, 1, 2, 1).soldOut(1, "b", 1, 3, 4)},
 	} {
@@ -133,7 +157,7 @@ func TestCheckNeedsAStockLine(t *testing.T) {
 
 func TestReadWrite(t *testing.T) {
 	lines := new(h).stock(1, 3, 0).ok(1, "a", 1, 1, 2, 2).soldOut(1, "b", 3, 3, 4).buy(1, "c", 1, 5, 6, 0, "", 0).
-		promise(1, "d", 1, 7, 8, 1).lines
+		promise(1, "d", 1, 7, 8, 1).cancel(1, 1, 1, 9, 10, 200, "").lines
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := history.WriteFile(path, lines); err != nil {
 		t.Fatal(err)

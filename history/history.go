@@ -35,12 +35,16 @@ func validate(l Line) error {
 		return errors.New("stock must not be negative")
 	case l.Stock != nil:
 		return nil
+	case l.Cancel() && l.OrderID == nil:
+		return errors.New("a cancel needs order_id")
 	case l.Quantity <= 0 || l.Quantity > MaxQuantity:
 		return fmt.Errorf("quantity must be an integer from 1 to %d", MaxQuantity)
 	case l.EndNS < l.StartNS:
 		return errors.New("end_ns is before start_ns")
 	case l.Status != 0 && (l.Status < 100 || l.Status > 599):
 		return fmt.Errorf("status %d is not an HTTP status (or 0)", l.Status)
+	case l.Cancel():
+		return nil
 	case l.Ordered() && (l.RemainingStock == nil || l.OrderID == nil):
 		return fmt.Errorf("a %d needs remaining_stock and order_id", l.Status)
 	case l.Succeeded() && l.RemainingStock == nil:

@@ -266,6 +266,8 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.DurationVar(&cfg.Timeout, "timeout", driver.DefaultTimeout, "longest wait for an answer once its request is sent")
 	fs.DurationVar(&cfg.Drain, "drain", driver.DefaultDrain, "after a run that got 202s (reserve): longest wait for every promise\n"+
 		"to become an order, asked by request_id; one that does not fails the run")
+	fs.Float64Var(&cfg.Cancel, "cancel", 0, "cancel this fraction (0 to 1) of the orders a run makes, as their buyers,\n"+
+		"while the run goes on; -history records the cancels")
 	fs.StringVar(&raw.get, "get", "", "raw mode: GET this `path` (e.g. /healthz) instead of purchasing, to measure the driver itself")
 	fs.StringVar(&raw.get, "endpoint", "", "the same as -get (an older name)")
 	fs.StringVar(&opt.json, "json", "", "also write every figure as JSON to this `file`")
@@ -363,8 +365,10 @@ func (raw rawFlags) check(cfg driver.Config) error {
 		return usagef("-stock %d: want 0 or more", cfg.Stock)
 	case cfg.ProductID < 0:
 		return usagef("-product %d: want a product id, or 0 to create one", cfg.ProductID)
-	case raw.get != "" && (raw.set["strategy"] || raw.set["hold"] || raw.set["pause"] || raw.set["batch"] || raw.set["fencing"] || raw.set["product"] || raw.set["stock"] || raw.set["quantity"] || raw.set["drain"]):
-		return usagef("-get fires plain GETs: -strategy, -hold, -pause, -batch, -fencing, -product, -stock, -quantity and -drain do not apply")
+	case raw.get != "" && (raw.set["strategy"] || raw.set["hold"] || raw.set["pause"] || raw.set["batch"] || raw.set["fencing"] || raw.set["product"] || raw.set["stock"] || raw.set["quantity"] || raw.set["drain"] || raw.set["cancel"]):
+		return usagef("-get fires plain GETs: -strategy, -hold, -pause, -batch, -fencing, -product, -stock, -quantity, -drain and -cancel do not apply")
+	case cfg.Cancel < 0 || cfg.Cancel > 1 || cfg.Cancel != cfg.Cancel:
+		return usagef("-cancel %v: want a fraction from 0 to 1", cfg.Cancel)
 	case raw.get == "" && cfg.Stock > 0 && cfg.AdminToken == "":
 		return usagef("-stock resets the stock through the admin API: give -admin-token")
 	case raw.get == "" && cfg.ProductID == 0 && cfg.AdminToken == "":

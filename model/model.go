@@ -36,6 +36,11 @@ type Product struct {
 	// generation: a later load that finds no counter at all knows Redis
 	// lost it.
 	ReserveLoaded bool `gorm:"not null;default:false"`
+	// Returns counts the returns of units (a cancel, an expiry) since the
+	// last reset: stock only falls between two, so what an instance
+	// remembers of the stock carries it with the generation, and a stock
+	// seen before a return never hides the units it gave back.
+	Returns int64 `gorm:"not null;default:0"`
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
@@ -71,11 +76,13 @@ type Order struct {
 	// RemainingStock is the product's stock right after this order, kept
 	// so that a replayed request answers with the first order as it was.
 	RemainingStock int64 `gorm:"not null"`
-	// Status is the order's state (StatusPaid, ...). Until orders wait for
-	// their payment (SECKILL_PAYMENT_TIMEOUT), every order is written paid.
-	Status string `gorm:"size:9;not null;default:paid"`
+	// Status is the order's state (StatusUnpaid, ...): written unpaid
+	// when orders wait for their payment (SECKILL_PAYMENT_TIMEOUT), paid
+	// otherwise. The due index (status, expires_at) is what the expiry
+	// sweep reads: the unpaid orders whose time has come, and no others.
+	Status string `gorm:"size:9;not null;default:paid;index:idx_orders_due,priority:1"`
 	// ExpiresAt is when an unpaid order expires; nil for any other.
-	ExpiresAt *time.Time
+	ExpiresAt *time.Time `gorm:"index:idx_orders_due,priority:2"`
 	CreatedAt time.Time
 }
 

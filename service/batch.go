@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // sellBatch is the critical section of a hold: it sells the hold's
@@ -79,7 +80,7 @@ func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer,
 // stock cache what the sale left.
 func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockRead) ([]answer, error) {
 	id := ps[0].ProductID
-	gen := s.cache.Generation(id)
+	v := s.cache.At(id)
 	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
 		return s.decide(st, ps, expired, stock, used, units)
 	})
@@ -90,7 +91,7 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 		return nil, err
 	}
 	if d.final {
-		s.wrote(id, d.left, gen)
+		s.wrote(id, d.left, v)
 	}
 	return d.answers, nil
 }
@@ -244,7 +245,7 @@ func (s *Seckill) stockAtStart(ctx context.Context, ps []Purchase) (model.Produc
 	if err != nil {
 		return model.Product{}, err
 	}
-	s.cache.Saw(id, prod.Stock, prod.Generation)
+	s.cache.Saw(id, prod.Stock, stockcache.Of(prod))
 	return prod, nil
 }
 

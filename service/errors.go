@@ -33,6 +33,11 @@ const (
 	// CodeOrderNotFound: no order has that ID, or it is another user's
 	// (an order ID alone reveals nothing).
 	CodeOrderNotFound Code = "order_not_found"
+	// CodeOrderPaid: the order is paid, and a paid order is not cancelled.
+	CodeOrderPaid Code = "order_paid"
+	// CodeOrderClosed: the order is cancelled or expired, and is paid no
+	// more (or, expired, cancelled no more).
+	CodeOrderClosed Code = "order_closed"
 	// CodeOutcomeUnknown: a COMMIT was sent and what became of it could not
 	// be looked up; a replay of the request ID answers the truth.
 	CodeOutcomeUnknown Code = "outcome_unknown"

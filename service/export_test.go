@@ -58,7 +58,9 @@ func (c Config) WithHooks(h Hooks) Config {
 
 // ResetMessage is the announcement of a reset of product to stock in
 // generation gen.
-func ResetMessage(product, stock, gen int64) string { return stockcache.Message(product, stock, gen) }
+func ResetMessage(product, stock, gen int64) string {
+	return stockcache.Message(product, stock, stockcache.Version{Gen: gen})
+}
 
 // TripsWaiting is how many one-trip purchases wait for a sender to take
 // them.

@@ -131,6 +131,9 @@ type settings struct {
 	NoWriter bool
 	// DBTimeout bounds each database call (service.Config.DBTimeout).
 	DBTimeout time.Duration
+	// PaymentTimeout is how long orders wait for their payment; 0: they
+	// are written paid.
+	PaymentTimeout time.Duration
 	// Hooks force interleavings (service.Config.WithHooks).
 	Hooks service.Hooks
 }
@@ -176,17 +179,18 @@ func (f *fixture) instance(s settings) *instance {
 	}
 	reg := prometheus.NewRegistry()
 	svc := service.New(f.db, lockers, f.clients, service.Config{
-		Consumer:     s.Consumer,
-		NoWriter:     s.NoWriter,
-		Strategy:     s.Strategy,
-		PerUserLimit: s.PerUserLimit,
-		Fencing:      s.Fencing,
-		LockWait:     s.Wait,
-		KeyPrefix:    f.prefix,
-		Batch:        s.Batch,
-		LockTTL:      s.TTL,
-		Watchdog:     !s.NoWatchdog,
-		DBTimeout:    s.DBTimeout,
+		Consumer:       s.Consumer,
+		NoWriter:       s.NoWriter,
+		Strategy:       s.Strategy,
+		PerUserLimit:   s.PerUserLimit,
+		Fencing:        s.Fencing,
+		LockWait:       s.Wait,
+		KeyPrefix:      f.prefix,
+		Batch:          s.Batch,
+		LockTTL:        s.TTL,
+		Watchdog:       !s.NoWatchdog,
+		DBTimeout:      s.DBTimeout,
+		PaymentTimeout: s.PaymentTimeout,
 	}.WithHooks(s.Hooks), service.NewMetrics(reg), slog.New(slog.DiscardHandler))
 	f.t.Cleanup(func() {
 		svc.Close()

@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // The line: on each instance, the buyers of one product (under one strategy
@@ -110,7 +111,7 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
 		if err == nil {
-			s.cache.Saw(prod.ID, prod.Stock, prod.Generation)
+			s.cache.Saw(prod.ID, prod.Stock, stockcache.Of(prod))
 		} else if errors.Is(err, ErrNotFound) {
 			return l.AnswerIf(func(Purchase, time.Time) (answer, bool) { return answer{err: err}, true })
 		}

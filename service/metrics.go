@@ -29,6 +29,9 @@ type Metrics struct {
 	reserveMoved      *prometheus.CounterVec
 	reserveLost       prometheus.Counter
 
+	// returns counts the orders whose units came back, by reason.
+	returns *prometheus.CounterVec
+
 	// series are the purchase series of every strategy and outcome,
 	// resolved once in NewMetrics and only read afterwards (no lock): a
 	// purchase counts itself without the vectors' label lookups.
@@ -128,6 +131,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "seckill_reserve_lost_reservations_total",
 		Help: "Reservations Redis had records of but neither its stream nor the database held when their counter was reconciled: promises lost.",
 	})
+	m.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_order_returns_total",
+		Help: "Orders whose units this instance put back on sale, by reason: cancel (by its buyer) or expiry (unpaid past SECKILL_PAYMENT_TIMEOUT).",
+	}, []string{"reason"})
+	m.returns.WithLabelValues(returnCancel)
+	m.returns.WithLabelValues(returnExpiry)
+	reg.MustRegister(m.returns)
 	m.reserveMoved.WithLabelValues("down")
 	m.reserveMoved.WithLabelValues("up")
 	reg.MustRegister(m.reserveMoved, m.reserveLost)
@@ -212,6 +222,9 @@ func (m *Metrics) reserveCorrected(delta, lost int64) {
 
 // reserveRecovered counts a counter found gone from Redis.
 func (m *Metrics) reserveRecovered() { m.reserveRecoveries.Inc() }
+
+// returned counts n orders whose units came back for reason.
+func (m *Metrics) returned(reason string, n int) { m.returns.WithLabelValues(reason).Add(float64(n)) }
 
 // stock records a product's stock as seen.
 func (m *Metrics) stock(product, stock int64) {

@@ -313,7 +313,7 @@ func (t tripStatements) tookEffect(rows []int64, at int) bool {
 // the results will tell.
 func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tripStatements) {
 	o := newOrder(p, p.Strategy, 0)
-	o.CreatedAt = m.db.NowFunc()
+	m.cfg.open(&o, m.db.NowFunc())
 	decrement := stmtDecrement
 	if claim {
 		decrement = stmtDecrementClaiming
@@ -326,6 +326,6 @@ func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tri
 		trip.n, trip.units = 3, true
 	}
 	trip.query += "; " + stmtOrderOneTrip
-	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, requestIDArg(&o), o.Strategy, o.CreatedAt)
+	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, requestIDArg(&o), o.Strategy, o.CreatedAt, o.Status, o.ExpiresAt)
 	return o, trip
 }

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // MaxStock is the largest stock a product may be given.
@@ -16,11 +17,14 @@ const MaxStock = 1_000_000_000
 
 // Audit is the check of the stock invariant for one product.
 type Audit struct {
-	ProductID     int64
-	InitialStock  int64
-	Stock         int64
-	Orders        int64
+	ProductID    int64
+	InitialStock int64
+	Stock        int64
+	Orders       int64
+	// UnitsSold are the units of orders unpaid or paid; UnitsReturned
+	// those of orders cancelled or expired, back in the stock.
 	UnitsSold     int64
+	UnitsReturned int64
 	OversoldUnits int64
 	// Consistent is stock >= 0 && initial_stock - stock == units_sold.
 	Consistent bool
@@ -103,7 +107,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// And the stock is the database's again, whatever strategy
 			// sold it before.
 			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
-				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "reserve": false, "reserve_loaded": false}).Error
+				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "returns": 0, "reserve": false, "reserve_loaded": false}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}
@@ -114,7 +118,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 				return fmt.Errorf("delete the units users hold: %w", err)
 			}
 			// The row is locked: nobody else moved them on meanwhile.
-			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Reserve, p.ReserveLoaded = stock, stock, p.Fence+1, p.Generation+1, false, false
+			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Returns, p.Reserve, p.ReserveLoaded = stock, stock, p.Fence+1, p.Generation+1, 0, false, false
 			return nil
 		})
 	}
@@ -129,7 +133,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	if err != nil {
 		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
 	}
-	s.cache.Saw(id, stock, p.Generation)
+	s.cache.Saw(id, stock, stockcache.Of(p))
 	if s.reserve != nil {
 		// What reserve kept of the ended generation goes too, before the
 		// other instances hear of the reset (a counter they load for the
@@ -144,7 +148,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			s.log.WarnContext(ctx, "retire a reset product's reserve keys", "product", id, "err", err)
 		}
 	}
-	s.cache.Announce(ctx, id, stock, p.Generation)
+	s.cache.Announce(ctx, id, stock, stockcache.Of(p))
 	return p, nil
 }
 
@@ -182,11 +186,14 @@ func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 			return err
 		}
 		var sum struct {
-			Orders int64
-			Units  int64
+			Orders   int64
+			Units    int64
+			Returned int64
 		}
 		err = tx.Model(&model.Order{}).Where("product_id = ?", id).
-			Select("COUNT(*) AS orders, COALESCE(SUM(quantity), 0) AS units").Scan(&sum).Error
+			Select("COUNT(*) AS orders, COALESCE(SUM(CASE WHEN status IN (?, ?) THEN quantity ELSE 0 END), 0) AS units, "+
+				"COALESCE(SUM(CASE WHEN status IN (?, ?) THEN 0 ELSE quantity END), 0) AS returned",
+				model.StatusUnpaid, model.StatusPaid, model.StatusUnpaid, model.StatusPaid).Scan(&sum).Error
 		if err != nil {
 			return fmt.Errorf("count orders: %w", err)
 		}
@@ -196,6 +203,7 @@ func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 			Stock:         p.Stock,
 			Orders:        sum.Orders,
 			UnitsSold:     sum.Units,
+			UnitsReturned: sum.Returned,
 			OversoldUnits: max(0, sum.Units-p.InitialStock),
 			Consistent:    p.Stock >= 0 && p.InitialStock-p.Stock == sum.Units,
 		}

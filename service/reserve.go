@@ -100,7 +100,8 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 	for i, p := range ps {
 		items[i] = reserve.Item{User: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID}
 	}
-	gen := s.cache.Generation(id)
+	v := s.cache.At(id)
+	gen := v.Gen
 	for range maxAttempts {
 		if gen == stockcache.UnknownGeneration {
 			var err error
@@ -108,6 +109,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 				b.AnswerAll(reserveAnswer{err: err})
 				return
 			}
+			v = s.cache.At(id)
 		}
 		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
 		if err != nil {
@@ -127,10 +129,10 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 			out[i] = reserveAnswer{res: r}
 		}
 		if last := rs[len(rs)-1]; last.Verdict == reserve.Reserved || last.Verdict == reserve.SoldOut {
-			if last.Left < MaxQuantity {
+			if last.Left < MaxQuantity && v.Gen == gen {
 				// Low: this instance may answer the next buyers sold out
 				// without asking Redis.
-				s.cache.Saw(id, last.Left, gen)
+				s.cache.Saw(id, last.Left, v)
 			}
 		}
 		b.Answer(out)
@@ -302,7 +304,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
 		}
 		gen, marked = p.Generation, true
-		s.cache.Saw(id, l.Stock, gen)
+		s.cache.Saw(id, l.Stock, stockcache.Of(p))
 		return nil
 	})
 	if err != nil || !first {
@@ -315,22 +317,25 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 	case l.Generation != p.Generation:
 		return 0, false, nil // a reset since, or a counter the database does not know: look again, under the lock
 	}
-	s.cache.Saw(id, l.Stock, p.Generation)
+	s.cache.Saw(id, l.Stock, stockcache.Of(p))
 	return p.Generation, true, nil
 }
 
 // ordersOf reads what the product's orders give its counter: each buyer's
-// units and the records of their request IDs.
+// units (those of orders unpaid or paid: a returned order holds none) and
+// the records of their request IDs.
 func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error) {
 	var orders []model.Order
-	if err := tx.Select("user_id", "quantity", "request_id", "remaining_stock").
+	if err := tx.Select("user_id", "quantity", "request_id", "remaining_stock", "status").
 		Where("product_id = ?", id).Find(&orders).Error; err != nil {
 		return nil, nil, fmt.Errorf("read the orders of product %d: %w", id, err)
 	}
 	units := map[string]int64{}
 	var written []reserve.Written
 	for _, o := range orders {
-		units[string(o.UserID)] += o.Quantity
+		if holds(o.Status) {
+			units[string(o.UserID)] += o.Quantity
+		}
 		if o.RequestID != nil {
 			written = append(written, reserve.Written{RequestID: string(*o.RequestID),
 				Record: reserve.Record{Quantity: o.Quantity, Left: o.RemainingStock, User: string(o.UserID)}})
@@ -364,7 +369,7 @@ func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reserva
 		ps[i].Strategy = st.Name
 	}
 	id := ps[0].ProductID
-	cacheGen := s.cache.Generation(id)
+	cacheAt := s.cache.At(id)
 	d, err := s.sales.sell(ctx, ps, stockRead{reserveGen: &gen}, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
 		d := s.decide(st, ps, expired, stock, used, units)
 		for k, i := range d.sold {
@@ -376,7 +381,7 @@ func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reserva
 		return nil, err
 	}
 	if d.final {
-		s.wrote(id, d.left, cacheGen)
+		s.wrote(id, d.left, cacheAt)
 	}
 	return d.answers, nil
 }

@@ -143,12 +143,31 @@ func (e *rowLockTimeout) Unwrap() error { return e.err }
 type saleConfig struct {
 	limit     int64
 	dbTimeout time.Duration
+	// paymentTimeout is how long an order waits for its payment (open);
+	// 0: orders are written paid.
+	paymentTimeout time.Duration
 	// lockingReads says the database's plain reads in a transaction see
 	// its start (TiDB): the units a batch decides on are read with a
 	// locking read there (see unitsSQL).
 	lockingReads bool
 	hooks        hooks
 	log          *slog.Logger
+}
+
+// open gives order o, written at now, the state it starts its life in:
+// unpaid until now + the payment timeout, or paid when orders do not wait
+// for their payment. Times are kept to the millisecond, as the database
+// keeps them, so that the order a purchase answers is the one a replay
+// reads back. Orders of reserve are written paid for now: a return of
+// their units must reach its counter in Redis too, which is not built
+// yet.
+func (c saleConfig) open(o *model.Order, now time.Time) {
+	now = now.Truncate(time.Millisecond)
+	o.CreatedAt, o.Status, o.ExpiresAt = now, model.StatusPaid, nil
+	if c.paymentTimeout > 0 && o.Strategy != reserveStrategy {
+		expires := now.Add(c.paymentTimeout)
+		o.Status, o.ExpiresAt = model.StatusUnpaid, &expires
+	}
 }
 
 // newSaleStore is db's sale store: the MySQL form when db is MySQL (or

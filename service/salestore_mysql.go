@@ -318,10 +318,11 @@ func (m *mysqlSales) saleStatements(ps []Purchase, d decided, r stockRead) (stri
 	now := m.db.NowFunc()
 	for i := range d.orders {
 		o := &d.orders[i]
-		o.CreatedAt = now
-		args = append(args, o.ProductID, string(o.UserID), o.Quantity, requestIDArg(o), o.Strategy, o.RemainingStock, o.CreatedAt)
+		m.cfg.open(o, now)
+		args = append(args, o.ProductID, string(o.UserID), o.Quantity, requestIDArg(o), o.Strategy, o.RemainingStock, o.CreatedAt,
+			o.Status, o.ExpiresAt)
 	}
-	b.WriteString("; " + stmtOrders + sqlRows(len(d.orders), 7))
+	b.WriteString("; " + stmtOrders + sqlRows(len(d.orders), 9))
 	return b.String(), args
 }
 

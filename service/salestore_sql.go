@@ -131,6 +131,10 @@ func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *decided, r stockRead
 	if err := q.setUnits(tx, id, d.soldUsers(ps), d.units); err != nil {
 		return err
 	}
+	now := q.db.NowFunc()
+	for i := range d.orders {
+		q.cfg.open(&d.orders[i], now)
+	}
 	if err := tx.Create(&d.orders).Error; err != nil {
 		return fmt.Errorf("write %d orders: %w", len(d.orders), err)
 	}

@@ -64,6 +64,10 @@ type Config struct {
 	// NoWriter says this instance writes no reservations: it sells under
 	// reserve, and the writers of other instances write what it sold.
 	NoWriter bool
+	// PaymentTimeout is how long an order may stay unpaid: orders are
+	// written unpaid, and expire that long after (returns.go). 0: orders
+	// are written paid and never expire.
+	PaymentTimeout time.Duration
 
 	// hooks are for tests only.
 	hooks hooks
@@ -147,12 +151,13 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
 		SoldOut: soldOut, Seen: m.stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
 	s.sales = newSaleStore(db, saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
-		lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
+		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
+	s.background.Go(func() { s.sweep(ctx) })
 	if cfg.ReserveRedis == nil && len(redis) > 0 {
 		cfg.ReserveRedis = redis[0]
 		s.cfg.ReserveRedis = redis[0]

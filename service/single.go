@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // sellOne sells one purchase: in the store's cheapest form when it has one
@@ -12,13 +13,13 @@ import (
 // already used, a deadlock), as a sale of one, which the rule decides.
 // An error is the hold's.
 func (s *Seckill) sellOne(ctx context.Context, st Strategy, p Purchase, claim bool) (answer, error) {
-	gen := s.cache.Generation(p.ProductID)
+	v := s.cache.At(p.ProductID)
 	o, ok, err := s.sales.buy(ctx, p, claim)
 	switch {
 	case err != nil:
 		return answer{}, err
 	case ok:
-		s.wrote(p.ProductID, o.RemainingStock, gen)
+		s.wrote(p.ProductID, o.RemainingStock, v)
 		return answer{r: Receipt{Order: o}}, nil
 	}
 	as, err := s.sell(ctx, st, []Purchase{p}, stockRead{claim: claim})
@@ -36,7 +37,6 @@ func newOrder(p Purchase, strategy string, left int64) model.Order {
 		Quantity:       p.Quantity,
 		Strategy:       strategy,
 		RemainingStock: left,
-		Status:         model.StatusPaid,
 	}
 	if p.RequestID != "" {
 		rid := model.BinaryString(p.RequestID)
@@ -45,11 +45,11 @@ func newOrder(p Purchase, strategy string, left int64) model.Order {
 	return o
 }
 
-// wrote records the stock a committed write left, in generation gen: the
-// stock cache's when the write began (stockcache.Cache.Generation).
-func (s *Seckill) wrote(product, left, gen int64) {
+// wrote records the stock a committed write left, in version v: the
+// stock cache's when the write began (stockcache.Cache.At).
+func (s *Seckill) wrote(product, left int64, v stockcache.Version) {
 	if h := s.cfg.hooks.committed; h != nil {
 		h(product)
 	}
-	s.cache.Saw(product, left, gen)
+	s.cache.Saw(product, left, v)
 }

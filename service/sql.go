@@ -39,9 +39,10 @@ const (
 
 	// stmtOrderOneTrip writes the order, its remaining stock the one the
 	// decrement left in LAST_INSERT_ID(). Args: product ID, user ID,
-	// quantity, request ID (or NULL), strategy, created at.
-	stmtOrderOneTrip = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at) " +
-		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?)"
+	// quantity, request ID (or NULL), strategy, created at, status,
+	// expires at (or NULL).
+	stmtOrderOneTrip = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) " +
+		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?, ?, ?)"
 
 	// stmtProductForUpdate reads a product's stock, fence, generation and
 	// whether it sells under reserve, under its row lock. Args: product ID.
@@ -69,8 +70,8 @@ const (
 	stmtSetUnitsUpdate = " ON DUPLICATE KEY UPDATE units = VALUES(units)"
 	// stmtOrders writes orders. Args per row: product ID, user ID,
 	// quantity, request ID (or NULL), strategy, remaining stock, created
-	// at.
-	stmtOrders = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at) VALUES "
+	// at, status, expires at (or NULL).
+	stmtOrders = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES "
 )
 
 // orderColumns are the columns stmtUsedRequestIDs reads, in its order.

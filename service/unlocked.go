@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // sellOptimistic does the purchase's work and pause, then, without reading
@@ -28,7 +30,7 @@ func (s *Seckill) sellNone(ctx context.Context, p Purchase) (Receipt, error) {
 	if err != nil {
 		return Receipt{}, err
 	}
-	s.cache.Saw(p.ProductID, prod.Stock, prod.Generation)
+	s.cache.Saw(p.ProductID, prod.Stock, stockcache.Of(prod))
 	if prod.Stock < p.Quantity {
 		return Receipt{}, soldOut(p.ProductID, prod.Stock)
 	}

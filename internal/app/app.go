@@ -195,17 +195,18 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
 	svc := service.New(st.DB, newLockers(cfg, st.Redis, releases, opts.Clock), st.Redis, service.Config{
-		Strategy:     cfg.Strategy,
-		PerUserLimit: int64(cfg.PerUserLimit),
-		Fencing:      cfg.Fencing,
-		LockWait:     cfg.LockWait,
-		KeyPrefix:    opts.KeyPrefix,
-		EmbeddedSQL:  st.Embedded,
-		Batch:        cfg.Batch,
-		LockTTL:      cfg.LockTTL,
-		Watchdog:     cfg.Watchdog,
-		ReserveRedis: st.Reserve,
-		NoWriter:     opts.NoWriter,
+		Strategy:       cfg.Strategy,
+		PerUserLimit:   int64(cfg.PerUserLimit),
+		Fencing:        cfg.Fencing,
+		LockWait:       cfg.LockWait,
+		KeyPrefix:      opts.KeyPrefix,
+		EmbeddedSQL:    st.Embedded,
+		Batch:          cfg.Batch,
+		LockTTL:        cfg.LockTTL,
+		Watchdog:       cfg.Watchdog,
+		ReserveRedis:   st.Reserve,
+		NoWriter:       opts.NoWriter,
+		PaymentTimeout: cfg.PaymentTimeout,
 	}, service.NewMetrics(reg), log)
 	var limiter *controller.IPLimiter
 	if cfg.IPLimit > 0 {

@@ -112,6 +112,7 @@ func sumAudits(audits []client.Audit) client.Audit {
 		sum.Stock += a.Stock
 		sum.Orders += a.Orders
 		sum.UnitsSold += a.UnitsSold
+		sum.UnitsReturned += a.UnitsReturned
 		sum.OversoldUnits += a.OversoldUnits
 		sum.Consistent = sum.Consistent && a.Consistent
 	}

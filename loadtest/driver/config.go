@@ -137,6 +137,10 @@ type Config struct {
 	// audit is read after it. A promise that failed, was lost or is still
 	// pending when the drain runs out fails the run. 0 means DefaultDrain.
 	Drain time.Duration
+	// Cancel is the fraction (0 to 1) of the orders a run makes that their
+	// buyers cancel as soon as they have them, while the run goes on
+	// (POST /api/v1/orders/{id}/cancel); the history records the cancels.
+	Cancel float64
 	// Timeout is the longest wait for an answer once its request is sent:
 	// for the load, until its whole response is read (the load goes
 	// through fasthttp, with a connection per worker and instance); for the
@@ -237,6 +241,8 @@ func (c Config) checkLoad() error {
 		return invalid("timeout %s must be positive", c.Timeout)
 	case c.Drain < 0:
 		return invalid("drain %s must be positive", c.Drain)
+	case c.Cancel < 0 || c.Cancel > 1 || c.Cancel != c.Cancel:
+		return invalid("cancel %v must be a fraction from 0 to 1", c.Cancel)
 	}
 	return nil
 }

@@ -135,6 +135,7 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 		return nil, overrideDisabled(t.overrideDisabled)
 	}
 	res := result(p, t, false)
+	res.Cancels = p.cancels.report()
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
 	if st.Name == "" {
 		describeDefault(ctx, admin, &res, t.orderStrategy)
@@ -209,7 +210,9 @@ func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int6
 	res.Audited = true
 	res.Audit = after
 	res.RunOrders = after.Orders - before.Orders
-	res.RunUnits = after.UnitsSold - before.UnitsSold
+	// The units the run's orders took, those given back since included.
+	res.RunReturned = after.UnitsReturned - before.UnitsReturned
+	res.RunUnits = after.UnitsSold - before.UnitsSold + res.RunReturned
 	var made int64 // the warmup's too
 	for _, pt := range t.products {
 		made += pt.orders()
@@ -329,6 +332,7 @@ func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock
 	p.stock = stock
 	p.captureStrategy = st.Name == ""
 	p.history = rec
+	p.cancel, p.userPrefix, p.cancels = cfg.Cancel, prefix, &cancels{}
 	return p
 }
 

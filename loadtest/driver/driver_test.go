@@ -512,6 +512,58 @@ func TestRunHistory(t *testing.T) {
 	checkWidth(t, rep)
 }
 
+// TestRunCancels: -cancel cancels a third of the orders while the run
+// goes on, on two instances; the units come back and sell again, the
+// history records the cancels and is linearizable, and the audit counts
+// the units back.
+func TestRunCancels(t *testing.T) {
+	a := apptest.Start(t, nil)
+	b := a.Another(t)
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	const stock, requests = 20, 150
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: stock, History: path, Cancel: 1.0 / 3,
+		Strategies: []string{"redlock"}, Requests: requests, Concurrency: 12,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	res := rep.Results[0]
+	c := res.Cancels
+	if c == nil || c.Sent == 0 || c.Returned != c.Sent || int64(c.Returned) != res.RunReturned {
+		t.Fatalf("cancels %+v, audit counted %d units back; want every cancel answered 200 and counted", c, res.RunReturned)
+	}
+	if res.Successes > stock+c.Returned {
+		t.Errorf("%d orders made, %d cancelled, of a stock of %d; want no more than stock + cancelled", res.Successes, c.Returned, stock)
+	}
+	if res.Successes <= stock {
+		t.Errorf("%d orders made of a stock of %d with %d cancelled; want the cancelled units sold again", res.Successes, stock, c.Returned)
+	}
+	if h := res.History; h == nil || !h.Checked || !h.Linearizable {
+		t.Errorf("the history verdict %+v; want checked, linearizable", h)
+	}
+	if !res.CountsAgree || !res.Audit.Consistent || res.Audit.UnitsReturned != int64(c.Returned) {
+		t.Errorf("audit %+v, counts agree %v; want consistent, %d units returned", res.Audit, res.CountsAgree, c.Returned)
+	}
+	lines, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the history: %v", err)
+	}
+	cancels := 0
+	for _, l := range lines {
+		if l.Cancel() {
+			cancels++
+		}
+	}
+	if cancels != c.Sent {
+		t.Errorf("the history has %d cancel lines; want %d", cancels, c.Sent)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "cancels: ") {
+		t.Errorf("WriteTable = %v:\n%s\nwant the cancels' line", err, table.String())
+	}
+}
+
 // TestRunOverrideNeedsToken: override flags without the admin token stop
 // the run before it starts, saying what is missing.
 func TestRunOverrideNeedsToken(t *testing.T) {

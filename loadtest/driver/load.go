@@ -75,6 +75,11 @@ func (ld *load) work(ctx context.Context, sh *shard) {
 		if p.history != nil {
 			p.history.purchase(r.i, p.productIDs[r.product], p.quantity, sent, time.Now(), a, wk.resp.Body())
 		}
+		if a.out == outCreated && cancelled(r.i, p.cancel) {
+			if id, _, ok := orderFigures(wk.resp.Body()); ok {
+				wk.cancel(ctx, r.i%len(p.targets), p.productIDs[r.product], id, r.i)
+			}
+		}
 		if a.out == outAccepted && p.promises != nil {
 			p.promises.add(promise{i: r.i, product: r.product, at: ld.start.Add(since)})
 		}

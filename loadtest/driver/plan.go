@@ -34,6 +34,11 @@ type plan struct {
 	// promises, when not nil, follows every 202 until it becomes an
 	// order (see tracker).
 	promises *tracker
+	// cancel is the fraction of the orders cancelled (-cancel), by the
+	// buyers whose user IDs start with userPrefix; cancels counts them.
+	cancel     float64
+	userPrefix string
+	cancels    *cancels
 	// productIDs are the products on sale (none in the raw mode); draw,
 	// when not nil, picks each request's (else the first's), and
 	// productURLs[k][j] is the URL of a purchase of product j at

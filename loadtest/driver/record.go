@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/loadtest/report"
 )
@@ -71,6 +72,15 @@ func (r *recorder) purchase(i int, product, quantity int64, start, end time.Time
 	r.add(l)
 	// A write error stays in the writer: the run reports it at the end.
 	_ = r.w.Write(l)
+}
+
+// cancel records the cancel of order id of product, of quantity units,
+// sent at start and answered status (0: no answer) and code at end.
+func (r *recorder) cancel(product, id, quantity int64, start, end time.Time, status int, code string) {
+	l := history.Line{Op: api.OpCancel, Product: product, OrderID: &id, Quantity: quantity,
+		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: status, Code: code}
+	r.add(l)
+	_ = r.w.Write(l) // a write error stays in the writer: the run reports it at the end
 }
 
 // orderFigures reads order_id and remaining_stock from an order's body:

@@ -18,6 +18,8 @@ type worker struct {
 	reqs []*fasthttp.Request
 	resp *fasthttp.Response
 	body []byte // the purchase being built
+	// cancelReq is the worker's cancel (-cancel), made at its first.
+	cancelReq *fasthttp.Request
 }
 
 func newWorker(p *plan, lc *loadClient) *worker {
@@ -49,7 +51,10 @@ func (w *worker) release() {
 		fasthttp.ReleaseRequest(req)
 	}
 	fasthttp.ReleaseResponse(w.resp)
-	w.reqs, w.resp = nil, nil
+	if w.cancelReq != nil {
+		fasthttp.ReleaseRequest(w.cancelReq)
+	}
+	w.reqs, w.resp, w.cancelReq = nil, nil, nil
 }
 
 // do sends request i, a purchase of product, and reads its answer.

@@ -169,6 +169,12 @@ type Result struct {
 	UnsoldUnits *int64 `json:"unsold_units,omitempty"`
 	// History is the check of the run's own history (-history).
 	History *HistoryVerdict `json:"history,omitempty"`
+	// RunReturned are the units the audit counted back during the run
+	// (cancels and expiries); RunUnits counts them among those taken.
+	RunReturned int64 `json:"run_returned"`
+	// Cancels is what the run's cancels (-cancel) were answered; nil for
+	// a run without.
+	Cancels *Cancels `json:"cancels,omitempty"`
 	// Promises is what became of the run's 202s (the warmup's included),
 	// asked for after the run (-drain); nil for a run without any.
 	Promises *Promises `json:"promises,omitempty"`
@@ -293,6 +299,22 @@ type Latency struct {
 	P99   time.Duration `json:"p99_ns"`
 	P999  time.Duration `json:"p999_ns"`
 	Max   time.Duration `json:"max_ns"`
+}
+
+// Cancels is what a run's cancels (-cancel) were answered: 200, the
+// order cancelled and its units back on sale; a refusal (a 4xx: an order
+// paid or expired); no answer or a 5xx.
+type Cancels struct {
+	Sent     int `json:"sent"`
+	Returned int `json:"returned"`
+	Refused  int `json:"refused"`
+	Failed   int `json:"failed"`
+}
+
+// note is the line under the table about a run's cancels.
+func (c *Cancels) note(returnedUnits int64) string {
+	return fmt.Sprintf("cancels: %d sent as their buyers, %d answered 200 (their units back on sale), %d refused, %d without an answer; the audit counted %d units back",
+		c.Sent, c.Returned, c.Refused, c.Failed, returnedUnits)
 }
 
 // Promises is what became of a run's 202s: under reserve a 202 is a

@@ -396,6 +396,9 @@ func (r Result) notes(c Settings) []string {
 	if r.Promises != nil {
 		out = append(out, r.Promises.note())
 	}
+	if r.Cancels != nil {
+		out = append(out, r.Cancels.note(r.RunReturned))
+	}
 	var other []string
 	for _, k := range []string{OutcomeLimitExceeded, OutcomeLockLost, OutcomeTransport} {
 		if n := r.Outcomes[k]; n > 0 {

@@ -13,11 +13,13 @@
 // the instance's key prefix), so that every instance hears of it at once;
 // the refresher is what a lost message falls back on.
 //
-// Everything the cache learns carries the generation it belongs to: a newer
-// generation replaces what it knew, the same one can only lower the stock,
-// an older one is ignored. So a reset announcement that arrives late, after
-// a newer reset, or a write that committed before a reset and reports after
-// it, never marks the new sale sold out.
+// Everything the cache learns carries the version of the stock it belongs
+// to (Version: the generation and the returns of units since its reset): a
+// newer version replaces what it knew, the same one can only lower the
+// stock, an older one is ignored. So a reset announcement that arrives
+// late, after a newer reset, or a write that committed before a reset or a
+// return of units and reports after it, never marks the new sale sold out.
+// A return is announced as a reset is.
 //
 // So that a replayed request of a sold-out product still answers with its
 // order, the cache also keeps the request IDs of the product's orders once
@@ -37,6 +39,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/model"
 )
 
 // Refresh is how often the cache re-reads the stock it could answer sold
@@ -49,6 +52,27 @@ const maxRememberedOrders = 100_000
 
 // UnknownGeneration is the generation of a product the cache has not seen.
 const UnknownGeneration = -1
+
+// Version orders what is known of a product's stock: its generation (its
+// resets, model.Product.Generation), then the returns of units since the
+// last one (model.Product.Returns). Within one version the stock only
+// falls.
+type Version struct {
+	Gen, Returns int64
+}
+
+// Unknown is the version of a product the cache has not seen.
+var Unknown = Version{Gen: UnknownGeneration}
+
+// Of is the version of a product as read from its row.
+func Of(p model.Product) Version {
+	return Version{Gen: p.Generation, Returns: p.Returns}
+}
+
+// Before says v is older than w.
+func (v Version) Before(w Version) bool {
+	return v.Gen < w.Gen || v.Gen == w.Gen && v.Returns < w.Returns
+}
 
 // Config is what a Cache reads, writes and tells.
 type Config struct {
@@ -88,8 +112,9 @@ type Cache struct {
 
 // entry is what the cache knows of one product.
 type entry struct {
-	// stock is the least stock seen in generation gen.
-	stock, gen int64
+	// stock is the least stock seen in version v.
+	stock int64
+	v     Version
 	// out is the sold-out answer for stock (Config.SoldOut's), made when
 	// the stock is seen, below api.MaxQuantity, so that the purchases it
 	// answers share it rather than each making its own; nil for more
@@ -143,41 +168,47 @@ func (c *Cache) Knows(product int64) bool {
 }
 
 // Generation is the generation the cache holds the product's stock for;
-// UnknownGeneration when it holds none. A write reads it before it begins
-// and reports what it left with it (Saw), so that a write that raced a
-// reset cannot lower the new sale's stock.
+// UnknownGeneration when it holds none.
 func (c *Cache) Generation(product int64) int64 {
+	return c.At(product).Gen
+}
+
+// At is the version the cache holds the product's stock for; Unknown when
+// it holds none. A write reads it before it begins and reports what it left
+// with it (Saw), so that a write that raced a reset or a return cannot
+// lower the stock they made.
+func (c *Cache) At(product int64) Version {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if e, ok := c.m[product]; ok {
-		return e.gen
+		return e.v
 	}
-	return UnknownGeneration
+	return Unknown
 }
 
-// Saw records stock seen (by a read, a committed write, a reset) in
-// generation gen: a newer generation replaces what the cache knew, its
-// orders included; the same one keeps the least stock; an older one, or an
+// Saw records stock seen (by a read, a committed write, a reset, a return)
+// in version v: a newer version replaces what the cache knew, its orders
+// included; the same one keeps the least stock; an older one, or an
 // unknown one, changes nothing.
-func (c *Cache) Saw(product, stock, gen int64) {
-	if c.observe(product, stock, gen) && c.cfg.Seen != nil {
+func (c *Cache) Saw(product, stock int64, v Version) {
+	if c.observe(product, stock, v) && c.cfg.Seen != nil {
 		c.cfg.Seen(product, stock)
 	}
 }
 
 // observe is Saw's change to the cache; it reports whether it made one.
-func (c *Cache) observe(product, stock, gen int64) bool {
-	if gen < 0 {
+func (c *Cache) observe(product, stock int64, v Version) bool {
+	if v.Gen < 0 {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[product]
 	switch {
-	case !ok || gen > e.gen:
-		c.m[product] = &entry{stock: stock, gen: gen, out: c.answerAt(product, stock)}
+	case !ok || e.v.Before(v):
+		c.m[product] = &entry{stock: stock, v: v, out: c.answerAt(product, stock)}
 		return true
-	case gen == e.gen && stock < e.stock:
+	case v == e.v && stock < e.stock:
 		e.stock, e.out = stock, c.answerAt(product, stock)
 		return true
 	}

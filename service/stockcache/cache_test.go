@@ -33,20 +33,29 @@ func TestSoldOutAnswer(t *testing.T) {
 		}
 	}
 	check(1, "")
-	m.Saw(1, 5, 0)
+	at := func(gen, returns int64) Version { return Version{Gen: gen, Returns: returns} }
+	m.Saw(1, 5, at(0, 0))
 	check(5, "")
 	check(6, "product 1 has 5 left")
-	m.Saw(1, 0, 0)
+	m.Saw(1, 0, at(0, 0))
 	check(1, "product 1 has 0 left")
-	m.Saw(1, 3, 0) // the same generation cannot raise the stock
+	m.Saw(1, 3, at(0, 0)) // the same version cannot raise the stock
 	check(1, "product 1 has 0 left")
-	m.Saw(1, 150, 1) // a reset to more than any purchase asks
+	m.Saw(1, 2, at(0, 1)) // a return of units can
+	check(2, "")
+	check(3, "product 1 has 2 left")
+	m.Saw(1, 0, at(0, 0)) // a write from before the return changes nothing
+	check(2, "")
+	m.Saw(1, 150, at(1, 0)) // a reset to more than any purchase asks
 	check(api.MaxQuantity, "")
 	check(151, "product 1 has 150 left") // made for the asking
-	m.Saw(1, -2, 1)                      // oversold (strategy none)
+	m.Saw(1, -2, at(1, 0))               // oversold (strategy none)
 	check(1, "product 1 has 0 left")
-	m.Saw(1, 4, 0) // an older generation changes nothing
+	m.Saw(1, 4, at(0, 7)) // an older generation changes nothing, whatever its returns
 	check(1, "product 1 has 0 left")
+	if got := m.At(1); got != at(1, 0) {
+		t.Errorf("At(1) = %+v; want %+v", got, at(1, 0))
+	}
 }
 
 // TestSoldOutAnswerConcurrent: answers read while the stock falls (under
@@ -54,7 +63,7 @@ func TestSoldOutAnswer(t *testing.T) {
 func TestSoldOutAnswerConcurrent(t *testing.T) {
 	const q = 50
 	m := newTestCache()
-	m.Saw(1, api.MaxQuantity, 0)
+	m.Saw(1, api.MaxQuantity, Version{})
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -72,7 +81,7 @@ func TestSoldOutAnswerConcurrent(t *testing.T) {
 		})
 	}
 	for stock := int64(api.MaxQuantity); stock >= 0; stock-- {
-		m.Saw(1, stock, 0)
+		m.Saw(1, stock, Version{})
 	}
 	wg.Wait()
 	if err := m.SoldOutAnswer(1, 1); err == nil || err.Error() != "product 1 has 0 left" {
@@ -80,15 +89,23 @@ func TestSoldOutAnswerConcurrent(t *testing.T) {
 	}
 }
 
-// TestMessage: an announcement reads back as what was announced, and one
-// that is not product:stock:generation is refused.
+// TestMessage: an announcement reads back as what was announced, one of
+// an earlier release (product:stock:generation) reads with no returns, and
+// anything else is refused.
 func TestMessage(t *testing.T) {
-	product, stock, gen, err := parseMessage(Message(7, -2, 3))
-	if err != nil || product != 7 || stock != -2 || gen != 3 {
-		t.Errorf("parseMessage(Message(7, -2, 3)) = %d, %d, %d, %v; want 7, -2, 3", product, stock, gen, err)
+	want := Version{Gen: 3, Returns: 4}
+	product, stock, v, ack, err := parseMessage(Message(7, -2, want))
+	if err != nil || product != 7 || stock != -2 || v != want || ack != "" {
+		t.Errorf("parseMessage(Message(7, -2, %+v)) = %d, %d, %+v, %q, %v; want 7, -2, %+v, no ack", want, product, stock, v, ack, err, want)
 	}
-	for _, bad := range []string{"", "7:1", "7:1:2:3", "7:x:2", "7::2"} {
-		if _, _, _, err := parseMessage(bad); err == nil {
+	if _, _, v, ack, err := parseMessage(Message(7, 1, want) + ":t0k3n"); err != nil || v != want || ack != "t0k3n" {
+		t.Errorf("parseMessage with an ack = %+v, %q, %v; want %+v, t0k3n", v, ack, err, want)
+	}
+	if _, _, v, _, err := parseMessage("7:1:2"); err != nil || v != (Version{Gen: 2}) {
+		t.Errorf("parseMessage(7:1:2) = %+v, %v; want generation 2, no returns", v, err)
+	}
+	for _, bad := range []string{"", "7:1", "7:1:2:3:4:5", "7:x:2", "7::2", "7:1:2:y", "7:1:2:3:"} {
+		if _, _, _, _, err := parseMessage(bad); err == nil {
 			t.Errorf("parseMessage(%q) = nil error; want one", bad)
 		}
 	}

@@ -17,12 +17,12 @@ func (c *Cache) OrderOf(ctx context.Context, product int64, requestID string) (i
 	c.mu.RLock()
 	e, seen := c.m[product]
 	var (
-		gen            int64
+		v              Version
 		orders         map[string]int64
 		loaded, atZero bool
 	)
 	if seen {
-		gen, orders, loaded, atZero = e.gen, e.orders, e.loaded, e.stock <= 0
+		v, orders, loaded, atZero = e.v, e.orders, e.loaded, e.stock <= 0
 	}
 	c.mu.RUnlock()
 	if !atZero {
@@ -31,17 +31,17 @@ func (c *Cache) OrderOf(ctx context.Context, product int64, requestID string) (i
 	if !loaded {
 		// On a context of its own: one buyer's deadline must not fail the
 		// others'.
-		v, err, _ := c.ordersOnce.Do(fmt.Sprint(product, ":", gen), func() (any, error) {
+		loaded, err, _ := c.ordersOnce.Do(fmt.Sprint(product, ":", v.Gen, ":", v.Returns), func() (any, error) {
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.DBTimeout)
 			defer cancel()
-			return c.loadOrders(lctx, product, gen)
+			return c.loadOrders(lctx, product, v)
 		})
 		if err != nil {
 			return 0, false, err
 		}
-		got := v.(generationOrders)
-		if got.gen != gen {
-			return 0, false, nil // reset meanwhile: look it up
+		got := loaded.(generationOrders)
+		if got.v != v {
+			return 0, false, nil // reset or returned meanwhile: look it up
 		}
 		orders = got.orders
 	}
@@ -52,24 +52,24 @@ func (c *Cache) OrderOf(ctx context.Context, product int64, requestID string) (i
 }
 
 // generationOrders are the request IDs of a product's orders (nil: more
-// than the cache keeps) as of its generation gen.
+// than the cache keeps) as of its version v.
 type generationOrders struct {
-	gen    int64
+	v      Version
 	orders map[string]int64
 }
 
 // loadOrders reads the request IDs of a sold-out product's orders, with the
-// generation they belong to, in one snapshot, and keeps them in the cache
-// while it still holds the product at zero in that generation (asked for
-// gen). A reset after the read and a new sell-out in the next generation
-// leave them out of the cache.
-func (c *Cache) loadOrders(ctx context.Context, product, gen int64) (generationOrders, error) {
+// version they belong to, in one snapshot, and keeps them in the cache
+// while it still holds the product at zero in that version (asked for v).
+// A reset or a return after the read and a new sell-out after it leave
+// them out of the cache.
+func (c *Cache) loadOrders(ctx context.Context, product int64, v Version) (generationOrders, error) {
 	var (
 		rows []model.Order
 		prod model.Product
 	)
 	err := c.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Select("id", "generation").Take(&prod, product).Error; err != nil {
+		if err := tx.Select("id", "generation", "returns").Take(&prod, product).Error; err != nil {
 			return fmt.Errorf("read the generation of product %d: %w", product, err)
 		}
 		err := tx.Select("id", "request_id").
@@ -83,7 +83,7 @@ func (c *Cache) loadOrders(ctx context.Context, product, gen int64) (generationO
 	if err != nil {
 		return generationOrders{}, fmt.Errorf("read the request IDs of a sold-out product: %w", err)
 	}
-	got := generationOrders{gen: prod.Generation}
+	got := generationOrders{v: Of(prod)}
 	if len(rows) <= maxRememberedOrders {
 		got.orders = make(map[string]int64, len(rows))
 		for _, o := range rows {
@@ -95,7 +95,7 @@ func (c *Cache) loadOrders(ctx context.Context, product, gen int64) (generationO
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[product]; ok && e.gen == gen && got.gen == gen && e.stock <= 0 {
+	if e, ok := c.m[product]; ok && e.v == v && got.v == v && e.stock <= 0 {
 		e.orders, e.loaded = got.orders, true
 	}
 	return got, nil

@@ -2,6 +2,9 @@ package stockcache
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,7 +47,7 @@ func (c *Cache) refresh(ctx context.Context) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, Refresh*4)
 		var rows []model.Product
-		err := c.cfg.DB.WithContext(rctx).Select("id", "stock", "generation").Where("id IN ?", ids).Find(&rows).Error
+		err := c.cfg.DB.WithContext(rctx).Select("id", "stock", "generation", "returns").Where("id IN ?", ids).Find(&rows).Error
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -53,43 +56,119 @@ func (c *Cache) refresh(ctx context.Context) {
 			continue
 		}
 		for _, p := range rows {
-			c.Saw(p.ID, p.Stock, p.Generation)
+			c.Saw(p.ID, p.Stock, Of(p))
 		}
 	}
 }
 
-// Message is the announcement of a reset: "product:stock:generation".
-func Message(product, stock, gen int64) string {
-	return strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(stock, 10) + ":" + strconv.FormatInt(gen, 10)
+// Message is the announcement of a reset or a return of units:
+// "product:stock:generation:returns".
+func Message(product, stock int64, v Version) string {
+	return strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(stock, 10) + ":" +
+		strconv.FormatInt(v.Gen, 10) + ":" + strconv.FormatInt(v.Returns, 10)
 }
 
-// parseMessage reads Message's form.
-func parseMessage(msg string) (product, stock, gen int64, err error) {
+// parseMessage reads Message's form, with an acknowledgement's token after
+// it (":token", see AnnounceHeard) or not, and the one before returns were
+// (product:stock:generation, from an instance of an earlier release
+// during a rolling upgrade).
+func parseMessage(msg string) (product, stock int64, v Version, ack string, err error) {
 	parts := strings.Split(msg, ":")
-	if len(parts) != 3 {
-		return 0, 0, 0, fmt.Errorf("%q is not product:stock:generation", msg)
+	if len(parts) == 5 && parts[4] != "" {
+		ack, parts = parts[4], parts[:4]
 	}
-	var nums [3]int64
+	if len(parts) != 3 && len(parts) != 4 {
+		return 0, 0, v, "", fmt.Errorf("%q is not product:stock:generation:returns", msg)
+	}
+	var nums [4]int64
 	for i, part := range parts {
 		if nums[i], err = strconv.ParseInt(part, 10, 64); err != nil {
-			return 0, 0, 0, fmt.Errorf("%q is not product:stock:generation: %w", msg, err)
+			return 0, 0, v, "", fmt.Errorf("%q is not product:stock:generation:returns: %w", msg, err)
 		}
 	}
-	return nums[0], nums[1], nums[2], nil
+	return nums[0], nums[1], Version{Gen: nums[2], Returns: nums[3]}, ack, nil
+}
+
+// ackKey is the list a listener pushes to once it has applied an
+// announcement that asked for its acknowledgement (token).
+func (c *Cache) ackKey(token string) string { return c.cfg.Channel + ":ack:" + token }
+
+// ackTTL bounds the life of an acknowledgement list nobody waits on.
+const ackTTL = 10 * time.Second
+
+// AnnounceHeard is Announce, and then waits, at most wait, until every
+// instance the announcement reached on some node has applied it: each
+// listener pushes to a list of the announcement's own once it has, and the
+// announcer pops as many as PUBLISH said it reached, node by node. So a
+// buyer who hears that units came back finds them on sale on every
+// instance (a cancel's answer waits for it). An instance that did not get
+// it (its subscription down) falls back on its refresher, within Refresh.
+func (c *Cache) AnnounceHeard(ctx context.Context, product, stock int64, v Version, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		c.Announce(ctx, product, stock, v)
+		return
+	}
+	token := hex.EncodeToString(b)
+	msg := Message(product, stock, v) + ":" + token
+	for i, node := range c.cfg.Redis {
+		reached, err := node.Publish(ctx, c.cfg.Channel, msg).Result()
+		if err != nil {
+			c.cfg.Log.WarnContext(ctx, "announce a product's stock", "node", i, "product", product, "err", err)
+			continue
+		}
+		for ; reached > 0; reached-- {
+			left := time.Until(deadlineOf(ctx))
+			if left <= 0 {
+				break
+			}
+			// BLPOP's timeout is whole milliseconds at least.
+			if err := node.BLPop(ctx, max(left, time.Millisecond), c.ackKey(token)).Err(); err != nil {
+				if ctx.Err() == nil && !errors.Is(err, redis.Nil) {
+					c.cfg.Log.WarnContext(ctx, "wait for the instances to hear of a product's stock", "node", i, "product", product, "err", err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// deadlineOf is ctx's deadline (it has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 // Announce tells every instance, through every Redis node, that the
-// product's stock was reset to stock in generation gen. A node that does
-// not take it is logged: its instances learn of the reset from their
-// refresher.
-func (c *Cache) Announce(ctx context.Context, product, stock, gen int64) {
+// product's stock is stock in version v: a reset, or units returned. A
+// node that does not take it is logged: its instances learn of it from
+// their refresher.
+func (c *Cache) Announce(ctx context.Context, product, stock int64, v Version) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	msg := Message(product, stock, gen)
+	msg := Message(product, stock, v)
 	for i, node := range c.cfg.Redis {
 		if err := node.Publish(ctx, c.cfg.Channel, msg).Err(); err != nil {
-			c.cfg.Log.WarnContext(ctx, "announce a stock reset", "node", i, "product", product, "err", err)
+			c.cfg.Log.WarnContext(ctx, "announce a product's stock", "node", i, "product", product, "err", err)
 		}
+	}
+}
+
+// acknowledge tells the announcer of token, on node, that this instance
+// applied its announcement.
+func (c *Cache) acknowledge(ctx context.Context, node redis.UniversalClient, token string) {
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	key := c.ackKey(token)
+	_, err := node.Pipelined(actx, func(p redis.Pipeliner) error {
+		p.RPush(actx, key, 1)
+		p.Expire(actx, key, ackTTL)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Log.WarnContext(ctx, "acknowledge a stock announcement", "err", err)
 	}
 }
 
@@ -106,14 +185,17 @@ func (c *Cache) listen(ctx context.Context, node redis.UniversalClient) {
 	})
 	defer stop()
 	for msg := range sub.Channel() {
-		product, stock, gen, err := parseMessage(msg.Payload)
+		product, stock, v, ack, err := parseMessage(msg.Payload)
 		if err != nil {
-			c.cfg.Log.WarnContext(ctx, "a stock reset announcement that does not parse", "err", err)
+			c.cfg.Log.WarnContext(ctx, "a stock announcement that does not parse", "err", err)
 			continue
 		}
-		c.Saw(product, stock, gen)
+		c.Saw(product, stock, v)
+		if ack != "" {
+			c.acknowledge(ctx, node, ack)
+		}
 		if h := c.cfg.ResetHeard; h != nil {
-			h(product, gen)
+			h(product, v.Gen)
 		}
 	}
 }

@@ -1,0 +1,276 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service"
+)
+
+// returns is how many orders' units an instance put back, by reason.
+func (in *instance) returns(t testing.TB, reason string) float64 {
+	t.Helper()
+	return in.metrics(t).Sum("seckill_order_returns_total", "reason", reason)
+}
+
+// sell makes n purchases of one unit of product through in, each by a user
+// of its own (prefix-i), and returns their orders.
+func sell(t *testing.T, in *instance, product int64, prefix string, n int) []model.Order {
+	t.Helper()
+	orders := make([]model.Order, n)
+	for i := range orders {
+		r, err := in.svc.Purchase(context.Background(), service.Purchase{ProductID: product,
+			UserID: fmt.Sprintf("%s-%d", prefix, i), Quantity: 1})
+		if err != nil {
+			t.Fatalf("purchase %d of product %d: %v", i, product, err)
+		}
+		orders[i] = r.Order
+	}
+	return orders
+}
+
+// TestConcurrentCancels: every order cancelled eight times at once, on two
+// instances, gives its unit back once; every cancel answers the cancelled
+// order.
+func TestConcurrentCancels(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	s := settings{PerUserLimit: 1, PaymentTimeout: time.Minute}
+	a, b := f.instance(s), f.instance(s)
+	p := a.product(t, 10)
+	orders := sell(t, a, p.ID, "u", 6)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(orders)*8)
+	for _, o := range orders {
+		for i := range 8 {
+			in := a
+			if i%2 == 1 {
+				in = b
+			}
+			wg.Go(func() {
+				got, err := in.svc.Cancel(context.Background(), o.ID, string(o.UserID))
+				if err == nil && got.Status != model.StatusCancelled {
+					err = fmt.Errorf("order %d is %s", o.ID, got.Status)
+				}
+				errs <- err
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Cancel = %v; want the order, cancelled", err)
+		}
+	}
+	want := service.Audit{ProductID: p.ID, InitialStock: 10, Stock: 10, Orders: 6, UnitsReturned: 6, Consistent: true}
+	a.wantAudit(t, want)
+	if got := a.returns(t, "cancel") + b.returns(t, "cancel"); got != 6 {
+		t.Errorf("seckill_order_returns_total{reason=cancel} on both instances = %v; want 6", got)
+	}
+}
+
+// TestPaymentRacesItsEnd: a payment racing a cancel, and one racing the
+// expiry on two instances: exactly one of them wins each order, and the
+// stock is what the paid orders left.
+func TestPaymentRacesItsEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const timeout = 400 * time.Millisecond
+	s := settings{PaymentTimeout: timeout}
+	a, b := f.instance(s), f.instance(s)
+	ctx := context.Background()
+
+	t.Run("cancel", func(t *testing.T) {
+		p := a.product(t, 20)
+		orders := sell(t, a, p.ID, "c", 20)
+		var wg sync.WaitGroup
+		payErrs, cancelErrs := make([]error, len(orders)), make([]error, len(orders))
+		for i, o := range orders {
+			wg.Go(func() { _, payErrs[i] = a.svc.Pay(ctx, o.ID, string(o.UserID)) })
+			wg.Go(func() { _, cancelErrs[i] = b.svc.Cancel(ctx, o.ID, string(o.UserID)) })
+		}
+		wg.Wait()
+		var paid int64
+		for i := range orders {
+			switch {
+			case payErrs[i] == nil && service.ErrorCode(cancelErrs[i]) == service.CodeOrderPaid:
+				paid++
+			case cancelErrs[i] == nil && service.ErrorCode(payErrs[i]) == service.CodeOrderClosed:
+			default:
+				t.Errorf("order %d: Pay = %v, Cancel = %v; want exactly one to win", orders[i].ID, payErrs[i], cancelErrs[i])
+			}
+		}
+		a.wantAudit(t, service.Audit{ProductID: p.ID, InitialStock: 20, Stock: 20 - paid, Orders: 20,
+			UnitsSold: paid, UnitsReturned: 20 - paid, Consistent: true})
+	})
+
+	t.Run("expiry", func(t *testing.T) {
+		p := a.product(t, 20)
+		orders := sell(t, a, p.ID, "e", 20)
+		// Pay them around their expiry, some just before, some just
+		// after, while both instances sweep.
+		var wg sync.WaitGroup
+		payErrs := make([]error, len(orders))
+		for i, o := range orders {
+			wg.Go(func() {
+				time.Sleep(time.Until(o.ExpiresAt.Add(time.Duration(i-len(orders)/2) * 3 * time.Millisecond)))
+				_, payErrs[i] = b.svc.Pay(ctx, o.ID, string(o.UserID))
+			})
+		}
+		wg.Wait()
+		var paid int64
+		for i, o := range orders {
+			got, err := a.svc.Order(ctx, o.ID, "", true)
+			switch {
+			case err != nil:
+				t.Fatalf("Order(%d) = %v", o.ID, err)
+			case payErrs[i] == nil && got.Status == model.StatusPaid:
+				paid++
+			case service.ErrorCode(payErrs[i]) == service.CodeOrderClosed && got.Status == model.StatusExpired:
+			default:
+				t.Errorf("order %d: Pay = %v, and it is %s; want paid, or expired and order_closed", o.ID, payErrs[i], got.Status)
+			}
+		}
+		t.Logf("%d of %d orders paid before their expiry", paid, len(orders))
+		a.wantAudit(t, service.Audit{ProductID: p.ID, InitialStock: 20, Stock: 20 - paid, Orders: 20,
+			UnitsSold: paid, UnitsReturned: 20 - paid, Consistent: true})
+	})
+}
+
+// TestExpirySharedByThree: three instances sweep the same due orders of
+// three products; every order expires once, and every unit is back.
+func TestExpirySharedByThree(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	s := settings{PerUserLimit: 1, PaymentTimeout: 300 * time.Millisecond}
+	ins := []*instance{f.instance(s), f.instance(s), f.instance(s)}
+	var products []model.Product
+	for i := range 3 {
+		p := ins[i].product(t, 40)
+		products = append(products, p)
+		sell(t, ins[i], p.ID, "x", 40)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, p := range products {
+		for ins[0].audit(t, p.ID).UnitsReturned < 40 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		ins[0].wantAudit(t, service.Audit{ProductID: p.ID, InitialStock: 40, Stock: 40, Orders: 40, UnitsReturned: 40, Consistent: true})
+	}
+	var expired float64
+	for _, in := range ins {
+		expired += in.returns(t, "expiry")
+	}
+	if expired != 120 {
+		t.Errorf("seckill_order_returns_total{reason=expiry} on three instances = %v; want 120", expired)
+	}
+	// Their buyers may buy again: the per-user limit counts live orders.
+	if r, err := ins[1].svc.Purchase(context.Background(), service.Purchase{ProductID: products[0].ID, UserID: "x-0", Quantity: 1}); err != nil {
+		t.Errorf("a buyer whose order expired buys again = %+v, %v; want an order", r, err)
+	}
+}
+
+// TestCancelsDuringSale: buyers cancel while a sale runs on two instances,
+// under a lock and under the row lock: nothing is oversold, no unit is
+// lost or counted twice, the per-user limit holds among live orders, and
+// units cancelled after the product sold out sell again on both
+// instances.
+func TestCancelsDuringSale(t *testing.T) {
+	eachStrategy(t, []string{"redlock", "pessimistic"}, func(t *testing.T, strategy string) {
+		f := newFixture(t, nil)
+		s := settings{Strategy: strategy, PerUserLimit: 1, PaymentTimeout: time.Minute, Fencing: true}
+		a, b := f.instance(s), f.instance(s)
+		const stock, buyers = 30, 120
+		p := a.product(t, stock)
+		ctx := context.Background()
+		sold := make(chan model.Order, buyers)
+		var wg sync.WaitGroup
+		for i := range buyers {
+			in := a
+			if i%2 == 1 {
+				in = b
+			}
+			wg.Go(func() {
+				// Each buyer buys twice: a cancelled order frees its limit.
+				for range 2 {
+					r, err := in.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: fmt.Sprintf("b-%d", i), Quantity: 1})
+					if err == nil {
+						sold <- r.Order
+					} else if !errors.Is(err, service.ErrSoldOut) && !errors.Is(err, service.ErrLimitExceeded) {
+						t.Errorf("purchase: %v", err)
+					}
+				}
+			})
+		}
+		var cancelled int64
+		cancels := make(chan struct{})
+		go func() {
+			defer close(cancels)
+			n := 0
+			for o := range sold {
+				if n++; n%3 != 0 {
+					continue
+				}
+				in := a
+				if n%2 == 0 {
+					in = b
+				}
+				if _, err := in.svc.Cancel(ctx, o.ID, string(o.UserID)); err != nil {
+					t.Errorf("Cancel(%d) = %v", o.ID, err)
+					continue
+				}
+				cancelled++
+			}
+		}()
+		wg.Wait()
+		close(sold)
+		<-cancels
+		au := a.audit(t, p.ID)
+		if !au.Consistent || au.OversoldUnits != 0 || au.UnitsReturned != cancelled || au.UnitsSold+au.UnitsReturned != au.Orders {
+			t.Errorf("audit = %+v after %d cancels; want consistent, every cancelled unit returned once", au, cancelled)
+		}
+		var live []model.Order
+		if err := f.db.Where("product_id = ? AND status IN ?", p.ID, []string{model.StatusUnpaid, model.StatusPaid}).Find(&live).Error; err != nil {
+			t.Fatal(err)
+		}
+		users := map[string]bool{}
+		for _, o := range live {
+			if users[string(o.UserID)] {
+				t.Errorf("user %s holds two live orders past the limit of 1", o.UserID)
+			}
+			users[string(o.UserID)] = true
+		}
+		// What the last cancels gave back sells out.
+		for i := 0; ; i++ {
+			r, err := a.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: fmt.Sprintf("rest-%d", i), Quantity: 1})
+			if errors.Is(err, service.ErrSoldOut) {
+				break
+			}
+			if err != nil || i > stock {
+				t.Fatalf("selling the rest: %+v, %v", r, err)
+			}
+			live = append(live, r.Order)
+		}
+		// Sold out on both: once a cancel is answered, the other instance
+		// sells its unit (it heard of the return before the answer).
+		if _, err := b.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+			t.Fatalf("a purchase before the cancel = %v; want sold_out", err)
+		}
+		o := live[0]
+		if _, err := a.svc.Cancel(ctx, o.ID, string(o.UserID)); err != nil {
+			t.Fatalf("Cancel(%d) = %v", o.ID, err)
+		}
+		if _, err := b.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: "late", Quantity: 1}); err != nil {
+			t.Errorf("a purchase of the returned unit on the other instance, after the cancel's answer = %v; want an order", err)
+		}
+		if au := a.audit(t, p.ID); !au.Consistent {
+			t.Errorf("final audit = %+v; want consistent", au)
+		}
+	})
+}
