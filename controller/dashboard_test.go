@@ -189,6 +189,45 @@ func TestDashboardIPLimit(t *testing.T) {
 	}
 }
 
+// TestDashboardOrders: the dashboard shows the orders by what became of
+// them: paid, cancelled, expired.
+func TestDashboardOrders(t *testing.T) {
+	t.Parallel()
+	in := apptest.Start(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": "1s"})
+	ctx := t.Context()
+	c := in.Client()
+	p, err := c.CreateProduct(ctx, "lamp", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orders []api.Order
+	for i := range 3 {
+		o, err := c.Buy(ctx, p.ID, api.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, api.Override{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, o)
+	}
+	if _, err := c.Pay(ctx, orders[0].OrderID, "u-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, orders[1].OrderID, "u-1"); err != nil {
+		t.Fatal(err)
+	}
+	tab := openDashboard(t, in.URL)
+	var shown string
+	testenv.Until(15*time.Second, func() bool {
+		if shown, err = chromedp.Run(tab, chromedp.Evaluate[string](
+			`(e => [e.dataset.paid, e.dataset.cancelled, e.dataset.expired].join(" "))(document.getElementById("orders"))`)); err != nil {
+			t.Fatalf("read the dashboard: %v", err)
+		}
+		return shown == "1 1 1"
+	})
+	if shown != "1 1 1" {
+		t.Errorf("the dashboard shows %q orders paid, cancelled, expired; want 1 1 1", shown)
+	}
+}
+
 // TestDashboardFitsTheWindow: at 1280x720 the dashboard needs no scrolling
 // sideways, first after a real sale under every strategy (the driver's
 // probes of a product that does not exist shown apart, not as sales),

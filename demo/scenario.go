@@ -113,6 +113,7 @@ func Scenarios() []Scenario {
 		linearScenario(),
 		counterScenario(),
 		reserveScenario(),
+		ordersScenario(),
 	}
 }
 

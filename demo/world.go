@@ -144,6 +144,8 @@ type setup struct {
 	// noWriter runs no reserve writer on it.
 	reserve  string
 	noWriter bool
+	// paymentTimeout, when not 0, is its SECKILL_PAYMENT_TIMEOUT.
+	paymentTimeout time.Duration
 }
 
 // apply returns the world's configuration and options as s changes them.
@@ -160,6 +162,9 @@ func (w *world) apply(s setup) (config.Config, app.Options) {
 	}
 	if s.reserve != "" {
 		cfg.ReserveAddrs, cfg.ReserveCluster = []string{s.reserve}, false
+	}
+	if s.paymentTimeout > 0 {
+		cfg.PaymentTimeout = s.paymentTimeout
 	}
 	opts := app.Options{KeyPrefix: w.prefix, NoWriter: s.noWriter}
 	if s.clock != nil {

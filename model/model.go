@@ -1,5 +1,6 @@
 // Package model holds the GORM structs of the tables (the two the contract
-// names, and user_units) and their migration, nothing else: no queries, no HTTP shapes.
+// names, user_units and reserve_returns) and their migration, nothing else:
+// no queries, no HTTP shapes.
 package model
 
 import (
@@ -40,9 +41,9 @@ type Product struct {
 	// last reset: stock only falls between two, so what an instance
 	// remembers of the stock carries it with the generation, and a stock
 	// seen before a return never hides the units it gave back.
-	Returns int64 `gorm:"not null;default:0"`
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	Returns   int64 `gorm:"not null;default:0"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // BinaryString is a string the database stores and compares byte for byte,
@@ -106,6 +107,20 @@ type UserUnits struct {
 	Units     int64        `gorm:"not null"`
 }
 
+// ReserveReturn is a return of units of a product that sells under
+// reserve, written in the transaction that returns them to the database's
+// stock and deleted once its counter in Redis has them back too: the
+// outbox between the two stores. A return whose instance died between
+// them is found here and finished by any instance (service/returns.go).
+type ReserveReturn struct {
+	OrderID    int64        `gorm:"primaryKey;autoIncrement:false"`
+	ProductID  int64        `gorm:"not null;index"`
+	Generation int64        `gorm:"not null"`
+	UserID     BinaryString `gorm:"not null"`
+	Quantity   int64        `gorm:"not null"`
+	CreatedAt  time.Time
+}
+
 // migrateLock names the MySQL advisory lock that serialises migrations of
 // one database: instances that start at once take turns, and all but the
 // first find the tables in place.
@@ -138,7 +153,7 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 }
 
 func migrate(db *gorm.DB) error {
-	if err := db.AutoMigrate(&Product{}, &Order{}, &UserUnits{}); err != nil {
+	if err := db.AutoMigrate(&Product{}, &Order{}, &UserUnits{}, &ReserveReturn{}); err != nil {
 		return fmt.Errorf("model: migrate: %w", err)
 	}
 	return nil

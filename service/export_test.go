@@ -48,11 +48,14 @@ type Hooks struct {
 	// BatchTrips runs when a sale was answered by the MySQL form's three
 	// trips (committed, or nothing to write).
 	BatchTrips func(product int64)
+	// Returned runs after a return's COMMIT, before reserve's counter gets
+	// the units back; true stops there (an instance dying between them).
+	Returned func(product int64) bool
 }
 
 // WithHooks returns c with h installed.
 func (c Config) WithHooks(h Hooks) Config {
-	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed, tripGroup: h.TripGroup, batchTrips: h.BatchTrips}
+	c.hooks = hooks{ordersRead: h.OrdersRead, resetHeard: h.ResetHeard, committed: h.Committed, tripGroup: h.TripGroup, batchTrips: h.BatchTrips, returned: h.Returned}
 	return c
 }
 

@@ -29,8 +29,10 @@ type Metrics struct {
 	reserveMoved      *prometheus.CounterVec
 	reserveLost       prometheus.Counter
 
-	// returns counts the orders whose units came back, by reason.
-	returns *prometheus.CounterVec
+	// returns counts the orders whose units came back, by reason;
+	// payments the orders paid.
+	returns  *prometheus.CounterVec
+	payments prometheus.Counter
 
 	// series are the purchase series of every strategy and outcome,
 	// resolved once in NewMetrics and only read afterwards (no lock): a
@@ -137,7 +139,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"reason"})
 	m.returns.WithLabelValues(returnCancel)
 	m.returns.WithLabelValues(returnExpiry)
-	reg.MustRegister(m.returns)
+	m.payments = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_order_payments_total",
+		Help: "Orders this instance marked paid (a payment of an order paid already is not counted again).",
+	})
+	reg.MustRegister(m.returns, m.payments)
 	m.reserveMoved.WithLabelValues("down")
 	m.reserveMoved.WithLabelValues("up")
 	reg.MustRegister(m.reserveMoved, m.reserveLost)
@@ -222,6 +228,9 @@ func (m *Metrics) reserveCorrected(delta, lost int64) {
 
 // reserveRecovered counts a counter found gone from Redis.
 func (m *Metrics) reserveRecovered() { m.reserveRecoveries.Inc() }
+
+// paid counts an order paid.
+func (m *Metrics) paid() { m.payments.Inc() }
 
 // returned counts n orders whose units came back for reason.
 func (m *Metrics) returned(reason string, n int) { m.returns.WithLabelValues(reason).Add(float64(n)) }

@@ -117,6 +117,11 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			if err := tx.Where("product_id = ?", id).Delete(&model.UserUnits{}).Error; err != nil {
 				return fmt.Errorf("delete the units users hold: %w", err)
 			}
+			// Returns still on their way to reserve's counter go with
+			// the generation they belong to.
+			if err := tx.Where("product_id = ?", id).Delete(&model.ReserveReturn{}).Error; err != nil {
+				return fmt.Errorf("delete the returns on their way to Redis: %w", err)
+			}
 			// The row is locked: nobody else moved them on meanwhile.
 			p.Stock, p.InitialStock, p.Fence, p.Generation, p.Returns, p.Reserve, p.ReserveLoaded = stock, stock, p.Fence+1, p.Generation+1, 0, false, false
 			return nil

@@ -49,12 +49,24 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 		case !p.Reserve || !p.ReserveLoaded:
 			return nil
 		}
-		snap, err := s.reserve.Check(ctx, id, p.Generation)
+		// Returns on their way to the counter: the database's stock has
+		// their units, and the counter will when they get there.
+		returns, err := returnsOf(tx, id)
+		if err != nil {
+			return err
+		}
+		snap, err := s.reserve.Check(ctx, id, p.Generation, returnIDs(returns))
 		switch {
 		case err != nil:
 			return err
 		case !snap.Present || snap.Generation != p.Generation:
 			return nil // not loaded in this generation: the next purchase loads it
+		}
+		var coming int64
+		for _, r := range returns {
+			if !snap.Refunded[r.OrderID] {
+				coming += r.Quantity
+			}
 		}
 		written, err := writtenOf(tx, id, slices.Collect(maps.Keys(snap.Waiting)))
 		if err != nil {
@@ -68,7 +80,7 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 		}
 		// Never below 0: reservations beyond the database's stock are
 		// refused sold_out when written, and give nothing back.
-		r.delta = max(0, p.Stock-waiting) - snap.Stock
+		r.delta = max(0, p.Stock-waiting-coming) - snap.Stock
 		if r.delta == 0 {
 			return nil
 		}
@@ -117,7 +129,7 @@ func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id, gen int
 	}
 	// Reservations made after the first look have records and entries:
 	// they are not lost. (None is written meanwhile: the row is locked.)
-	again, err := s.reserve.Check(ctx, id, gen)
+	again, err := s.reserve.Check(ctx, id, gen, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -271,6 +271,10 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		if units, written, err = ordersOf(tx, id); err != nil {
 			return err
 		}
+		returns, err := returnsOf(tx, id)
+		if err != nil {
+			return err
+		}
 		if !p.Reserve {
 			first = true
 			err := tx.Model(&p).Updates(map[string]any{"reserve": true, "reserve_loaded": true}).Error
@@ -279,7 +283,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 			}
 			return nil
 		}
-		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, !p.ReserveLoaded, true)
+		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, returnIDs(returns), written, !p.ReserveLoaded, true)
 		if err != nil {
 			return err
 		}
@@ -310,7 +314,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 	if err != nil || !first {
 		return gen, marked, err
 	}
-	l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, written, true, false)
+	l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, nil, written, true, false)
 	switch {
 	case err != nil:
 		return 0, false, err

@@ -80,12 +80,15 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 		return model.Order{}, err
 	}
 	dctx, cancel := s.dbCtx(ctx, 0)
-	err := s.db.WithContext(dctx).Model(&model.Order{}).
+	res := s.db.WithContext(dctx).Model(&model.Order{}).
 		Where("id = ? AND user_id = ? AND status = ? AND expires_at > ?", id, user, model.StatusUnpaid, s.db.NowFunc()).
-		Updates(map[string]any{"status": model.StatusPaid, "expires_at": nil}).Error
+		Updates(map[string]any{"status": model.StatusPaid, "expires_at": nil})
 	cancel()
-	if err != nil {
-		return model.Order{}, storeErr(fmt.Sprintf("pay order %d", id), err)
+	if res.Error != nil {
+		return model.Order{}, storeErr(fmt.Sprintf("pay order %d", id), res.Error)
+	}
+	if res.RowsAffected == 1 {
+		s.metrics.paid()
 	}
 	o, err := s.Order(ctx, id, user, false)
 	if err != nil {
@@ -173,12 +176,13 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		p        model.Product
 		returned []model.Order
 		units    int64
+		outbox   []model.ReserveReturn
 	)
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		returned, units = nil, 0
+		returned, units, outbox = nil, 0, nil
 		if p, err = lockProduct(tx, product); err != nil {
 			return err
 		}
@@ -223,12 +227,16 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 				return fmt.Errorf("take %d units off a buyer's: %w", q, err)
 			}
 		}
-		if p.Reserve && s.reserve != nil {
-			// Orders written before the product moved into Redis: its
-			// counter there takes the units back, under the row lock, as
-			// the reconciler moves it.
-			if _, _, err := s.reserve.Adjust(ctx, product, p.Generation, units); err != nil {
-				return fmt.Errorf("put %d units back in the counter: %w", units, err)
+		if p.Reserve {
+			// The counter in Redis takes the units back after the COMMIT
+			// (refund); until it has, the outbox says they are coming.
+			outbox = make([]model.ReserveReturn, len(returned))
+			for i, o := range returned {
+				outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: product, Generation: p.Generation,
+					UserID: o.UserID, Quantity: o.Quantity}
+			}
+			if err := tx.Create(&outbox).Error; err != nil {
+				return fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
 			}
 		}
 		p.Stock, p.Returns = p.Stock+units, p.Returns+1
@@ -240,6 +248,16 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	if len(returned) == 0 {
 		return 0, nil
 	}
+	if h := s.cfg.hooks.returned; h != nil && h(product) {
+		return len(returned), nil // a test's crash between the two stores
+	}
+	if len(outbox) > 0 {
+		if err := s.refund(ctx, outbox); err != nil {
+			// The units are back in the database; the counter gets them
+			// from the outbox, at the next sweep (finishReturns).
+			s.log.WarnContext(ctx, "reserve: give returned units back to the counter", "product", product, "err", err)
+		}
+	}
 	s.metrics.returned(reason, len(returned))
 	s.cache.Saw(product, p.Stock, stockcache.Of(p))
 	if reason == returnCancel {
@@ -250,6 +268,79 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	}
 	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(returned), "units", units, "stock", p.Stock)
 	return len(returned), nil
+}
+
+// refund gives the units of returns rs back to their counter in Redis and
+// takes each that has them off the outbox. One whose counter is not
+// loaded stays, and is asked again at the next sweep.
+func (s *Seckill) refund(ctx context.Context, rs []model.ReserveReturn) error {
+	if s.reserve == nil {
+		return errors.New("reserve has no Redis")
+	}
+	var done []int64
+	var errs []error
+	for _, r := range rs {
+		ok, err := s.reserve.Refund(ctx, r.ProductID, r.Generation, r.OrderID, r.Quantity, string(r.UserID))
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			done = append(done, r.OrderID)
+		}
+	}
+	if len(done) > 0 {
+		dctx, cancel := s.dbCtx(ctx, 0)
+		err := s.db.WithContext(dctx).Where("order_id IN ?", done).Delete(&model.ReserveReturn{}).Error
+		cancel()
+		if err != nil {
+			// Asked again, they change nothing more (refund.lua).
+			errs = append(errs, fmt.Errorf("take %d returns off the outbox: %w", len(done), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// outboxGrace is how old a return on its way to Redis is before the sweep
+// finishes it: its own instance does it at once, unless it died between
+// the two stores.
+const outboxGrace = 2 * time.Second
+
+// finishReturns gives the units of the returns left on the outbox longer
+// than outboxGrace back to their counters: those whose instance died, or
+// whose Redis did not answer, between the database's COMMIT and the
+// counter.
+func (s *Seckill) finishReturns(ctx context.Context) error {
+	if s.reserve == nil {
+		return nil
+	}
+	var rs []model.ReserveReturn
+	rctx, cancel := s.dbCtx(ctx, 0)
+	err := s.db.WithContext(rctx).Where("created_at <= ?", s.db.NowFunc().Add(-outboxGrace)).
+		Order("order_id").Limit(sweepBatch).Find(&rs).Error
+	cancel()
+	if err != nil || len(rs) == 0 {
+		return storeErr("read the returns on their way to Redis", err)
+	}
+	return s.refund(ctx, rs)
+}
+
+// returnsOf reads the returns of product id on their way to its counter,
+// in transaction tx.
+func returnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
+	var rs []model.ReserveReturn
+	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
+	}
+	return rs, nil
+}
+
+// returnIDs are the orders of returns rs.
+func returnIDs(rs []model.ReserveReturn) []int64 {
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.OrderID
+	}
+	return ids
 }
 
 // sweep expires, every SweepEvery until ctx ends, the unpaid orders whose
@@ -266,6 +357,9 @@ func (s *Seckill) sweep(ctx context.Context) {
 		}
 		if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "expire unpaid orders", "err", err)
+		}
+		if err := s.finishReturns(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "reserve: finish the returns on their way to Redis", "err", err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/reserve"
 )
 
 // returns is how many orders' units an instance put back, by reason.
@@ -273,4 +274,152 @@ func TestCancelsDuringSale(t *testing.T) {
 			t.Errorf("final audit = %+v; want consistent", au)
 		}
 	})
+}
+
+// TestReserveReturns: under reserve, a cancel puts the units back in the
+// counter in Redis and the buyer's count there, once; an instance that
+// dies between the database's COMMIT and Redis (a hook stops it there)
+// loses nothing: another instance's sweep finishes the return from the
+// outbox, once, and a reconcile meanwhile does not count its units twice,
+// nor does a counter Redis lost and the database derived again; unpaid
+// reserve orders expire and give their units back too.
+func TestReserveReturns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	s := reserveSettings("a", false)
+	s.PaymentTimeout = time.Minute
+	crashed := s
+	crashed.Consumer, crashed.NoWriter = "", true
+	crashed.Hooks = service.Hooks{Returned: func(int64) bool { return true }}
+	a, dying := f.instance(s), f.instance(crashed)
+	store := reserve.New(f.clients[0], f.prefix)
+	prod := a.product(t, 4)
+	buy := func(in *instance, user string) {
+		t.Helper()
+		p := service.Purchase{ProductID: prod.ID, UserID: user, Quantity: 1, RequestID: "r-" + user + fmt.Sprint(time.Now().UnixNano())}
+		if r, err := in.svc.Purchase(ctx, p); err != nil || r.Reservation == nil {
+			t.Fatalf("Purchase(%s) = %+v, %v; want a reservation", show(p), r, err)
+		}
+	}
+	// snapshot is the counter, and the units the counter must hold: the
+	// database's stock less the reservations still waiting.
+	counter := func() (got, want int64) {
+		t.Helper()
+		snap, err := store.Check(ctx, prod.ID, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var waiting int64
+		for _, q := range snap.Waiting {
+			waiting += q
+		}
+		return snap.Stock, a.audit(t, prod.ID).Stock - waiting
+	}
+	orderOf := func(user string) model.Order {
+		t.Helper()
+		var o model.Order
+		if err := f.db.Where("product_id = ? AND user_id = ? AND status = ?", prod.ID, user, model.StatusUnpaid).Take(&o).Error; err != nil {
+			t.Fatalf("the unpaid order of %s: %v", user, err)
+		}
+		return o
+	}
+	for _, u := range []string{"u-1", "u-2", "u-3", "u-4"} {
+		buy(a, u)
+	}
+	waitOrders(t, f, prod.ID, 4)
+	if o := orderOf("u-1"); o.ExpiresAt == nil || o.Strategy != "reserve" {
+		t.Fatalf("a reserve order = %+v; want unpaid with its expiry", o)
+	}
+
+	// A cancel: the unit is back in the counter, and u-1 may buy again.
+	if _, err := a.svc.Cancel(ctx, orderOf("u-1").ID, "u-1"); err != nil {
+		t.Fatalf("Cancel = %v", err)
+	}
+	if got, want := counter(); got != 1 || want != 1 {
+		t.Errorf("the counter after a cancel = %d (it must be %d); want 1", got, want)
+	}
+	buy(a, "u-1")
+	waitOrders(t, f, prod.ID, 5)
+
+	// A crash between the stores: the database has the unit, Redis not yet.
+	if _, err := dying.svc.Cancel(ctx, orderOf("u-2").ID, "u-2"); err != nil {
+		t.Fatalf("Cancel on the dying instance = %v", err)
+	}
+	if got, want := counter(); got != 0 || want != 1 {
+		t.Errorf("the counter right after the crash = %d (the database says %d); want 0, the return on its way", got, want)
+	}
+	// A reconcile meanwhile leaves it: the outbox says the unit is coming.
+	if delta, _, err := a.svc.Reconcile(ctx, prod.ID); err != nil || delta != 0 {
+		t.Errorf("Reconcile with a return on its way = moved %d, %v; want 0", delta, err)
+	}
+	// The sweep of the living instance finishes it, once.
+	deadline := time.Now().Add(15 * time.Second)
+	for got, _ := counter(); got != 1 && time.Now().Before(deadline); got, _ = counter() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got, want := counter(); got != 1 || want != 1 {
+		t.Errorf("the counter once the sweep finished the return = %d (it must be %d); want 1", got, want)
+	}
+	var left int64
+	if err := f.db.Model(&model.ReserveReturn{}).Where("product_id = ?", prod.ID).Count(&left).Error; err != nil || left != 0 {
+		t.Errorf("returns left on the outbox = %d, %v; want none", left, err)
+	}
+	buy(a, "u-2")
+	waitOrders(t, f, prod.ID, 6)
+
+	// A crash again, and then Redis loses the counter: derived again from
+	// the database, which has the unit, it is not given twice.
+	if _, err := dying.svc.Cancel(ctx, orderOf("u-3").ID, "u-3"); err != nil {
+		t.Fatalf("Cancel on the dying instance = %v", err)
+	}
+	if err := f.clients[0].Del(ctx, store.KeysOf(prod.ID).Counter).Err(); err != nil {
+		t.Fatal(err)
+	}
+	buy(a, "u-3") // loads the counter under the row lock: 1 left, taken now
+	waitOrders(t, f, prod.ID, 7)
+	time.Sleep(3 * time.Second) // past the outbox's grace: the sweep has been by
+	if got, want := counter(); got != 0 || want != 0 {
+		t.Errorf("the counter after the loss and the sweep = %d (it must be %d); want 0", got, want)
+	}
+	if _, err := a.svc.Purchase(ctx, service.Purchase{ProductID: prod.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+		t.Errorf("a purchase of a sold-out product = %v; want sold_out", err)
+	}
+	au := a.audit(t, prod.ID)
+	if !au.Consistent || au.UnitsReturned != 3 || au.UnitsSold != 4 || au.Stock != 0 {
+		t.Errorf("audit = %+v; want consistent, 4 sold, 3 returned, none left", au)
+	}
+}
+
+// TestReserveExpiry: unpaid reserve orders expire and their units go back
+// to the counter in Redis.
+func TestReserveExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	s := reserveSettings("a", false)
+	s.PaymentTimeout = 300 * time.Millisecond
+	a := f.instance(s)
+	store := reserve.New(f.clients[0], f.prefix)
+	prod := a.product(t, 3)
+	for i := range 3 {
+		p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprint("u-", i), Quantity: 1}
+		if r, err := a.svc.Purchase(ctx, p); err != nil || r.Reservation == nil {
+			t.Fatalf("Purchase(%s) = %+v, %v; want a reservation", show(p), r, err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for a.audit(t, prod.ID).UnitsReturned < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if au := a.audit(t, prod.ID); !au.Consistent || au.UnitsReturned != 3 || au.Stock != 3 {
+		t.Fatalf("audit = %+v; want 3 units returned, 3 in stock", au)
+	}
+	snap, err := store.Check(ctx, prod.ID, 0, nil)
+	if err != nil || snap.Stock != 3 {
+		t.Errorf("the counter after the expiries = %+v, %v; want 3", snap, err)
+	}
+	if r, err := a.svc.Purchase(ctx, service.Purchase{ProductID: prod.ID, UserID: "u-0", Quantity: 1}); err != nil || r.Reservation == nil {
+		t.Errorf("the buyer of an expired order buys again = %+v, %v; want a reservation", r, err)
+	}
 }

@@ -158,13 +158,12 @@ type saleConfig struct {
 // unpaid until now + the payment timeout, or paid when orders do not wait
 // for their payment. Times are kept to the millisecond, as the database
 // keeps them, so that the order a purchase answers is the one a replay
-// reads back. Orders of reserve are written paid for now: a return of
-// their units must reach its counter in Redis too, which is not built
-// yet.
+// reads back. (An order of reserve is opened when its writer writes it,
+// and waits from then.)
 func (c saleConfig) open(o *model.Order, now time.Time) {
 	now = now.Truncate(time.Millisecond)
 	o.CreatedAt, o.Status, o.ExpiresAt = now, model.StatusPaid, nil
-	if c.paymentTimeout > 0 && o.Strategy != reserveStrategy {
+	if c.paymentTimeout > 0 {
 		expires := now.Add(c.paymentTimeout)
 		o.Status, o.ExpiresAt = model.StatusUnpaid, &expires
 	}

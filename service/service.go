@@ -87,6 +87,10 @@ type hooks struct {
 	// tripGroup runs when a sender has gathered a group of one-trip
 	// purchases, before it sends them.
 	tripGroup func(size int)
+	// returned runs after a return's COMMIT, before its units go back to
+	// reserve's counter in Redis; true stops there, as an instance that
+	// died between the two stores would.
+	returned func(product int64) bool
 	// batchTrips runs when a sale was answered by the MySQL form's three
 	// trips (committed, or nothing to write), before the stock cache
 	// hears of it.

@@ -126,6 +126,8 @@ type figures struct {
 	// reserve on one instance and on two, and over the catalogue.
 	reserve, reserveTwo row
 	reserveCat          catalogueResult
+	// sweep is the hot product before and during the sweep of a backlog.
+	sweep sweepResult
 }
 
 // sale503 counts the flash sale's purchases answered 503 or not at all.
@@ -155,6 +157,10 @@ func (b *bench) all(ctx context.Context) error {
 	if err := b.strategies(ctx, first, token, &f); err != nil {
 		return err
 	}
+	if f.sweep, err = b.sweepCost(ctx, dsn, first, token); err != nil {
+		return err
+	}
+	b.rows = append(b.rows, f.sweep.before, f.sweep.during)
 	second, stopSecond, err := b.startService(ctx, dsn, token)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package faulttest_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -86,6 +87,16 @@ type soak struct {
 	// reserved the product sold under reserve alone.
 	reserveNode *testenv.Redis
 	reserved    int64
+	// An order's life, on two instances of their own (never killed or
+	// stopped): cancelling sells the product cancels, whose buyers cancel
+	// half their orders at once (its orders wait an hour for their
+	// payment, so that none expires: the history holds every return);
+	// expiring sells the product expires, whose orders nobody pays and
+	// which expire after soakExpiry, their units sold again (its lines are
+	// kept apart, in expiryHist: expiries are not in a history).
+	cancelling, expiring *apptest.Program
+	cancels, expires     int64
+	expiryHist           []history.Line
 
 	mu        sync.Mutex
 	instances []*apptest.Program // by slot; a killed one is replaced
@@ -97,25 +108,43 @@ func newSoak(t *testing.T) *soak {
 	proxy, via := testenv.Proxy(t, db.DSN)
 	s := &soak{t: t, db: db, proxy: proxy, direct: testenv.DatabaseDSN(t, db.DSN, "seckill"),
 		reserveNode: testenv.StartRedisAOF(t)}
+	// The buyers' orders are paid at once (no payment timeout): nothing
+	// comes back behind the history's back.
 	first := start(t, map[string]string{"SECKILL_MYSQL_DSN": testenv.DatabaseDSN(t, via, "seckill"),
-		"SECKILL_RESERVE_REDIS": s.reserveNode.Addr})
+		"SECKILL_RESERVE_REDIS": s.reserveNode.Addr, "SECKILL_PAYMENT_TIMEOUT": "0"})
 	s.instances = append(s.instances, first)
 	for len(s.instances) < soakInstances {
 		s.instances = append(s.instances, first.Another(t))
 	}
+	// Their reserve writers write on a Redis of their own: the reserve
+	// product's orders are written by the buyers' instances alone, paid.
+	own := first.Nodes[0].Addr
+	s.cancelling = first.AnotherWith(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": "1h", "SECKILL_RESERVE_REDIS": own})
+	s.expiring = first.AnotherWith(t, map[string]string{"SECKILL_PAYMENT_TIMEOUT": soakExpiry.String(), "SECKILL_RESERVE_REDIS": own})
 	s.nodes = first.Nodes
-	for _, stock := range append(soakStocks(), soakReserved) {
+	for _, stock := range append(soakStocks(), soakReserved, soakLifeStock) {
 		id := first.Create(t, testenv.RandomName("soak-"), stock)
 		s.products = append(s.products, id)
 		s.hist = append(s.hist, history.Line{Product: id, Stock: &stock, TimeNS: time.Now().UnixNano()})
 	}
-	s.products, s.reserved = s.products[:len(s.products)-1], s.products[len(s.products)-1]
+	n := len(s.products)
+	s.products, s.reserved, s.cancels = s.products[:n-2], s.products[n-2], s.products[n-1]
+	s.expires = first.Create(t, testenv.RandomName("soak-"), soakLifeStock)
 	return s
 }
 
 // soakReserved is the stock of the product sold under reserve: it sells
 // out within the soak.
 const soakReserved = 3000
+
+// An order's life in the soak: the stock of each of its two products, its
+// buyers (each on both), and the payment timeout of the product whose
+// orders expire.
+const (
+	soakLifeStock  = 100
+	soakLifeBuyers = 4
+	soakExpiry     = 2 * time.Second
+)
 
 // allProducts are the soak's products, the one under reserve last.
 func (s *soak) allProducts() []int64 { return append(slices.Clone(s.products), s.reserved) }
@@ -146,6 +175,15 @@ func (s *soak) run(length time.Duration, sched []fault, buyerSeed uint64) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				s.buyOnce(rng, next.Add(1))
+			}
+		})
+	}
+	for b := range soakLifeBuyers {
+		rng := rand.New(rand.NewPCG(buyerSeed, uint64(soakBuyers+b)))
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				s.lifeOnce(rng, next.Add(1))
+				sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
 			}
 		})
 	}
@@ -193,6 +231,38 @@ func (s *soak) buyOnce(rng *rand.Rand, n int64) {
 	strategy := []string{"redlock", "token", "pessimistic", "optimistic"}[rng.IntN(4)]
 	p := client.Purchase{UserID: fmt.Sprintf("u-%d", n), Quantity: quantity, RequestID: fmt.Sprintf("soak-%d", n)}
 	s.buy(s.instance(int(n%soakInstances)), product, p, client.Override{Strategy: strategy})
+}
+
+// lifeOnce makes purchase n of each product of an order's life: of
+// cancels, cancelled at once half the time; of expires, left unpaid.
+func (s *soak) lifeOnce(rng *rand.Rand, n int64) {
+	strategy := []string{"redlock", "token", "pessimistic", "optimistic"}[rng.IntN(4)]
+	p := client.Purchase{UserID: fmt.Sprintf("u-%d", n), Quantity: int64(1 + rng.IntN(2)), RequestID: fmt.Sprintf("soak-%d", n)}
+	l := s.buy(s.cancelling, s.cancels, p, client.Override{Strategy: strategy})
+	if l.Status == http.StatusCreated && rng.IntN(2) == 0 {
+		s.record(cancel(s.cancelling, l))
+	}
+	p.RequestID = fmt.Sprintf("soak-%d-e", n)
+	e := send(s.expiring, s.expires, p, client.Override{Strategy: strategy})
+	s.mu.Lock()
+	s.expiryHist = append(s.expiryHist, e)
+	s.mu.Unlock()
+}
+
+// cancel cancels the order of purchase l through in, as its buyer, and
+// says what it got, as a line of the history.
+func cancel(in *apptest.Program, l history.Line) history.Line {
+	c := history.Line{Op: "cancel", Product: l.Product, OrderID: l.OrderID, Quantity: l.Quantity, StartNS: time.Now().UnixNano()}
+	_, err := in.Client().Cancel(context.Background(), *l.OrderID, l.UserID)
+	c.EndNS = time.Now().UnixNano()
+	var e *client.Error
+	switch {
+	case err == nil:
+		c.Status = http.StatusOK
+	case errors.As(err, &e):
+		c.Status, c.Code = e.Status, e.Code
+	}
+	return c
 }
 
 // buy makes a purchase through in and records it.
@@ -458,6 +528,7 @@ func (s *soak) verdict() {
 	counts := s.checkAnswers(lines, after)
 	s.checkNoForeignOrders(after)
 	s.checkStockAtEnd(lines)
+	s.checkOrderLife(after)
 
 	path, res := s.checkHistory(lines)
 	logCounts(t, counts)
@@ -523,7 +594,7 @@ func (s *soak) unsure() []int {
 	defer s.mu.Unlock()
 	var unsure []int
 	for i, l := range s.hist {
-		if l.Stock == nil && indeterminate(l) {
+		if l.Stock == nil && !l.Cancel() && indeterminate(l) {
 			unsure = append(unsure, i)
 		}
 	}
@@ -547,8 +618,11 @@ func (s *soak) replay(unsure []int, before map[string]row) int {
 		s.mu.Unlock()
 		r, had := before[l.RequestID]
 		var o client.Override
-		if l.Product == s.reserved {
+		switch l.Product {
+		case s.reserved:
 			o.Strategy = "reserve"
+		case s.cancels:
+			o.Strategy = "redlock" // any safe one: the buyer's is not recorded
 		}
 		if !had {
 			s.buy(s.instance(0), l.Product, client.Purchase{UserID: l.UserID, Quantity: l.Quantity, RequestID: l.RequestID}, o)
@@ -577,6 +651,10 @@ func (s *soak) checkAnswers(lines []history.Line, after map[string]row) map[stri
 	counts := map[string]int{}
 	for _, l := range lines {
 		if l.Stock != nil {
+			continue
+		}
+		if l.Cancel() {
+			counts[fmt.Sprintf("%d %s (cancel)", l.Status, l.Code)]++
 			continue
 		}
 		key := strconv.Itoa(l.Status)
@@ -625,6 +703,68 @@ func (s *soak) checkStockAtEnd(lines []history.Line) {
 			}
 		}
 	}
+}
+
+// checkOrderLife checks the products of an order's life once the soak is
+// over: each audit holds (every unit sold, in stock or returned, once);
+// every cancel answered 200 left its order cancelled and every unpaid
+// order of expires is expired within a second of its time; each purchase
+// of expires answered 201 has its order, and one that said nothing was
+// written has none.
+func (s *soak) checkOrderLife(after map[string]row) {
+	t := s.t
+	// Every instance sweeps: the last orders' time passes, and a second.
+	time.Sleep(soakExpiry + time.Second)
+	c := s.instance(0).WantConsistent(t, s.cancels)
+	e := s.instance(0).WantConsistent(t, s.expires)
+	db, err := sql.Open("mysql", s.direct)
+	if err != nil {
+		t.Fatalf("open the database: %v", err)
+	}
+	defer db.Close()
+	var late, expired int64
+	err = db.QueryRow("SELECT COUNT(*), (SELECT COUNT(*) FROM orders WHERE product_id = ? AND status = 'expired') "+
+		"FROM orders WHERE product_id = ? AND status = 'unpaid' AND expires_at < NOW(3) - INTERVAL 1 SECOND", s.expires, s.expires).
+		Scan(&late, &expired)
+	if err != nil {
+		t.Fatalf("count the orders of expires: %v", err)
+	}
+	if late != 0 {
+		t.Errorf("soak: %d unpaid orders of expires are past their time by more than a second", late)
+	}
+	s.mu.Lock()
+	lines := slices.Clone(s.expiryHist)
+	var cancelled []int64
+	for _, l := range s.hist {
+		if l.Cancel() && l.Status == http.StatusOK {
+			cancelled = append(cancelled, *l.OrderID)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range cancelled {
+		var status string
+		if err := db.QueryRow("SELECT status FROM orders WHERE id = ?", id).Scan(&status); err != nil || status != "cancelled" {
+			t.Errorf("soak: order %d was answered cancelled; the database has it %q (%v)", id, status, err)
+		}
+	}
+	var sold int
+	for _, l := range lines {
+		r, has := after[l.RequestID]
+		switch {
+		case l.Status == http.StatusCreated:
+			sold++
+			if !has || l.OrderID == nil || r.id != *l.OrderID {
+				t.Errorf("%s answered 201 with order %v; the database has %+v (present %v)", l.RequestID, l.OrderID, r, has)
+			}
+		case !indeterminate(l) && has:
+			t.Errorf("%s answered %d %q, which says nothing was written; the database has its order %d", l.RequestID, l.Status, l.Code, r.id)
+		}
+	}
+	if expired == 0 || e.UnitsReturned == 0 {
+		t.Errorf("soak: no order of expires expired (%d sold, audit %+v)", sold, e)
+	}
+	t.Logf("soak: an order's life: %d cancels answered 200 (audit of cancels %+v); %d purchases of expires sold, %d orders expired (audit %+v)",
+		len(cancelled), c, sold, expired, e)
 }
 
 // checkHistory writes the history to a file of its own in the temporary

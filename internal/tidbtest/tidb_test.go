@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
@@ -44,6 +45,7 @@ func TestTiDB(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { sale(t, a, b, batch) })
 	}
 	t.Run("replay and limit", func(t *testing.T) { replayAndLimit(t, a, b) })
+	t.Run("order life", func(t *testing.T) { orderLife(t, dsn, a, b) })
 	for _, run := range apptest.LimitRuns() {
 		t.Run("limit under fire/"+run.Name(), func(t *testing.T) { apptest.CheckPerUserLimit(t, []*apptest.Instance{a, b}, run) })
 	}
@@ -151,5 +153,57 @@ func replayAndLimit(t *testing.T, a, b *apptest.Instance) {
 	n := int64(len(safeStrategies))
 	if !au.Held() || au.Orders != n || au.UnitsSold != n || au.Stock != stock-n {
 		t.Errorf("audit %+v; want %d orders of one unit, %d left", au, n, stock-n)
+	}
+}
+
+// orderLife runs an order's life on TiDB: orders of an instance whose
+// payment timeout is short are paid on another, cancelled on a third or
+// left to expire, each unit back once, swept by all three; then a sale on
+// two instances whose driver cancels a third of the orders as it goes is
+// linearizable, every cancelled unit back in the audit.
+func orderLife(t *testing.T, dsn string, a, b *apptest.Instance) {
+	c := apptest.Start(t, map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_LOCK_WAIT": "30s", "SECKILL_PAYMENT_TIMEOUT": "1s"})
+	const stock = 6
+	id := c.Create(t, "tidb order life", stock)
+	var orders []client.Order
+	for i := range stock {
+		got := c.Buy(t.Context(), id, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{})
+		if got.Status != http.StatusCreated || got.Order.Status != "unpaid" {
+			t.Fatalf("purchase %d = %d %v %+v; want 201, unpaid", i, got.Status, got.Err, got.Order)
+		}
+		orders = append(orders, got.Order)
+	}
+	for i, o := range orders[:2] {
+		if paid, err := a.Client().Pay(t.Context(), o.OrderID, o.UserID); err != nil || paid.Status != "paid" {
+			t.Errorf("pay order %d on another instance = %+v, %v; want paid", i, paid, err)
+		}
+	}
+	if got, err := b.Client().Cancel(t.Context(), orders[2].OrderID, orders[2].UserID); err != nil || got.Status != "cancelled" {
+		t.Errorf("cancel on a third instance = %+v, %v; want cancelled", got, err)
+	}
+	var au client.Audit
+	testenv.Until(15*time.Second, func() bool {
+		au = a.Audit(t, id)
+		return au.UnitsReturned == stock-2
+	})
+	if !au.Held() || au.UnitsReturned != stock-2 || au.UnitsSold != 2 || au.Stock != stock-2 {
+		t.Errorf("audit after the expiries = %+v; want 2 sold (paid), %d returned and back in stock", au, stock-2)
+	}
+
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	rep, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{a.URL, b.URL}, AdminToken: a.AdminToken, Stock: 20, Cancel: 1.0 / 3,
+		Strategies: []string{"redlock", "pessimistic"}, Requests: 90, Concurrency: 12, History: path,
+	})
+	if err != nil {
+		t.Fatalf("driver.Run = %v", err)
+	}
+	if f := rep.Failures(); len(f) != 0 {
+		t.Errorf("Failures() = %q; want none", f)
+	}
+	for _, res := range rep.Results {
+		if h := res.History; h == nil || !h.Linearizable || res.Cancels == nil || int64(res.Cancels.Returned) != res.Audit.UnitsReturned {
+			t.Errorf("%s: history %+v, cancels %+v, audit %+v; want linearizable, every cancel's units returned", res.Strategy, h, res.Cancels, res.Audit)
+		}
 	}
 }

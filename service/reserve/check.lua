@@ -7,16 +7,27 @@
 -- failed) gave their units back, and are left out. (The scan of the stream
 -- is load.lua's.)
 --
+-- It also says which of the orders given the counter took back the units
+-- of (refund.lua's marks): their returns reached Redis.
+--
 -- KEYS[1] the counter, KEYS[2] the requests hash, KEYS[3] the bucket's
 -- stream
--- ARGV    the product, the generation, the writers' group
+-- ARGV    the product, the generation, the writers' group, the number m
+--         of orders, then their IDs
 --
 -- Returns {1 when the counter has stock (0: none), its stock, its
--- generation (-1: none), then for each reservation waiting its request ID
--- and its quantity}.
+-- generation (-1: none), the number k of the orders marked, their IDs,
+-- then for each reservation waiting its request ID and its quantity}.
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
 local stock = redis.call('HGET', KEYS[1], 'stock')
-local out = {stock and 1 or 0, tonumber(stock or '0'), gen}
+local marked = {}
+for i = 5, 4 + tonumber(ARGV[4]) do
+  if redis.call('HEXISTS', KEYS[1], 'r:' .. ARGV[i]) == 1 then
+    marked[#marked + 1] = tonumber(ARGV[i])
+  end
+end
+local out = {stock and 1 or 0, tonumber(stock or '0'), gen, #marked}
+for _, id in ipairs(marked) do out[#out + 1] = id end
 local product, want = ARGV[1], tonumber(ARGV[2])
 local function add(fields)
   local f = {}

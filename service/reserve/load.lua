@@ -13,6 +13,11 @@
 -- counter that is not there at all (Redis lost it, or never had it) keeps
 -- the records it finds.
 --
+-- The orders whose units the database took back and whose return has not
+-- reached a counter yet (a crash between the two) are marked on the
+-- counter as returned ("r:<order>", refund.lua): the database's stock has
+-- their units already, and its buyers' units leave them out.
+--
 -- The database's orders of the generation come with their request IDs:
 -- each gets a record unless it has one (a counter lost alone keeps its
 -- records), so that a replay of a request written before the load (under
@@ -27,9 +32,10 @@
 --         load, whose scan of the stream would find none), "1" when the
 --         caller holds the row lock (else a counter of a newer generation,
 --         loaded after a reset, is kept), the
---         number n of buyers, then n pairs of a buyer and the units the
---         database's orders give them, then pairs of a request ID and its
---         record
+--         number n of buyers, the number m of returned orders, then n
+--         pairs of a buyer and the units the database's orders give them,
+--         then the m returned orders' IDs, then pairs of a request ID and
+--         its record
 --
 -- Returns {loaded (1 or 0), the counter's stock, its generation, the
 -- reservations found waiting, the units they took, the generation the
@@ -46,12 +52,13 @@ end
 -- the group's last delivered entry (none read yet; all of them when the
 -- group is not there).
 local product, units, taken, found = ARGV[3], {}, 0, 0
-local n = tonumber(ARGV[6])
+local n, m = tonumber(ARGV[6]), tonumber(ARGV[7])
+local first = 8 + 2 * n + m -- the first written request ID
 -- The request IDs the database has orders of: an entry of one was written
 -- (and not yet acknowledged), and took nothing the database's stock does
 -- not say.
 local written = {}
-for i = 7 + 2 * n, #ARGV, 2 do
+for i = first, #ARGV, 2 do
   written[ARGV[i]] = true
 end
 local function count(fields)
@@ -96,13 +103,16 @@ if gen >= 0 then
   end
   redis.call('DEL', KEYS[3])
 end
-for i = 7, 6 + 2 * n, 2 do
+for i = 8, 7 + 2 * n, 2 do
   units[ARGV[i]] = (units[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
 end
 for u, q in pairs(units) do
   redis.call('HSET', KEYS[2], u, q)
 end
-for i = 7 + 2 * n, #ARGV, 2 do
+for i = 8 + 2 * n, first - 1 do
+  redis.call('HSET', KEYS[1], 'r:' .. ARGV[i], 1)
+end
+for i = first, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1]) == 1 then
     redis.call('HSET', KEYS[5], ARGV[i], product)
   end

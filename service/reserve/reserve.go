@@ -48,6 +48,9 @@ var (
 	//go:embed adjust.lua
 	adjustLua    string
 	adjustScript = redis.NewScript(adjustLua)
+	//go:embed refund.lua
+	refundLua    string
+	refundScript = redis.NewScript(refundLua)
 )
 
 // Store is the reserve strategy's keys on one Redis (a node, or a
@@ -316,10 +319,12 @@ type Written struct {
 // it (a first load after its COMMIT), a counter of a newer generation (a
 // reset since) is kept. first says it is the generation's first load: no
 // reservation of it can be in the stream, and the stream (which may hold a
-// long backlog of other products') is not scanned.
-func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, written []Written, first, locked bool) (Loaded, error) {
+// long backlog of other products') is not scanned. returned are the orders
+// whose units the database took back and whose return has not reached
+// Redis (Refund): the counter is marked as having them back.
+func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, returned []int64, written []Written, first, locked bool) (Loaded, error) {
 	k := s.KeysOf(product)
-	args := make([]any, 0, 6+2*len(units)+2*len(written))
+	args := make([]any, 0, 7+2*len(units)+len(returned)+2*len(written))
 	group := Group
 	if first {
 		group = "" // nothing of the generation can be waiting: no scan
@@ -328,9 +333,12 @@ func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[s
 	if locked {
 		lock = "1"
 	}
-	args = append(args, stock, gen, product, group, lock, len(units))
+	args = append(args, stock, gen, product, group, lock, len(units), len(returned))
 	for u, n := range units {
 		args = append(args, u, n)
+	}
+	for _, id := range returned {
+		args = append(args, id)
 	}
 	for _, w := range written {
 		args = append(args, w.RequestID, w.Record.String())
@@ -411,29 +419,45 @@ type Snapshot struct {
 	Present           bool
 	// Waiting are the reservations not refused: request ID to quantity.
 	Waiting map[string]int64
+	// Refunded are those of the orders asked about whose units the
+	// counter took back (Refund).
+	Refunded map[int64]bool
 }
 
-// Check takes a Snapshot of a product for generation gen.
-func (s *Store) Check(ctx context.Context, product, gen int64) (Snapshot, error) {
+// Check takes a Snapshot of a product for generation gen, asking which of
+// orders the counter took back the units of.
+func (s *Store) Check(ctx context.Context, product, gen int64, orders []int64) (Snapshot, error) {
 	k := s.KeysOf(product)
-	v, err := checkScript.Run(ctx, s.rdb, []string{k.Counter, k.Requests, k.Stream}, product, gen, Group).Slice()
+	args := []any{product, gen, Group, len(orders)}
+	for _, id := range orders {
+		args = append(args, id)
+	}
+	v, err := checkScript.Run(ctx, s.rdb, []string{k.Counter, k.Requests, k.Stream}, args...).Slice()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reserve: check product %d: %w", product, err)
 	}
 	bad := func() (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("reserve: check product %d: the script answered %v", product, v)
 	}
-	if len(v) < 3 || len(v)%2 != 1 {
+	if len(v) < 4 {
 		return bad()
 	}
 	present, ok1 := v[0].(int64)
 	stock, ok2 := v[1].(int64)
 	cgen, ok3 := v[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
+	marked, ok4 := v[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || marked < 0 || int64(len(v)) < 4+marked || (int64(len(v))-4-marked)%2 != 0 {
 		return bad()
 	}
-	snap := Snapshot{Stock: stock, Generation: cgen, Present: present == 1, Waiting: map[string]int64{}}
-	for i := 3; i < len(v); i += 2 {
+	snap := Snapshot{Stock: stock, Generation: cgen, Present: present == 1, Waiting: map[string]int64{}, Refunded: map[int64]bool{}}
+	for _, x := range v[4 : 4+marked] {
+		id, ok := x.(int64)
+		if !ok {
+			return bad()
+		}
+		snap.Refunded[id] = true
+	}
+	for i := 4 + int(marked); i < len(v); i += 2 {
 		rid, ok1 := v[i].(string)
 		q, ok2 := v[i+1].(int64)
 		if !ok1 || !ok2 {
@@ -442,6 +466,21 @@ func (s *Store) Check(ctx context.Context, product, gen int64) (Snapshot, error)
 		snap.Waiting[rid] += q
 	}
 	return snap, nil
+}
+
+// Refund gives the units of order (quantity q, bought by user) back to
+// the product's counter of generation gen and to the buyer's count, once
+// however often it is asked (refund.lua). It says whether the counter has
+// them back, now or from before: false when there is no counter of gen
+// with stock (not loaded yet: ask again once it is; a load under the row
+// lock marks the orders whose returns are on their way).
+func (s *Store) Refund(ctx context.Context, product, gen, order, q int64, user string) (bool, error) {
+	k := s.KeysOf(product)
+	n, err := refundScript.Run(ctx, s.rdb, []string{k.Counter, k.Units}, gen, order, q, user).Int64()
+	if err != nil {
+		return false, fmt.Errorf("reserve: give order %d's units back to product %d: %w", order, product, err)
+	}
+	return n != 0, nil
 }
 
 // Adjust moves a product's counter by delta if it is still of generation

@@ -30,7 +30,7 @@ func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result
 // load loads a product's counter and fails the test on an error.
 func load(t *testing.T, s *reserve.Store, product, stock, gen int64, units map[string]int64) reserve.Loaded {
 	t.Helper()
-	l, err := s.Load(t.Context(), product, stock, gen, units, nil, false, true)
+	l, err := s.Load(t.Context(), product, stock, gen, units, nil, nil, false, true)
 	if err != nil {
 		t.Fatalf("Load(product %d, %d, gen %d) = %v", product, stock, gen, err)
 	}
@@ -188,7 +188,7 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 	if err := rdb.Del(ctx, s.KeysOf(product).Counter, s.KeysOf(product).Units).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.Load(ctx, product, 5, 1, map[string]int64{"u-1": 2, "u-2": 3},
+	l, err := s.Load(ctx, product, 5, 1, map[string]int64{"u-1": 2, "u-2": 3}, []int64{41},
 		[]reserve.Written{{RequestID: "r-1", Record: reserve.Record{Quantity: 2, Left: 8, User: "u-1"}},
 			{RequestID: "r-2", Record: reserve.Record{Quantity: 3, Left: 5, User: "u-2"}}}, false, true)
 	if err != nil {
@@ -196,6 +196,14 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 	}
 	if want := (reserve.Loaded{Loaded: true, Stock: 4, Generation: 1, Waiting: 1, Taken: 1, Before: -1}); l != want {
 		t.Errorf("Load after the counter was lost = %+v; want %+v", l, want)
+	}
+	// A return on its way when the counter was derived again is marked: the
+	// database's stock had its units.
+	if done, err := s.Refund(ctx, product, 1, 41, 2, "u-1"); err != nil || !done {
+		t.Errorf("Refund of an order marked by the load = %v, %v; want done", done, err)
+	}
+	if snap, err := s.Check(ctx, product, 1, []int64{41}); err != nil || snap.Stock != 4 || !snap.Refunded[41] {
+		t.Errorf("after the refund of a marked order: %+v, %v; want stock 4 still, order 41 refunded", snap, err)
 	}
 	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-2", Quantity: 1, RequestID: "r-5", Limit: 4, Generation: 1}); res.Verdict != reserve.OverLimit || res.Units != 4 {
 		t.Errorf("u-2, holding 3 written and 1 waiting, for 1 more under a limit of 4: %+v; want OverLimit holding 4", res)
@@ -355,5 +363,38 @@ func TestReserveBatch(t *testing.T) {
 		if rs[i] != want[i] {
 			t.Errorf("purchase %d of the batch: %+v; want %+v", i, rs[i], want[i])
 		}
+	}
+}
+
+// TestRefund: an order's units go back to the counter and its buyer's
+// count once, however often asked; a counter of another generation, or
+// none, takes nothing and says so; Check says which orders it took back.
+func TestRefund(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const product = 11
+	if done, err := s.Refund(ctx, product, 1, 9, 1, "u-1"); err != nil || done {
+		t.Errorf("Refund before any load = %v, %v; want not done", done, err)
+	}
+	load(t, s, product, 3, 1, nil)
+	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-1", Quantity: 1, RequestID: "r-1", Limit: 1, Generation: 1}); res.Verdict != reserve.Reserved {
+		t.Fatalf("reserve: %+v", res)
+	}
+	for range 3 {
+		if done, err := s.Refund(ctx, product, 1, 9, 1, "u-1"); err != nil || !done {
+			t.Fatalf("Refund = %v, %v; want done", done, err)
+		}
+	}
+	if done, err := s.Refund(ctx, product, 2, 10, 1, "u-1"); err != nil || done {
+		t.Errorf("Refund for another generation = %v, %v; want not done", done, err)
+	}
+	snap, err := s.Check(ctx, product, 1, []int64{9, 10})
+	if err != nil || snap.Stock != 3 || !snap.Refunded[9] || snap.Refunded[10] {
+		t.Errorf("Check = %+v, %v; want stock 3 (the unit back once), order 9 refunded, 10 not", snap, err)
+	}
+	// The buyer's count went back too: u-1 may buy again under a limit of 1.
+	if res := reserveOK(t, s, reserve.Request{Product: product, User: "u-1", Quantity: 1, RequestID: "r-2", Limit: 1, Generation: 1}); res.Verdict != reserve.Reserved {
+		t.Errorf("u-1 again after the refund: %+v; want Reserved", res)
 	}
 }
