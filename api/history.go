@@ -157,17 +157,7 @@ func (l HistoryLine) AppendJSON(b []byte) []byte {
 		} else {
 			b = append(b, '0')
 		}
-		b = append(b, `,"quantity":`...)
-		b = strconv.AppendInt(b, l.Quantity, 10)
-		b = append(b, `,"start_ns":`...)
-		b = strconv.AppendInt(b, l.StartNS, 10)
-		b = append(b, `,"end_ns":`...)
-		b = strconv.AppendInt(b, l.EndNS, 10)
-		b = append(b, `,"status":`...)
-		b = strconv.AppendInt(b, int64(l.Status), 10)
-		b = append(b, `,"code":`...)
-		b = appendString(b, l.Code)
-		return append(b, '}')
+		return append(l.appendAnswer(b), '}')
 	}
 	b = append(b, `{"product":`...)
 	b = strconv.AppendInt(b, l.Product, 10)
@@ -182,16 +172,7 @@ func (l HistoryLine) AppendJSON(b []byte) []byte {
 	b = appendString(b, l.UserID)
 	b = append(b, `,"request_id":`...)
 	b = appendString(b, l.RequestID)
-	b = append(b, `,"quantity":`...)
-	b = strconv.AppendInt(b, l.Quantity, 10)
-	b = append(b, `,"start_ns":`...)
-	b = strconv.AppendInt(b, l.StartNS, 10)
-	b = append(b, `,"end_ns":`...)
-	b = strconv.AppendInt(b, l.EndNS, 10)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(l.Status), 10)
-	b = append(b, `,"code":`...)
-	b = appendString(b, l.Code)
+	b = l.appendAnswer(b)
 	if l.RemainingStock != nil {
 		b = append(b, `,"remaining_stock":`...)
 		b = strconv.AppendInt(b, *l.RemainingStock, 10)
@@ -201,6 +182,21 @@ func (l HistoryLine) AppendJSON(b []byte) []byte {
 		b = strconv.AppendInt(b, *l.OrderID, 10)
 	}
 	return append(b, '}')
+}
+
+// appendAnswer appends what a purchase and a cancel share: the quantity,
+// the times and the answer.
+func (l HistoryLine) appendAnswer(b []byte) []byte {
+	b = append(b, `,"quantity":`...)
+	b = strconv.AppendInt(b, l.Quantity, 10)
+	b = append(b, `,"start_ns":`...)
+	b = strconv.AppendInt(b, l.StartNS, 10)
+	b = append(b, `,"end_ns":`...)
+	b = strconv.AppendInt(b, l.EndNS, 10)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(l.Status), 10)
+	b = append(b, `,"code":`...)
+	return appendString(b, l.Code)
 }
 
 // appendString appends s as a JSON string: as it is when it is printable

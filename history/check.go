@@ -141,9 +141,12 @@ func CheckTimeout(lines []Line, timeout time.Duration) (*Result, error) {
 			continue // the first violation is the one reported
 		}
 		v := counterVerdict{ok: true}
-		if len(s.cancels) == 0 {
+		switch why := cancelsOfOrders(s); {
+		case why != "":
+			v = counterVerdict{why: why, sure: true}
+		case len(s.cancels) == 0:
 			v = checkCounter(s)
-		} else {
+		default:
 			v = counterVerdict{why: fmt.Sprintf("product %d, stock %d at %s: no order of its purchases and returns fits one counter", s.product, s.stock, stamp(s.start))}
 		}
 		if v.ok {
@@ -165,6 +168,32 @@ func CheckTimeout(lines []Line, timeout time.Duration) (*Result, error) {
 	}
 	res.Products = len(products)
 	return res, nil
+}
+
+// cancelsOfOrders holds each cancel of s against the purchase that made
+// its order, when the history has it: the cancel puts back what that
+// purchase took, and cannot have ended before it began. It returns the
+// first violation, or "".
+func cancelsOfOrders(s *segment) string {
+	made := map[int64]*Line{}
+	for _, l := range s.purchase {
+		if l.Ordered() {
+			made[*l.OrderID] = l
+		}
+	}
+	for _, c := range s.cancels {
+		p, ok := made[*c.OrderID]
+		switch {
+		case !ok:
+		case p.Quantity != c.Quantity:
+			return fmt.Sprintf("product %d, stock %d at %s: %s puts back %d units; the purchase that made the order took %d (%s)",
+				s.product, s.stock, stamp(s.start), describeOp(c, output{outcome: returned}), c.Quantity, p.Quantity, p.RequestID)
+		case c.EndNS < p.StartNS:
+			return fmt.Sprintf("product %d, stock %d at %s: %s ended before the purchase that made the order began (%s)",
+				s.product, s.stock, stamp(s.start), describeOp(c, output{outcome: returned}), p.RequestID)
+		}
+	}
+	return ""
 }
 
 // porcupineOf is segs as porcupine's model and operations: each segment

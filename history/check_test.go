@@ -122,6 +122,10 @@ func TestCheck(t *testing.T) {
 			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 200, "").soldOut(1, "b", 1, 5, 6)},
 		{name: "a cancel may put back after a concurrent sold_out", want: true, h: new(h).stock(1, 1, 0).
 			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 10, 200, "").soldOut(1, "b", 1, 4, 5).ok(1, "c", 1, 11, 12, 0)},
+		{name: "a cancel that puts back more than its order took", want: false, mention: "took 1", h: new(h).stock(1, 1, 0).
+			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 2, 3, 4, 200, "").ok(1, "b", 2, 5, 6, 0)},
+		{name: "a cancel of an order not made yet", want: false, mention: "before the purchase", h: new(h).stock(1, 1, 0).
+			cancel(1, 2, 1, 1, 2, 200, "").ok(1, "a", 1, 3, 4, 0)},
 		{name: "a refused cancel puts back nothing", want: false, h: new(h).stock(1, 1, 0).
 			ok(1, "a", 1, 1, 2, 0).cancel(1, 1, 1, 3, 4, 409, "order_paid").ok(1, "b", 1, 5, 6, 0)},
 		{name: "a cancel without an answer may have put back", want: true, h: new(h).stock(1, 1, 0).

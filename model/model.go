@@ -113,12 +113,15 @@ type UserUnits struct {
 // outbox between the two stores. A return whose instance died between
 // them is found here and finished by any instance (service/returns.go).
 type ReserveReturn struct {
-	OrderID    int64        `gorm:"primaryKey;autoIncrement:false"`
-	ProductID  int64        `gorm:"not null;index"`
-	Generation int64        `gorm:"not null"`
-	UserID     BinaryString `gorm:"not null"`
-	Quantity   int64        `gorm:"not null"`
-	CreatedAt  time.Time
+	OrderID    int64 `gorm:"primaryKey;autoIncrement:false"`
+	ProductID  int64 `gorm:"not null;index"`
+	Generation int64 `gorm:"not null"`
+	// Returns is the product's count of returns with this one
+	// (Product.Returns): the counter's version once it has the units.
+	Returns   int64        `gorm:"not null"`
+	UserID    BinaryString `gorm:"not null"`
+	Quantity  int64        `gorm:"not null"`
+	CreatedAt time.Time
 }
 
 // migrateLock names the MySQL advisory lock that serialises migrations of

@@ -100,8 +100,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 	for i, p := range ps {
 		items[i] = reserve.Item{User: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID}
 	}
-	v := s.cache.At(id)
-	gen := v.Gen
+	gen := s.cache.Generation(id)
 	for range maxAttempts {
 		if gen == stockcache.UnknownGeneration {
 			var err error
@@ -109,7 +108,6 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 				b.AnswerAll(reserveAnswer{err: err})
 				return
 			}
-			v = s.cache.At(id)
 		}
 		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
 		if err != nil {
@@ -129,10 +127,12 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 			out[i] = reserveAnswer{res: r}
 		}
 		if last := rs[len(rs)-1]; last.Verdict == reserve.Reserved || last.Verdict == reserve.SoldOut {
-			if last.Left < MaxQuantity && v.Gen == gen {
+			if last.Left < MaxQuantity {
 				// Low: this instance may answer the next buyers sold out
-				// without asking Redis.
-				s.cache.Saw(id, last.Left, v)
+				// without asking Redis. The reading is of the counter's
+				// version: one taken before units came back to it is
+				// older than their return (stockcache.Version).
+				s.cache.Saw(id, last.Left, stockcache.Version{Gen: gen, Returns: last.Returns})
 			}
 		}
 		b.Answer(out)
@@ -283,7 +283,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 			}
 			return nil
 		}
-		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, returnIDs(returns), written, !p.ReserveLoaded, true)
+		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, returnIDs(returns), written, !p.ReserveLoaded, true)
 		if err != nil {
 			return err
 		}
@@ -308,20 +308,20 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
 		}
 		gen, marked = p.Generation, true
-		s.cache.Saw(id, l.Stock, stockcache.Of(p))
+		s.cache.Saw(id, l.Stock, stockcache.Version{Gen: p.Generation, Returns: l.Returns})
 		return nil
 	})
 	if err != nil || !first {
 		return gen, marked, err
 	}
-	l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, units, nil, written, true, false)
+	l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, nil, written, true, false)
 	switch {
 	case err != nil:
 		return 0, false, err
 	case l.Generation != p.Generation:
 		return 0, false, nil // a reset since, or a counter the database does not know: look again, under the lock
 	}
-	s.cache.Saw(id, l.Stock, stockcache.Of(p))
+	s.cache.Saw(id, l.Stock, stockcache.Version{Gen: p.Generation, Returns: l.Returns})
 	return p.Generation, true, nil
 }
 

@@ -66,6 +66,10 @@ func holds(status string) bool {
 	return status == model.StatusUnpaid || status == model.StatusPaid
 }
 
+// now is the time orders' expiries are written and compared in: the
+// instance's clock, in UTC (the embedded SQLite compares times as text).
+func (s *Seckill) now() time.Time { return s.db.NowFunc().UTC() }
+
 // due says order o is unpaid and its time has come at now.
 func due(o model.Order, now time.Time) bool {
 	return o.Status == model.StatusUnpaid && o.ExpiresAt != nil && !o.ExpiresAt.After(now)
@@ -81,22 +85,32 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 	}
 	dctx, cancel := s.dbCtx(ctx, 0)
 	res := s.db.WithContext(dctx).Model(&model.Order{}).
-		Where("id = ? AND user_id = ? AND status = ? AND expires_at > ?", id, user, model.StatusUnpaid, s.db.NowFunc()).
+		Where("id = ? AND user_id = ? AND status = ? AND expires_at > ?", id, user, model.StatusUnpaid, s.now()).
 		Updates(map[string]any{"status": model.StatusPaid, "expires_at": nil})
 	cancel()
-	if res.Error != nil {
-		return model.Order{}, storeErr(fmt.Sprintf("pay order %d", id), res.Error)
-	}
-	if res.RowsAffected == 1 {
+	if res.Error == nil && res.RowsAffected == 1 {
 		s.metrics.paid()
 	}
-	o, err := s.Order(ctx, id, user, false)
-	if err != nil {
-		return model.Order{}, err
+	var o model.Order
+	var err error
+	if res.Error != nil {
+		o, err = s.orderSettled(ctx, id, user)
+	} else {
+		o, err = s.Order(ctx, id, user, false)
 	}
-	if o.Status == model.StatusUnpaid {
+	switch {
+	case err != nil && res.Error != nil && ErrorCode(err) != CodeOrderNotFound:
+		return model.Order{}, settleErr(fmt.Sprintf("pay order %d", id), res.Error, err)
+	case err != nil && res.RowsAffected == 1:
+		// Paid now, and not read back: a retry answers it.
+		return model.Order{}, settleErr(fmt.Sprintf("pay order %d", id), errors.New("paid"), err)
+	case err != nil:
+		return model.Order{}, err
+	case res.Error != nil && o.Status == model.StatusUnpaid:
+		return model.Order{}, storeErr(fmt.Sprintf("pay order %d", id), res.Error) // it did not take
+	case o.Status == model.StatusUnpaid:
 		// Its time has come and the sweep has not been by.
-		if o, err = s.returnOrder(ctx, o, returnExpiry); err != nil {
+		if o, _, err = s.returnOrder(ctx, o, returnExpiry); err != nil {
 			return model.Order{}, err
 		}
 	}
@@ -122,17 +136,24 @@ func (s *Seckill) Cancel(ctx context.Context, id int64, user string) (model.Orde
 	if err != nil {
 		return model.Order{}, err
 	}
+	returned := false
 	if o.Status == model.StatusUnpaid {
 		reason := returnCancel
-		if due(o, s.db.NowFunc()) {
+		if due(o, s.now()) {
 			reason = returnExpiry
 		}
-		if o, err = s.returnOrder(ctx, o, reason); err != nil {
+		if o, returned, err = s.returnOrder(ctx, o, reason); err != nil {
 			return model.Order{}, err
 		}
 	}
 	switch o.Status {
 	case model.StatusCancelled:
+		if !returned {
+			// Cancelled by an earlier call, maybe still announcing it:
+			// this answer waits, as that one's does, until every instance
+			// sells the units again.
+			s.reannounce(ctx, o.ProductID)
+		}
 		return o, nil
 	case model.StatusPaid:
 		return model.Order{}, errorf(CodeOrderPaid, "order %d is paid", id)
@@ -154,12 +175,82 @@ func checkOrderAction(id int64, user string) error {
 }
 
 // returnOrder returns the units of order o, for reason, if it is still
-// unpaid, and reads it back as it is then.
-func (s *Seckill) returnOrder(ctx context.Context, o model.Order, reason string) (model.Order, error) {
-	if _, err := s.returnUnits(ctx, o.ProductID, []int64{o.ID}, reason); err != nil {
-		return model.Order{}, err
+// unpaid, and reads it back as it is then; returned says this call gave
+// them back. When the return's outcome is unknown (its COMMIT's reply
+// lost, say), the order read back says what became of it; when it cannot
+// be read either, the answer is outcome_unknown.
+func (s *Seckill) returnOrder(ctx context.Context, o model.Order, reason string) (model.Order, bool, error) {
+	n, rerr := s.returnUnits(ctx, o.ProductID, []int64{o.ID}, reason)
+	var got model.Order
+	var err error
+	if rerr != nil {
+		got, err = s.orderSettled(ctx, o.ID, "")
+	} else {
+		got, err = s.Order(ctx, o.ID, "", true)
 	}
-	return s.Order(ctx, o.ID, "", true)
+	switch {
+	case err != nil && rerr == nil && n > 0:
+		// This call returned them: the order is what it made of it.
+		o.Status, o.ExpiresAt = model.StatusCancelled, nil
+		if reason == returnExpiry {
+			o.Status = model.StatusExpired
+		}
+		return o, true, nil
+	case err != nil && rerr == nil:
+		rerr = errors.New("another call changed it first")
+		fallthrough
+	case err != nil:
+		return model.Order{}, false, settleErr(fmt.Sprintf("return the units of order %d", o.ID), rerr, err)
+	case rerr != nil && got.Status == model.StatusUnpaid:
+		return model.Order{}, false, rerr // it did not take
+	}
+	return got, n > 0 || rerr != nil, nil
+}
+
+// orderSettled reads order id (user's, or anyone's for "") after an action
+// on it failed, with a locking read: a transaction whose COMMIT was sent
+// and has not been applied yet still holds the order's row, so the read
+// waits for it to end rather than miss what it did (as outcome.go's
+// look-up of a sale's orders).
+func (s *Seckill) orderSettled(ctx context.Context, id int64, user string) (model.Order, error) {
+	var o model.Order
+	ctx, cancel := s.dbCtx(ctx, 0)
+	defer cancel()
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return forUpdate(tx).Take(&o, id).Error
+	})
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound) || err == nil && user != "" && string(o.UserID) != user:
+		return model.Order{}, errorf(CodeOrderNotFound, "order %d not found", id)
+	case err != nil:
+		return model.Order{}, fmt.Errorf("read order %d: %w", id, err)
+	}
+	return o, nil
+}
+
+// settleErr is the answer to an action on an order that failed (err), and
+// whose order could not be read back to learn whether it took (read):
+// outcome_unknown, whose retry answers the truth.
+func settleErr(op string, err, read error) error {
+	return &Error{Code: CodeOutcomeUnknown, Message: op + ": the outcome is not known; ask again",
+		Err: errors.Join(err, fmt.Errorf("read the order back: %w", read))}
+}
+
+// reannounce tells every instance again that the product's units came
+// back, and waits until they have heard (ReopenHeard), for a cancel that
+// found its order cancelled by another call that may still be announcing
+// it.
+func (s *Seckill) reannounce(ctx context.Context, product int64) {
+	rctx, cancel := s.dbCtx(ctx, 0)
+	p, err := s.product(rctx, s.db, product)
+	cancel()
+	if err != nil {
+		time.Sleep(2 * stockcache.Refresh) // the refreshers have read it by then
+		return
+	}
+	if !s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait) {
+		time.Sleep(2 * stockcache.Refresh)
+	}
 }
 
 // returnUnits returns, for reason, the units of those of the product's
@@ -177,6 +268,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		returned []model.Order
 		units    int64
 		outbox   []model.ReserveReturn
+		heard    bool
 	)
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
@@ -193,7 +285,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		if err != nil {
 			return fmt.Errorf("lock the orders: %w", err)
 		}
-		now := s.db.NowFunc()
+		now := s.now()
 		byUser := map[string]int64{}
 		var back []int64
 		for _, o := range orders {
@@ -233,13 +325,22 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 			outbox = make([]model.ReserveReturn, len(returned))
 			for i, o := range returned {
 				outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: product, Generation: p.Generation,
-					UserID: o.UserID, Quantity: o.Quantity}
+					Returns: p.Returns + 1, UserID: o.UserID, Quantity: o.Quantity}
 			}
 			if err := tx.Create(&outbox).Error; err != nil {
 				return fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
 			}
 		}
 		p.Stock, p.Returns = p.Stock+units, p.Returns+1
+		if reason == returnCancel {
+			// Before the units can be bought (the COMMIT here; under
+			// reserve the refund after it), every instance hears that a
+			// new version of the stock begins, and answers no purchase
+			// sold out from what it saw before: a buyer who was answered
+			// 200 finds the units on sale anywhere, and so does any who
+			// buys after one that bought them.
+			heard = s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait)
+		}
 		return nil
 	})
 	if err != nil {
@@ -259,12 +360,14 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		}
 	}
 	s.metrics.returned(reason, len(returned))
+	// What is left, so that the instances answer sold_out again once it is
+	// gone (under reserve, the database's stock: at least the counter's).
 	s.cache.Saw(product, p.Stock, stockcache.Of(p))
-	if reason == returnCancel {
-		// The buyer is answered once every instance sells the units again.
-		s.cache.AnnounceHeard(ctx, product, p.Stock, stockcache.Of(p), announceWait)
-	} else {
-		s.cache.Announce(ctx, product, p.Stock, stockcache.Of(p))
+	s.cache.Announce(ctx, product, p.Stock, stockcache.Of(p))
+	if reason == returnCancel && !heard {
+		// Some instance did not say it heard: its refresher reads the
+		// new version by then.
+		time.Sleep(2 * stockcache.Refresh)
 	}
 	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(returned), "units", units, "stock", p.Stock)
 	return len(returned), nil
@@ -280,7 +383,7 @@ func (s *Seckill) refund(ctx context.Context, rs []model.ReserveReturn) error {
 	var done []int64
 	var errs []error
 	for _, r := range rs {
-		ok, err := s.reserve.Refund(ctx, r.ProductID, r.Generation, r.OrderID, r.Quantity, string(r.UserID))
+		ok, err := s.reserve.Refund(ctx, r.ProductID, r.Generation, r.Returns, r.OrderID, r.Quantity, string(r.UserID))
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -302,8 +405,8 @@ func (s *Seckill) refund(ctx context.Context, rs []model.ReserveReturn) error {
 
 // outboxGrace is how old a return on its way to Redis is before the sweep
 // finishes it: its own instance does it at once, unless it died between
-// the two stores.
-const outboxGrace = 2 * time.Second
+// the two stores (two instances that both do it give the units back once).
+const outboxGrace = 200 * time.Millisecond
 
 // finishReturns gives the units of the returns left on the outbox longer
 // than outboxGrace back to their counters: those whose instance died, or
@@ -313,13 +416,24 @@ func (s *Seckill) finishReturns(ctx context.Context) error {
 	if s.reserve == nil {
 		return nil
 	}
+	// From where the last look stopped, round the outbox: returns whose
+	// counter is not loaded (none of its product's buyers has come since
+	// Redis lost it) stay, and must not keep the others waiting.
 	var rs []model.ReserveReturn
 	rctx, cancel := s.dbCtx(ctx, 0)
-	err := s.db.WithContext(rctx).Where("created_at <= ?", s.db.NowFunc().Add(-outboxGrace)).
+	err := s.db.WithContext(rctx).Where("created_at <= ? AND order_id > ?", s.now().Add(-outboxGrace), s.outboxAfter.Load()).
 		Order("order_id").Limit(sweepBatch).Find(&rs).Error
 	cancel()
-	if err != nil || len(rs) == 0 {
+	switch {
+	case err != nil:
 		return storeErr("read the returns on their way to Redis", err)
+	case len(rs) < sweepBatch:
+		s.outboxAfter.Store(0) // round again from the start next time
+	default:
+		s.outboxAfter.Store(rs[len(rs)-1].OrderID)
+	}
+	if len(rs) == 0 {
+		return nil
 	}
 	return s.refund(ctx, rs)
 }
@@ -371,7 +485,7 @@ func (s *Seckill) SweepOnce(ctx context.Context) (int, error) {
 	var dueOrders []model.Order
 	rctx, cancel := s.dbCtx(ctx, 0)
 	err := s.db.WithContext(rctx).Select("id", "product_id").
-		Where("status = ? AND expires_at <= ?", model.StatusUnpaid, s.db.NowFunc()).
+		Where("status = ? AND expires_at <= ?", model.StatusUnpaid, s.now()).
 		Order("expires_at").Limit(sweepBatch).Find(&dueOrders).Error
 	cancel()
 	if err != nil {

@@ -161,7 +161,7 @@ type saleConfig struct {
 // reads back. (An order of reserve is opened when its writer writes it,
 // and waits from then.)
 func (c saleConfig) open(o *model.Order, now time.Time) {
-	now = now.Truncate(time.Millisecond)
+	now = now.UTC().Truncate(time.Millisecond)
 	o.CreatedAt, o.Status, o.ExpiresAt = now, model.StatusPaid, nil
 	if c.paymentTimeout > 0 {
 		expires := now.Add(c.paymentTimeout)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -126,8 +127,11 @@ type Seckill struct {
 	// reserveLines send the reserve purchases of a product waiting at
 	// once to Redis in one call.
 	reserveLines *reserveLines
-	stop         context.CancelFunc
-	background   sync.WaitGroup
+	// outboxAfter is where the sweep's next look at the returns on their
+	// way to Redis begins (finishReturns).
+	outboxAfter atomic.Int64
+	stop        context.CancelFunc
+	background  sync.WaitGroup
 }
 
 // New returns a Seckill over db. lockers holds the lock of every lock-based

@@ -27,7 +27,9 @@
 -- KEYS[1] the counter (hash: stock, gen), KEYS[2] the units hash,
 -- KEYS[3] the requests hash, KEYS[4] the bucket's stream, KEYS[5] the
 -- bucket's index of request IDs
--- ARGV    the stock, the generation, the product, the writers' group (""
+-- ARGV    the stock, the generation and the product's count of returns
+--         (the counter's "ret": see refund.lua) as "generation:returns",
+--         the product, the writers' group (""
 --         when no reservation of the generation can be waiting: its first
 --         load, whose scan of the stream would find none), "1" when the
 --         caller holds the row lock (else a counter of a newer generation,
@@ -39,12 +41,14 @@
 --
 -- Returns {loaded (1 or 0), the counter's stock, its generation, the
 -- reservations found waiting, the units they took, the generation the
--- counter had before (-1: none)}.
+-- counter had before (-1: none), the counter's count of returns (its
+-- version: a counter kept may not have taken back a return on its way)}.
 local gen = tonumber(redis.call('HGET', KEYS[1], 'gen') or '-1')
 local stock = redis.call('HGET', KEYS[1], 'stock')
-local want = tonumber(ARGV[2])
+local sep = string.find(ARGV[2], ':', 1, true)
+local want, returns = tonumber(string.sub(ARGV[2], 1, sep - 1)), string.sub(ARGV[2], sep + 1)
 if (gen == want and stock) or (gen > want and ARGV[5] ~= '1') then
-  return {0, tonumber(stock or '0'), gen, 0, 0, gen}
+  return {0, tonumber(stock or '0'), gen, 0, 0, gen, tonumber(redis.call('HGET', KEYS[1], 'ret') or '0')}
 end
 
 -- The reservations of this product and generation that no writer has
@@ -120,5 +124,5 @@ end
 -- Never below 0: reservations beyond the database's stock are refused
 -- sold_out when written.
 local left = math.max(0, tonumber(ARGV[1]) - taken)
-redis.call('HSET', KEYS[1], 'stock', left, 'gen', want)
-return {1, left, want, found, taken, gen}
+redis.call('HSET', KEYS[1], 'stock', left, 'gen', want, 'ret', returns)
+return {1, left, want, found, taken, gen, tonumber(returns)}

@@ -144,6 +144,9 @@ type Result struct {
 	Units      int64
 	Generation int64
 	Record     Record
+	// Returns is the product's count of returns the counter had taken
+	// back when it answered (Refund): its stock is of that version.
+	Returns int64
 }
 
 // Record is what the store keeps of a request ID: the reservation's
@@ -238,13 +241,15 @@ func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, ite
 		}
 		return out, nil
 	}
-	if len(v) != 3*len(items) {
-		return nil, fmt.Errorf("reserve: product %d: the script answered %d values for %d purchases", product, len(v), len(items))
+	ret, ok := v[0].(int64)
+	if !ok || len(v) != 1+3*len(items) {
+		return nil, fmt.Errorf("reserve: product %d: the script answered %v for %d purchases", product, v, len(items))
 	}
 	for i := range out {
-		if out[i], err = readResult(v[3*i : 3*i+3]); err != nil {
+		if out[i], err = readResult(v[1+3*i : 4+3*i]); err != nil {
 			return nil, err
 		}
+		out[i].Returns = ret
 	}
 	return out, nil
 }
@@ -299,6 +304,9 @@ type Loaded struct {
 	// Before is the generation of the counter Load found; -1: none (never
 	// loaded, or lost by Redis).
 	Before int64
+	// Returns is the counter's count of the product's returns it has
+	// taken back: the version of its stock (Refund).
+	Returns int64
 }
 
 // Written is an order of a product in the database, as Load needs it:
@@ -322,7 +330,7 @@ type Written struct {
 // long backlog of other products') is not scanned. returned are the orders
 // whose units the database took back and whose return has not reached
 // Redis (Refund): the counter is marked as having them back.
-func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[string]int64, returned []int64, written []Written, first, locked bool) (Loaded, error) {
+func (s *Store) Load(ctx context.Context, product, stock, gen, returns int64, units map[string]int64, returned []int64, written []Written, first, locked bool) (Loaded, error) {
 	k := s.KeysOf(product)
 	args := make([]any, 0, 7+2*len(units)+len(returned)+2*len(written))
 	group := Group
@@ -333,7 +341,7 @@ func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[s
 	if locked {
 		lock = "1"
 	}
-	args = append(args, stock, gen, product, group, lock, len(units), len(returned))
+	args = append(args, stock, strconv.FormatInt(gen, 10)+":"+strconv.FormatInt(returns, 10), product, group, lock, len(units), len(returned))
 	for u, n := range units {
 		args = append(args, u, n)
 	}
@@ -347,10 +355,10 @@ func (s *Store) Load(ctx context.Context, product, stock, gen int64, units map[s
 	if err != nil {
 		return Loaded{}, fmt.Errorf("reserve: load product %d: %w", product, err)
 	}
-	if len(v) != 6 {
+	if len(v) != 7 {
 		return Loaded{}, fmt.Errorf("reserve: load product %d: the script answered %v", product, v)
 	}
-	return Loaded{Loaded: v[0] == 1, Stock: v[1], Generation: v[2], Waiting: v[3], Taken: v[4], Before: v[5]}, nil
+	return Loaded{Loaded: v[0] == 1, Stock: v[1], Generation: v[2], Waiting: v[3], Taken: v[4], Before: v[5], Returns: v[6]}, nil
 }
 
 // Find returns the product and the record of a request ID, looked up in
@@ -470,13 +478,14 @@ func (s *Store) Check(ctx context.Context, product, gen int64, orders []int64) (
 
 // Refund gives the units of order (quantity q, bought by user) back to
 // the product's counter of generation gen and to the buyer's count, once
-// however often it is asked (refund.lua). It says whether the counter has
+// however often it is asked (refund.lua), and raises the counter's count
+// of returns to returns, the product's with this one. It says whether the counter has
 // them back, now or from before: false when there is no counter of gen
 // with stock (not loaded yet: ask again once it is; a load under the row
 // lock marks the orders whose returns are on their way).
-func (s *Store) Refund(ctx context.Context, product, gen, order, q int64, user string) (bool, error) {
+func (s *Store) Refund(ctx context.Context, product, gen, returns, order, q int64, user string) (bool, error) {
 	k := s.KeysOf(product)
-	n, err := refundScript.Run(ctx, s.rdb, []string{k.Counter, k.Units}, gen, order, q, user).Int64()
+	n, err := refundScript.Run(ctx, s.rdb, []string{k.Counter, k.Units}, gen, order, q, user, returns).Int64()
 	if err != nil {
 		return false, fmt.Errorf("reserve: give order %d's units back to product %d: %w", order, product, err)
 	}

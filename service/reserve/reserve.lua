@@ -17,7 +17,9 @@
 --
 -- Returns {"load"} when the counter is not there (never loaded, retired by
 -- a reset, or lost by Redis) or is of another generation than the
--- caller's: load it, then again. Else three values per purchase, in order:
+-- caller's: load it, then again. Else the returns the counter has taken
+-- back ("ret", the product's count of returns when it last took units
+-- back: see refund.lua), then three values per purchase, in order:
 --   "seen", 0, record      the request ID was used: its record,
 --                          "p|quantity|left|user" while pending (see
 --                          Record)
@@ -31,7 +33,7 @@ if not stock or tonumber(gen) ~= tonumber(ARGV[3]) then
 end
 stock = tonumber(stock)
 local limit = tonumber(ARGV[2])
-local out = {}
+local out = {tonumber(redis.call('HGET', KEYS[1], 'ret') or '0')}
 for i = 4, #ARGV, 3 do
   local user, q, rid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local seen = redis.call('HGET', KEYS[3], rid)

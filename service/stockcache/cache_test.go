@@ -2,6 +2,7 @@ package stockcache
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -46,6 +47,12 @@ func TestSoldOutAnswer(t *testing.T) {
 	check(3, "product 1 has 2 left")
 	m.Saw(1, 0, at(0, 0)) // a write from before the return changes nothing
 	check(2, "")
+	m.Reopen(1, at(0, 2)) // a return begins: nothing is sold out from before it
+	check(1, "")
+	m.Saw(1, 0, at(0, 1)) // a reading from before it changes nothing
+	check(1, "")
+	m.Saw(1, 1, at(0, 2)) // one of it says what is left
+	check(2, "product 1 has 1 left")
 	m.Saw(1, 150, at(1, 0)) // a reset to more than any purchase asks
 	check(api.MaxQuantity, "")
 	check(151, "product 1 has 150 left") // made for the asking
@@ -100,6 +107,9 @@ func TestMessage(t *testing.T) {
 	}
 	if _, _, v, ack, err := parseMessage(Message(7, 1, want) + ":t0k3n"); err != nil || v != want || ack != "t0k3n" {
 		t.Errorf("parseMessage with an ack = %+v, %q, %v; want %+v, t0k3n", v, ack, err, want)
+	}
+	if _, stock, v, _, err := parseMessage("7:-:3:4:tok"); err != nil || stock != math.MaxInt64 || v != want {
+		t.Errorf("parseMessage of a version begun = %d, %+v, %v; want the stock unknown, %+v", stock, v, err, want)
 	}
 	if _, _, v, _, err := parseMessage("7:1:2"); err != nil || v != (Version{Gen: 2}) {
 		t.Errorf("parseMessage(7:1:2) = %+v, %v; want generation 2, no returns", v, err)

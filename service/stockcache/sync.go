@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,15 @@ func (c *Cache) refresh(ctx context.Context) {
 // Message is the announcement of a reset or a return of units:
 // "product:stock:generation:returns".
 func Message(product, stock int64, v Version) string {
-	return strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(stock, 10) + ":" +
+	return message(product, strconv.FormatInt(stock, 10), v)
+}
+
+// unknownStock is the stock of an announcement that says only that a
+// version begins (Reopen): more than any purchase asks for.
+const unknownStock = "-"
+
+func message(product int64, stock string, v Version) string {
+	return strconv.FormatInt(product, 10) + ":" + stock + ":" +
 		strconv.FormatInt(v.Gen, 10) + ":" + strconv.FormatInt(v.Returns, 10)
 }
 
@@ -81,7 +90,13 @@ func parseMessage(msg string) (product, stock int64, v Version, ack string, err 
 		return 0, 0, v, "", fmt.Errorf("%q is not product:stock:generation:returns", msg)
 	}
 	var nums [4]int64
+	if parts[1] == unknownStock {
+		nums[1], parts[1] = math.MaxInt64, "0"
+	}
 	for i, part := range parts {
+		if i == 1 && nums[1] == math.MaxInt64 {
+			continue
+		}
 		if nums[i], err = strconv.ParseInt(part, 10, 64); err != nil {
 			return 0, 0, v, "", fmt.Errorf("%q is not product:stock:generation:returns: %w", msg, err)
 		}
@@ -96,32 +111,46 @@ func (c *Cache) ackKey(token string) string { return c.cfg.Channel + ":ack:" + t
 // ackTTL bounds the life of an acknowledgement list nobody waits on.
 const ackTTL = 10 * time.Second
 
-// AnnounceHeard is Announce, and then waits, at most wait, until every
-// instance the announcement reached on some node has applied it: each
-// listener pushes to a list of the announcement's own once it has, and the
-// announcer pops as many as PUBLISH said it reached, node by node. So a
-// buyer who hears that units came back finds them on sale on every
-// instance (a cancel's answer waits for it). An instance that did not get
-// it (its subscription down) falls back on its refresher, within Refresh.
-func (c *Cache) AnnounceHeard(ctx context.Context, product, stock int64, v Version, wait time.Duration) {
+// Reopen says that version v of the product's stock begins, its stock
+// not known yet: the cache answers no purchase of it sold out until a
+// reading of v (or a newer version) says what is left, and what it learns
+// of an older version changes nothing. A return of units announces it
+// before its units go on sale (ReopenHeard).
+func (c *Cache) Reopen(product int64, v Version) {
+	c.observe(product, math.MaxInt64, v)
+}
+
+// ReopenHeard tells every instance, through every Redis node, that version
+// v of the product's stock begins (Reopen), and waits, at most wait,
+// until every instance the announcement reached on some node has applied
+// it: each listener pushes to a list of the announcement's own once it
+// has, and the announcer pops as many as PUBLISH said it reached, node by
+// node. It says whether all of them did: an instance that did not (its
+// subscription down, or slow) falls back on its refresher, within
+// Refresh. A return announces it before its units can be bought, so that
+// no instance answers sold_out from what it saw before them.
+func (c *Cache) ReopenHeard(ctx context.Context, product int64, v Version, wait time.Duration) bool {
+	c.Reopen(product, v)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	b := make([]byte, 12)
 	if _, err := rand.Read(b); err != nil {
-		c.Announce(ctx, product, stock, v)
-		return
+		return false
 	}
 	token := hex.EncodeToString(b)
-	msg := Message(product, stock, v) + ":" + token
+	msg := message(product, unknownStock, v) + ":" + token
+	heard := true
 	for i, node := range c.cfg.Redis {
 		reached, err := node.Publish(ctx, c.cfg.Channel, msg).Result()
 		if err != nil {
 			c.cfg.Log.WarnContext(ctx, "announce a product's stock", "node", i, "product", product, "err", err)
+			heard = false
 			continue
 		}
 		for ; reached > 0; reached-- {
 			left := time.Until(deadlineOf(ctx))
 			if left <= 0 {
+				heard = false
 				break
 			}
 			// BLPOP's timeout is whole milliseconds at least.
@@ -129,10 +158,12 @@ func (c *Cache) AnnounceHeard(ctx context.Context, product, stock int64, v Versi
 				if ctx.Err() == nil && !errors.Is(err, redis.Nil) {
 					c.cfg.Log.WarnContext(ctx, "wait for the instances to hear of a product's stock", "node", i, "product", product, "err", err)
 				}
+				heard = false
 				break
 			}
 		}
 	}
+	return heard
 }
 
 // deadlineOf is ctx's deadline (it has one).
@@ -190,7 +221,11 @@ func (c *Cache) listen(ctx context.Context, node redis.UniversalClient) {
 			c.cfg.Log.WarnContext(ctx, "a stock announcement that does not parse", "err", err)
 			continue
 		}
-		c.Saw(product, stock, v)
+		if stock == math.MaxInt64 {
+			c.Reopen(product, v)
+		} else {
+			c.Saw(product, stock, v)
+		}
 		if ack != "" {
 			c.acknowledge(ctx, node, ack)
 		}
