@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -312,12 +315,8 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		if err != nil {
 			return fmt.Errorf("put %d units back: %w", units, err)
 		}
-		for user, q := range byUser {
-			err := tx.Model(&model.UserUnits{}).Where("product_id = ? AND user_id = ?", product, user).
-				Update("units", gorm.Expr("CASE WHEN units > ? THEN units - ? ELSE 0 END", q, q)).Error
-			if err != nil {
-				return fmt.Errorf("take %d units off a buyer's: %w", q, err)
-			}
+		if err := takeUnits(tx, product, byUser); err != nil {
+			return err
 		}
 		if p.Reserve {
 			// The counter in Redis takes the units back after the COMMIT
@@ -371,6 +370,28 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	}
 	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(returned), "units", units, "stock", p.Stock)
 	return len(returned), nil
+}
+
+// takeUnits takes the units byUser gives back off their buyers' units of
+// product, in one statement (a sweep returns hundreds of buyers' orders at
+// once; a statement each was what the sweep cost the hot product), never
+// below 0.
+func takeUnits(tx *gorm.DB, product int64, byUser map[string]int64) error {
+	users := slices.Sorted(maps.Keys(byUser))
+	var expr strings.Builder
+	args := make([]any, 0, 3*len(users))
+	expr.WriteString("CASE user_id")
+	for _, u := range users {
+		expr.WriteString(" WHEN ? THEN CASE WHEN units > ? THEN units - ? ELSE 0 END")
+		args = append(args, u, byUser[u], byUser[u])
+	}
+	expr.WriteString(" ELSE units END")
+	err := tx.Model(&model.UserUnits{}).Where("product_id = ? AND user_id IN ?", product, users).
+		Update("units", gorm.Expr(expr.String(), args...)).Error
+	if err != nil {
+		return fmt.Errorf("take the units of %d buyers off theirs: %w", len(users), err)
+	}
+	return nil
 }
 
 // refund gives the units of returns rs back to their counter in Redis and

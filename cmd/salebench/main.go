@@ -160,7 +160,7 @@ func (b *bench) all(ctx context.Context) error {
 	if f.sweep, err = b.sweepCost(ctx, dsn, first, token); err != nil {
 		return err
 	}
-	b.rows = append(b.rows, f.sweep.before, f.sweep.during)
+	b.rows = append(b.rows, f.sweep.first, f.sweep.before, f.sweep.during)
 	second, stopSecond, err := b.startService(ctx, dsn, token)
 	if err != nil {
 		return err
