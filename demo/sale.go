@@ -14,11 +14,15 @@ const (
 	// about 32 an instance): under local, the two instances' first full
 	// batches read the same stock and each sells up to its own waiting
 	// buyers from it, more together than is left, so it runs out in that
-	// round, whatever the timing.
+	// round, as long as their first holds overlap (saleHold).
 	saleStock       = 40
 	saleBuyers      = 400
 	saleConcurrency = 64
-	saleHold        = 50 * time.Millisecond
+	// saleHold is long enough that the two instances' first holds
+	// overlap even on a loaded machine: at 50 ms a CI run once started
+	// one instance's first hold after the other's had written, and local
+	// held.
+	saleHold = 150 * time.Millisecond
 )
 
 func saleScenario() Scenario {
