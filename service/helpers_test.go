@@ -134,6 +134,9 @@ type settings struct {
 	// PaymentTimeout is how long orders wait for their payment; 0: they
 	// are written paid.
 	PaymentTimeout time.Duration
+	// ReserveRedis, when not nil, is reserve's Redis (a cluster client,
+	// say); nil is the fixture's first node.
+	ReserveRedis redis.UniversalClient
 	// Hooks force interleavings (service.Config.WithHooks).
 	Hooks service.Hooks
 }
@@ -181,6 +184,7 @@ func (f *fixture) instance(s settings) *instance {
 	svc := service.New(f.db, lockers, f.clients, service.Config{
 		Consumer:       s.Consumer,
 		NoWriter:       s.NoWriter,
+		ReserveRedis:   s.ReserveRedis,
 		Strategy:       s.Strategy,
 		PerUserLimit:   s.PerUserLimit,
 		Fencing:        s.Fencing,
