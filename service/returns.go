@@ -88,7 +88,7 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 	}
 	dctx, cancel := s.dbCtx(ctx, 0)
 	res := s.db.WithContext(dctx).Model(&model.Order{}).
-		Where("id = ? AND user_id = ? AND status = ? AND expires_at > ?", id, user, model.StatusUnpaid, s.now()).
+		Where("id = ? AND user_id = ? AND status = ? AND (expires_at IS NULL OR expires_at > ?)", id, user, model.StatusUnpaid, s.now()).
 		Updates(map[string]any{"status": model.StatusPaid, "expires_at": nil})
 	cancel()
 	if res.Error == nil && res.RowsAffected == 1 {
@@ -121,7 +121,9 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 	case model.StatusPaid:
 		return o, nil
 	case model.StatusUnpaid:
-		return model.Order{}, fmt.Errorf("order %d is still unpaid after its payment", id)
+		// Not paid, and not due by this clock (another instance's ran
+		// ahead): nothing changed, and asking again settles it.
+		return model.Order{}, ErrUnavailable.because(fmt.Errorf("order %d is still unpaid after its payment", id))
 	}
 	return model.Order{}, errorf(CodeOrderClosed, "order %d is %s", id, o.Status)
 }
@@ -163,7 +165,7 @@ func (s *Seckill) Cancel(ctx context.Context, id int64, user string) (model.Orde
 	case model.StatusExpired:
 		return model.Order{}, errorf(CodeOrderClosed, "order %d is expired", id)
 	}
-	return model.Order{}, fmt.Errorf("order %d is still %s after its cancel", id, o.Status)
+	return model.Order{}, ErrUnavailable.because(fmt.Errorf("order %d is still %s after its cancel", id, o.Status))
 }
 
 // checkOrderAction checks what a buyer's action on an order names.
