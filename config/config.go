@@ -39,6 +39,11 @@ type Config struct {
 	// first of RedisAddrs (or of the embedded nodes).
 	ReserveAddrs   []string
 	ReserveCluster bool
+	// ReserveAcks is how many replicas of that Redis must acknowledge a
+	// reservation before it answers 202, and how long the master waits
+	// for them (SECKILL_RESERVE_ACKS, "N/timeout"); 0: none.
+	ReserveAcks    int
+	ReserveAckWait time.Duration
 	// Strategy is the strategy used when a request names none (SECKILL_LOCK),
 	// as text: the wiring checks it against the service's strategies.
 	Strategy string
@@ -177,7 +182,26 @@ func (c *Config) loadStores(getenv func(string) string) error {
 	if c.ReserveAddrs, c.ReserveCluster, err = parseReserve(getenv("SECKILL_RESERVE_REDIS")); err != nil {
 		return fmt.Errorf("config: SECKILL_RESERVE_REDIS: %w", err)
 	}
+	if c.ReserveAcks, c.ReserveAckWait, err = parseAcks(getenv("SECKILL_RESERVE_ACKS")); err != nil {
+		return fmt.Errorf("config: SECKILL_RESERVE_ACKS: %w", err)
+	}
 	return nil
+}
+
+// parseAcks reads SECKILL_RESERVE_ACKS: empty or "0" (no replica waited
+// for), or N/timeout.
+func parseAcks(v string) (int, time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "0" {
+		return 0, 0, nil
+	}
+	n, w, ok := strings.Cut(v, "/")
+	replicas, err1 := strconv.Atoi(strings.TrimSpace(n))
+	timeout, err2 := time.ParseDuration(strings.TrimSpace(w))
+	if !ok || err1 != nil || err2 != nil || replicas < 1 || replicas > 16 || timeout < time.Millisecond || timeout > 10*time.Second {
+		return 0, 0, fmt.Errorf("%q: want 0, or N/timeout, e.g. 1/100ms (N replicas from 1 to 16, the timeout from 1ms to 10s)", v)
+	}
+	return replicas, timeout, nil
 }
 
 // parseReserve reads SECKILL_RESERVE_REDIS: empty, host:port, or
@@ -303,6 +327,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("mysql_dsn", dsn),
 		slog.String("redis_addrs", redis),
 		slog.String("reserve_redis", reserveText(c.ReserveAddrs, c.ReserveCluster)),
+		slog.String("reserve_acks", ackText(c.ReserveAcks, c.ReserveAckWait)),
 		slog.String("lock", c.Strategy),
 		slog.Duration("lock_ttl", c.LockTTL),
 		slog.Bool("watchdog", c.Watchdog),
@@ -446,6 +471,14 @@ func parseProxies(v string) ([]string, error) {
 		out = append(out, part)
 	}
 	return out, nil
+}
+
+// ackText is SECKILL_RESERVE_ACKS as it reads: "0" or "N/timeout".
+func ackText(n int, timeout time.Duration) string {
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d/%v", n, timeout)
 }
 
 // ipLimitText is SECKILL_IP_LIMIT as it reads: "off" or "N/window".

@@ -88,6 +88,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_MYSQL_MAX_CONNS":   "8",
 		"SECKILL_DRAIN_DELAY":       "0s",
 		"SECKILL_IP_LIMIT":          "20/1s",
+		"SECKILL_RESERVE_ACKS":      "1/250ms",
 		"SECKILL_TRUSTED_PROXIES":   "10.0.0.0/8, 127.0.0.1,::1/128",
 	}
 	c, err := config.Load(env(vars), false)
@@ -112,6 +113,8 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		DrainDelay:       0,
 		IPLimit:          20,
 		IPWindow:         time.Second,
+		ReserveAcks:      1,
+		ReserveAckWait:   250 * time.Millisecond,
 		TrustedProxies:   []string{"10.0.0.0/8", "127.0.0.1", "::1/128"},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -180,6 +183,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_LOG_FORMAT", []string{"xml", "logfmt"}},
 		{"SECKILL_IP_LIMIT", []string{"20", "0/1s", "20/forever", "x/1s", "20/0s"}},
 		{"SECKILL_TRUSTED_PROXIES", []string{"10.0.0.0/33", "nginx"}},
+		{"SECKILL_RESERVE_ACKS", []string{"1", "1/0ms", "-1/1s", "one/1s", "1/forever", "17/1s", "1/11s"}},
 	}
 	for _, bad := range badValues {
 		for _, value := range bad.values {

@@ -3,6 +3,7 @@ package service_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -86,4 +87,159 @@ func TestReserveOnCluster(t *testing.T) {
 	if err != nil || snap.Stock != 1 {
 		t.Errorf("the counter on the cluster after a cancel = %+v, %v; want 1", snap, err)
 	}
+}
+
+// TestReserveFailover: the lesson of a Redis Cluster's failover, played
+// twice on a cluster of three masters with a replica each: once with
+// reservations answered as soon as the master has them, once with each
+// waiting for its replica (WAIT 1 after the script).
+//
+// The product's master's replica is frozen and cut off (it lags:
+// testenv's Lag), reservations are
+// taken on the master, some written to the database by a writer, the
+// others not (the writer gone), then the master is killed and its replica
+// takes over (CLUSTER FAILOVER TAKEOVER) with nothing of what it missed.
+// Without acknowledgements, the reservations never written are promises
+// broken: their buyers find nothing. With them, every reservation the
+// replica had not acknowledged answered outcome_unknown, so no promise is
+// broken. Either way the instances go on without a restart, the counter
+// (too high: the database has orders the new master never heard of) is
+// moved down by a writer's reconcile, and nothing is oversold.
+func TestReserveFailover(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		acks reserve.Acks
+	}{
+		{"asynchronous", reserve.Acks{}},
+		{"WAIT 1", reserve.Acks{Replicas: 1, Timeout: 100 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			failover(t, tc.acks)
+		})
+	}
+}
+
+func failover(t *testing.T, acks reserve.Acks) {
+	ctx := t.Context()
+	cl := testenv.StartRedisCluster(t, 3, 1)
+	rdb := store.OpenReserveRedis(cl.Addrs(), true)
+	t.Cleanup(func() { rdb.Close() })
+	f := newFixture(t, nil)
+	on := func(name string, noWriter bool) *instance {
+		s := reserveSettings(name, noWriter)
+		s.ReserveRedis, s.ReserveAcks = rdb, acks
+		return f.instance(s)
+	}
+	seller, writer := on("", true), on("w1", false)
+	const stock = 20
+	prod := seller.product(t, stock)
+	promised := map[string]bool{} // request IDs answered 202
+	buy := func(from, to int) (answers map[string]int) {
+		t.Helper()
+		answers = map[string]int{}
+		for i := from; i < to; i++ {
+			p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprint("u-", i), Quantity: 1, RequestID: fmt.Sprint("r-", i)}
+			r, err := seller.svc.Purchase(ctx, p)
+			var e *service.Error
+			switch {
+			case err == nil && r.Reservation != nil:
+				promised[p.RequestID] = true
+				answers["202"]++
+			case errors.As(err, &e):
+				answers[string(e.Code)]++
+			default:
+				t.Fatalf("Purchase(%s) = %+v, %v", show(p), r, err)
+			}
+		}
+		return answers
+	}
+	if got := buy(0, 5); got["202"] != 5 {
+		t.Fatalf("with the replica up: %v; want five 202s", got)
+	}
+	waitOrders(t, f, prod.ID, 5)
+
+	counter := reserve.New(rdb, f.prefix).KeysOf(prod.ID).Counter
+	slot, err := rdb.ClusterKeySlot(ctx, counter).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, replicas := cl.MasterOf(t, int(slot))
+	replica := replicas[0]
+	cl.Lag(t, master, replica)
+	want := map[string]int{"202": 5}
+	if acks.Replicas > 0 {
+		want = map[string]int{"outcome_unknown": 5}
+	}
+	if got := buy(5, 10); !maps.Equal(got, want) {
+		t.Errorf("the replica frozen, a writer up: %v; want %v", got, want)
+	}
+	waitOrders(t, f, prod.ID, 10) // written from the master
+	writer.svc.Close()
+	if got := buy(10, 15); !maps.Equal(got, want) {
+		t.Errorf("the replica frozen, no writer: %v; want %v", got, want)
+	}
+	master.Stop()
+	replica.Thaw(t)
+	cl.Takeover(t, replica)
+	cl.Rejoin(t, master) // the old master comes back as the new one's replica
+	if m, _ := cl.MasterOf(t, int(slot)); m != replica {
+		t.Fatalf("slot %d is on %s after the takeover; want %s", slot, m.Addr, replica.Addr)
+	}
+
+	// The same instances sell on: the cluster client finds the new master.
+	writer2 := on("w2", false)
+	testenv.Eventually(t, 30*time.Second, "a purchase after the failover", func() bool {
+		p := service.Purchase{ProductID: prod.ID, UserID: "u-15", Quantity: 1, RequestID: "r-15"}
+		r, err := seller.svc.Purchase(ctx, p)
+		if err == nil && r.Reservation != nil {
+			promised[p.RequestID] = true
+			return true
+		}
+		return false
+	})
+	// The new master's counter lacks r-5 to r-14, and the database has
+	// r-5 to r-9: a writer's reconcile moves it down by 5.
+	testenv.Eventually(t, 30*time.Second, "the counter reconciled", func() bool {
+		snap, err := reserve.New(rdb, f.prefix).Check(ctx, prod.ID, 0, nil)
+		return err == nil && snap.Stock == stock-11
+	})
+	if n := writer2.metrics(t).Sum("seckill_reserve_counter_corrections_total"); n != 1 {
+		t.Errorf("counter corrections = %v; want 1", n)
+	}
+
+	broken := 0
+	for rid := range promised {
+		a, err := seller.svc.PurchaseOf(ctx, rid)
+		switch {
+		case errors.Is(err, service.ErrPurchaseNotFound):
+			broken++
+		case err != nil || a.Order == nil && a.Reservation == nil:
+			t.Errorf("PurchaseOf(%s) = %+v, %v", rid, a, err)
+		}
+	}
+	wantBroken := 5 // r-10 to r-14: on the old master alone, never written
+	if acks.Replicas > 0 {
+		wantBroken = 0 // they were never promised
+	}
+	if broken != wantBroken {
+		t.Errorf("%d of %d promises broken; want %d", broken, len(promised), wantBroken)
+	}
+	for i := 10; i < 15; i++ {
+		if _, err := seller.svc.PurchaseOf(ctx, fmt.Sprint("r-", i)); !errors.Is(err, service.ErrPurchaseNotFound) {
+			t.Errorf("PurchaseOf(r-%d) = %v; want purchase_not_found: lost with the old master", i, err)
+		}
+	}
+
+	// Nothing oversold: the rest sells out at the database's stock.
+	if got := buy(16, 31); got["202"] != stock-11 || got["sold_out"] != 15-(stock-11) {
+		t.Errorf("after the failover: %v; want %d 202s and the rest sold_out", got, stock-11)
+	}
+	waitOrders(t, f, prod.ID, stock)
+	writer2.wantAudit(t, consistentAudit(prod.ID, stock, stock))
+	if n := writer2.metrics(t).Sum("seckill_reserve_failed_total"); n != 0 {
+		t.Errorf("%v reservations refused by the database; want 0", n)
+	}
+	t.Logf("promised %d, broken %d", len(promised), broken)
 }

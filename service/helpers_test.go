@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/store"
 )
 
@@ -137,6 +138,9 @@ type settings struct {
 	// ReserveRedis, when not nil, is reserve's Redis (a cluster client,
 	// say); nil is the fixture's first node.
 	ReserveRedis redis.UniversalClient
+	// ReserveAcks makes reservations wait for replicas
+	// (service.Config.ReserveAcks).
+	ReserveAcks reserve.Acks
 	// Hooks force interleavings (service.Config.WithHooks).
 	Hooks service.Hooks
 }
@@ -185,6 +189,7 @@ func (f *fixture) instance(s settings) *instance {
 		Consumer:       s.Consumer,
 		NoWriter:       s.NoWriter,
 		ReserveRedis:   s.ReserveRedis,
+		ReserveAcks:    s.ReserveAcks,
 		Strategy:       s.Strategy,
 		PerUserLimit:   s.PerUserLimit,
 		Fencing:        s.Fencing,

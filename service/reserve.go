@@ -57,15 +57,34 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 	id, res := p.ProductID, a.res
 	switch res.Verdict {
 	case reserve.Reserved:
+		if res.Unacked {
+			return Receipt{}, s.unacked(p)
+		}
 		return Receipt{Reservation: &Reservation{Purchase: p, Left: res.Left}}, nil
 	case reserve.Seen:
-		return s.replayReservation(ctx, p, res.Record)
+		r, err := s.replayReservation(ctx, p, res.Record)
+		if err == nil && r.Reservation != nil && res.Unacked {
+			return Receipt{}, s.unacked(p) // pending still, on the master alone
+		}
+		return r, err
 	case reserve.SoldOut:
 		return Receipt{}, soldOut(id, res.Left)
 	case reserve.OverLimit:
 		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
 	}
 	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+}
+
+// unacked is the answer to p whose reservation the master made and too
+// few replicas acknowledged in time (Config.ReserveAcks): it stands on the
+// master, and is written if the master lives, but a failover to a replica
+// that lacks it loses it, so it is no promise (202) and not nothing
+// either. A replay of the request ID answers the truth: the reservation
+// (once the replicas have it) or its order, or, once lost, a new
+// reservation.
+func (s *Seckill) unacked(p Purchase) error {
+	return outcomeUnknown(p, fmt.Errorf("%s: fewer than %d replicas of reserve's Redis acknowledged the reservation within %v",
+		purchaseOp(p), s.cfg.ReserveAcks.Replicas, s.cfg.ReserveAcks.Timeout))
 }
 
 // reserveBatch is the most purchases of one product sent to Redis in one

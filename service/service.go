@@ -59,6 +59,11 @@ type Config struct {
 	// of the Redis nodes New is given (none: reserve answers unavailable).
 	// The instance joins its writers (reservewriter.go).
 	ReserveRedis redis.UniversalClient
+	// ReserveAcks makes every reservation wait for that many replicas of
+	// ReserveRedis to acknowledge it: one they did not acknowledge in time
+	// answers outcome_unknown (reserve.Acks). The zero value waits for
+	// none.
+	ReserveAcks reserve.Acks
 	// Consumer names this instance among the writers; the default is a
 	// random name.
 	Consumer string
@@ -171,7 +176,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		s.cfg.ReserveRedis = redis[0]
 	}
 	if cfg.ReserveRedis != nil {
-		s.reserve = reserve.New(cfg.ReserveRedis, cfg.KeyPrefix)
+		s.reserve = reserve.New(cfg.ReserveRedis, cfg.KeyPrefix).WithAcks(cfg.ReserveAcks)
 		if s.cfg.Consumer == "" {
 			s.cfg.Consumer = newRequestID() // 128 random bits
 		}

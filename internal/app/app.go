@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/store"
 )
 
@@ -205,6 +206,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		LockTTL:        cfg.LockTTL,
 		Watchdog:       cfg.Watchdog,
 		ReserveRedis:   st.Reserve,
+		ReserveAcks:    reserve.Acks{Replicas: cfg.ReserveAcks, Timeout: cfg.ReserveAckWait},
 		NoWriter:       opts.NoWriter,
 		PaymentTimeout: cfg.PaymentTimeout,
 	}, service.NewMetrics(reg), log)

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,4 +301,41 @@ func freePort() (string, error) {
 	defer l.Close()
 	_, port, err := net.SplitHostPort(l.Addr().String())
 	return port, err
+}
+
+// Freeze stops the process (SIGSTOP), as a frozen VM would: its
+// connections stay open and nothing answers, a replica's link to its
+// master included. Thaw lets it go on.
+func (r *Redis) Freeze(t testing.TB) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("testenv: freeze redis-server on %s: %v", r.Addr, err)
+	}
+}
+
+// Thaw lets a frozen process go on (SIGCONT).
+func (r *Redis) Thaw(t testing.TB) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("testenv: thaw redis-server on %s: %v", r.Addr, err)
+	}
+}
+
+// StartRedisReplica starts a redis-server that replicates master (keeping
+// nothing on disk), waits until its link is up and it has synced, and
+// stops it when t ends.
+func StartRedisReplica(t testing.TB, master *Redis) *Redis {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	r := startRedis(t, "--save", "", "--appendonly", "no", "--replicaof", host, port)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	var info string
+	if !Until(10*time.Second, func() bool {
+		info, _ = c.Info(context.Background(), "replication").Result()
+		return strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0")
+	}) {
+		t.Fatalf("testenv: the replica on %s of %s did not sync in 10 s:\n%s", r.Addr, master.Addr, info)
+	}
+	return r
 }

@@ -58,6 +58,7 @@ var (
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
+	acks   Acks
 }
 
 // New returns the store of rdb's keys under prefix.
@@ -147,6 +148,10 @@ type Result struct {
 	// Returns is the product's count of returns the counter had taken
 	// back when it answered (Refund): its stock is of that version.
 	Returns int64
+	// Unacked says a reservation (Reserved, or Seen) was answered by the
+	// master before the replicas the store's Acks asks for acknowledged
+	// it: it stands there, and a failover may lose it (see WithAcks).
+	Unacked bool
 }
 
 // Record is what the store keeps of a request ID: the reservation's
@@ -225,12 +230,21 @@ type Item struct {
 // or, when the counter is not loaded in generation gen, NotLoaded for all.
 func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, items []Item) ([]Result, error) {
 	k := s.KeysOf(product)
-	args := make([]any, 0, 3+3*len(items))
-	args = append(args, product, limit, gen)
+	waits := s.acks.Replicas > 0
+	args := make([]any, 0, 4+3*len(items))
+	args = append(args, product, limit, gen, waits)
 	for _, it := range items {
 		args = append(args, it.User, it.Quantity, it.RequestID)
 	}
-	v, err := reserveScript.Run(ctx, s.rdb, []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where}, args...).Slice()
+	keys := []string{k.Counter, k.Units, k.Requests, k.Stream, k.Where}
+	var v []any
+	var err error
+	acked := int64(s.acks.Replicas)
+	if waits {
+		v, acked, err = s.runAcked(ctx, keys, args)
+	} else {
+		v, err = reserveScript.Run(ctx, s.rdb, keys, args...).Slice()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reserve: product %d: %w", product, err)
 	}
@@ -250,6 +264,7 @@ func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, ite
 			return nil, err
 		}
 		out[i].Returns = ret
+		out[i].Unacked = acked < int64(s.acks.Replicas) && (out[i].Verdict == Reserved || out[i].Verdict == Seen)
 	}
 	return out, nil
 }

@@ -12,8 +12,10 @@
 -- KEYS[5] the bucket's index of request IDs: request ID -> product, a
 --         hash, so that a request ID alone finds its record
 -- ARGV    product ID, per-user limit (0: none), the product's generation
---         as the caller knows it, then for each purchase its user ID,
---         quantity and request ID
+--         as the caller knows it, "1" when a WAIT follows (a batch that
+--         only saw request IDs then writes its counter's "seen" field, so
+--         that the WAIT covers what it answers), then for each purchase
+--         its user ID, quantity and request ID
 --
 -- Returns {"load"} when the counter is not there (never loaded, retired by
 -- a reset, or lost by Redis) or is of another generation than the
@@ -34,7 +36,8 @@ end
 stock = tonumber(stock)
 local limit = tonumber(ARGV[2])
 local out = {tonumber(redis.call('HGET', KEYS[1], 'ret') or '0')}
-for i = 4, #ARGV, 3 do
+local wrote, saw = false, false
+for i = 5, #ARGV, 3 do
   local user, q, rid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local seen = redis.call('HGET', KEYS[3], rid)
   local units = 0
@@ -42,6 +45,7 @@ for i = 4, #ARGV, 3 do
     units = tonumber(redis.call('HGET', KEYS[2], user) or '0')
   end
   if seen then
+    saw = true
     out[#out + 1], out[#out + 2], out[#out + 3] = 'seen', 0, seen
   elseif stock < q then
     out[#out + 1], out[#out + 2], out[#out + 3] = 'sold_out', stock, ''
@@ -52,8 +56,12 @@ for i = 4, #ARGV, 3 do
     redis.call('HINCRBY', KEYS[2], user, q)
     redis.call('HSET', KEYS[3], rid, 'p|' .. q .. '|' .. stock .. '|' .. user)
     redis.call('HSET', KEYS[5], rid, ARGV[1])
+    wrote = true
     redis.call('XADD', KEYS[4], '*', 'p', ARGV[1], 'u', user, 'q', q, 'r', rid, 'g', gen, 'l', stock)
     out[#out + 1], out[#out + 2], out[#out + 3] = 'ok', stock, gen
   end
+end
+if saw and not wrote and ARGV[4] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'seen', 1)
 end
 return out
