@@ -137,6 +137,11 @@ func (w *world) user() string { return fmt.Sprintf("buyer-%d", w.users.Add(1)) }
 // buy makes one purchase of s's product on in as a new buyer, with o's
 // query, and counts its answer in s.
 func (w *world) buy(ctx context.Context, s *series, in *instance, o client.Override) answer {
+	return w.buyAs(ctx, s, in, o, "")
+}
+
+// buyAs is buy with a request ID of the caller's (empty: none).
+func (w *world) buyAs(ctx context.Context, s *series, in *instance, o client.Override, requestID string) answer {
 	s.mu.Lock()
 	ticket := s.next
 	s.next++
@@ -144,7 +149,7 @@ func (w *world) buy(ctx context.Context, s *series, in *instance, o client.Overr
 	s.inflight[ticket] = a.sent
 	s.mu.Unlock()
 
-	got, err := in.c.Purchase(ctx, s.product, client.Purchase{UserID: w.user(), Quantity: 1}, o)
+	got, err := in.c.Purchase(ctx, s.product, client.Purchase{UserID: w.user(), Quantity: 1, RequestID: requestID}, o)
 	a.took = time.Since(a.sent)
 	var e *client.Error
 	switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,7 +212,7 @@ func (w *world) startOwn(s setup) (*instance, error) {
 }
 
 // promisesOf asks in what became of each reservation of rids, until none
-// is pending (10 s at most): how many became orders and how many no
+// is pending or unanswered (10 s at most): how many became orders and how many no
 // instance knows.
 func (w *world) promisesOf(in *instance, rids []string) (kept, lost int, err error) {
 	pending := rids
@@ -223,6 +224,10 @@ func (w *world) promisesOf(in *instance, rids []string) (kept, lost int, err err
 			switch {
 			case errors.As(err, &e) && e.Code == "purchase_not_found":
 				lost++
+			case errors.As(err, &e) && e.Status == http.StatusServiceUnavailable:
+				// A store between two states (a Redis Cluster's failover
+				// not yet seen by the client): ask again.
+				still = append(still, rid)
 			case err != nil:
 				return kept, lost, fmt.Errorf("demo: what became of %s: %w", rid, err)
 			case st.State == "ordered":

@@ -114,6 +114,7 @@ func Scenarios() []Scenario {
 		counterScenario(),
 		reserveScenario(),
 		ordersScenario(),
+		failoverScenario(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,10 +141,13 @@ type setup struct {
 	// ipLimit and ipWindow, when not 0, are its SECKILL_IP_LIMIT.
 	ipLimit  int
 	ipWindow time.Duration
-	// reserve, when not empty, is its SECKILL_RESERVE_REDIS (one node);
-	// noWriter runs no reserve writer on it.
+	// reserve, when not empty, is its SECKILL_RESERVE_REDIS (one node, or
+	// cluster:seeds); noWriter runs no reserve writer on it.
 	reserve  string
 	noWriter bool
+	// acks and ackWait, when not 0, are its SECKILL_RESERVE_ACKS.
+	acks    int
+	ackWait time.Duration
 	// paymentTimeout, when not 0, is its SECKILL_PAYMENT_TIMEOUT.
 	paymentTimeout time.Duration
 }
@@ -162,6 +166,12 @@ func (w *world) apply(s setup) (config.Config, app.Options) {
 	}
 	if s.reserve != "" {
 		cfg.ReserveAddrs, cfg.ReserveCluster = []string{s.reserve}, false
+		if seeds, ok := strings.CutPrefix(s.reserve, "cluster:"); ok {
+			cfg.ReserveAddrs, cfg.ReserveCluster = strings.Split(seeds, ","), true
+		}
+	}
+	if s.acks > 0 {
+		cfg.ReserveAcks, cfg.ReserveAckWait = s.acks, s.ackWait
 	}
 	if s.paymentTimeout > 0 {
 		cfg.PaymentTimeout = s.paymentTimeout

@@ -22,6 +22,11 @@
 #   STACK_PROMETHEUS_PORT  Prometheus' port (default 9090)
 #   STACK_GOFLAGS          go build flags for the instances (e.g. -race)
 #   STACK_SECKILL_BIN      a service binary to copy in instead of building one
+#   STACK_RESERVE_CLUSTER  1: reserve's Redis is a Redis Cluster of its own,
+#                          six redis-server processes in cluster mode (three
+#                          masters, each with a replica, rcl1 to rcl6), and
+#                          the instances get SECKILL_RESERVE_REDIS=cluster:...
+#                          (default: reserve uses the first Redis node)
 #   SECKILL_ADMIN_TOKEN    the instances' admin token (default: made up once,
 #                          kept in STACK_DIR/admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_LOCK_WAIT, ... reach the instances
@@ -36,6 +41,7 @@ root=$(dirname "$here")
 HTTP_PORT=${STACK_HTTP_PORT:-8080}
 PROM_PORT=${STACK_PROMETHEUS_PORT:-9090}
 PARTS=(mariadb redis1 redis2 redis3 seckill1 seckill2 nginx prometheus)
+CLUSTER_PARTS=(rcl1 rcl2 rcl3 rcl4 rcl5 rcl6)
 
 log() { echo "stack: $*" >&2; }
 
@@ -53,6 +59,11 @@ setup() {
 	RUN=$STACK_DIR/run
 	LOGS=$STACK_DIR/log
 	mkdir -p "$RUN" "$LOGS"
+	# The cluster's nodes start before the instances that use them, and are
+	# stopped and shown whenever a stack has them.
+	if [ "${STACK_RESERVE_CLUSTER:-}" = 1 ] || [ -e "$RUN/rcl1.pid" ]; then
+		PARTS=(mariadb redis1 redis2 redis3 "${CLUSTER_PARTS[@]}" seckill1 seckill2 nginx prometheus)
+	fi
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -245,12 +256,48 @@ start_redis() {
 
 redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
 
+# start_rcl: one node of reserve's Redis Cluster (STACK_RESERVE_CLUSTER=1).
+# Its cluster configuration (nodes.conf) and append-only file stay in its
+# directory, so that a node started again on its port rejoins with its data;
+# the last node to start joins the six into one cluster when they are not one
+# yet (redis-cli --cluster create).
+start_rcl() {
+	local part=$1 port=$2
+	mkdir -p "$STACK_DIR/$part"
+	launch "$part" "$port" redis-server --port "$port" --bind 127.0.0.1 --save "" \
+		--appendonly yes --dir "$STACK_DIR/$part" --cluster-enabled yes \
+		--cluster-config-file nodes.conf --cluster-node-timeout 5000
+	await "$part" 15 redis_ping "$port" || return 1
+	[ "$part" = rcl6 ] || return 0
+	local n addrs=() known
+	for n in "${CLUSTER_PARTS[@]}"; do addrs+=("127.0.0.1:$(port_of "$n")"); done
+	known=$(redis-cli -p "$(port_of rcl1)" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
+	if [ "$known" = 1 ]; then
+		log "joining ${addrs[*]} into one cluster (3 masters, 3 replicas)"
+		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+			>>"$LOGS/$part.log" 2>&1 || { log "redis-cli --cluster create failed"; return 1; }
+	fi
+	await "$part" 30 cluster_ok "${addrs[@]}"
+}
+
+# cluster_ok ADDR...: every node says the cluster is ok.
+cluster_ok() {
+	local a
+	for a in "$@"; do
+		redis-cli -h "${a%:*}" -p "${a#*:}" cluster info | grep -q '^cluster_state:ok' || return 1
+	done
+}
+
 http_ok() { curl -fsS -o /dev/null --max-time 2 "$1"; }
 
 start_seckill() {
-	local part=$1 port=$2 redis=()
+	local part=$1 port=$2 redis=() reserve=()
 	local n
 	for n in redis1 redis2 redis3; do redis+=("127.0.0.1:$(port_of "$n")"); done
+	if [ "${STACK_RESERVE_CLUSTER:-}" = 1 ]; then
+		for n in "${CLUSTER_PARTS[@]}"; do reserve+=("127.0.0.1:$(port_of "$n")"); done
+		reserve=("SECKILL_RESERVE_REDIS=cluster:$(IFS=,; echo "${reserve[*]}")")
+	fi
 	# What compose sets, with the addresses of this stack; nginx is on
 	# 127.0.0.1, so its X-Forwarded-For is trusted from there.
 	launch "$part" "$port" env \
@@ -262,6 +309,7 @@ start_seckill() {
 		SECKILL_DRAIN_DELAY=5s \
 		SECKILL_STRATEGY_OVERRIDE=true \
 		SECKILL_TRUSTED_PROXIES=127.0.0.1/32 \
+		"${reserve[@]}" \
 		"$STACK_DIR/bin/seckill"
 	await "$part" 60 http_ok "http://127.0.0.1:$port/readyz"
 }
@@ -357,6 +405,9 @@ urls() {
 	echo "seckill (nginx):  http://127.0.0.1:$HTTP_PORT/"
 	echo "Prometheus:       http://127.0.0.1:$PROM_PORT/"
 	echo "instances:        http://127.0.0.1:$(port_of seckill1)/ http://127.0.0.1:$(port_of seckill2)/"
+	if running rcl1; then
+		echo "reserve's Redis:  a Redis Cluster, seeds 127.0.0.1:$(port_of rcl1) (redis-cli -c -p $(port_of rcl1))"
+	fi
 	echo "logs:             $LOGS/"
 }
 

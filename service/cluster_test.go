@@ -165,9 +165,14 @@ func failover(t *testing.T, acks reserve.Acks) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	master, replicas := cl.MasterOf(t, int(slot))
+	master, replicas, err := cl.MasterOf(ctx, int(slot))
+	if err != nil {
+		t.Fatal(err)
+	}
 	replica := replicas[0]
-	cl.Lag(t, master, replica)
+	if err := cl.Lag(ctx, master, replica); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]int{"202": 5}
 	if acks.Replicas > 0 {
 		want = map[string]int{"outcome_unknown": 5}
@@ -180,12 +185,16 @@ func failover(t *testing.T, acks reserve.Acks) {
 	if got := buy(10, 15); !maps.Equal(got, want) {
 		t.Errorf("the replica frozen, no writer: %v; want %v", got, want)
 	}
-	master.Stop()
-	replica.Thaw(t)
-	cl.Takeover(t, replica)
-	cl.Rejoin(t, master) // the old master comes back as the new one's replica
-	if m, _ := cl.MasterOf(t, int(slot)); m != replica {
-		t.Fatalf("slot %d is on %s after the takeover; want %s", slot, m.Addr, replica.Addr)
+	master.Kill()
+	if err := errors.Join(replica.Thaw(), cl.Takeover(ctx, replica)); err != nil {
+		t.Fatal(err)
+	}
+	// The old master comes back, as the new one's replica.
+	if err := cl.Rejoin(ctx, master); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, err := cl.MasterOf(ctx, int(slot)); err != nil || m != replica {
+		t.Fatalf("slot %d is on %v, %v after the takeover; want %s", slot, m, err, replica.Addr)
 	}
 
 	// The same instances sell on: the cluster client finds the new master.

@@ -14,6 +14,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -293,7 +295,7 @@ func OpenRedis(addrs []string) []redis.UniversalClient {
 // and failovers need).
 func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 	if cluster {
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:         addrs,
 			DialerRetries: 1,
 			DialTimeout:   time.Second,
@@ -301,6 +303,8 @@ func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 			WriteTimeout:  time.Second,
 			PoolSize:      64,
 		})
+		c.AddHook(reloadOnFailure{c})
+		return c
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: addrs[0],
@@ -326,4 +330,47 @@ func CloseRedis(clients []redis.UniversalClient) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reloadOnFailure makes a cluster client read the cluster's map again as
+// soon as a command fails for want of a master: the client follows MOVED
+// at once, but otherwise keeps its map for 10 s, so that after a failover
+// (a master dead, its replica serving its slots) it would send that
+// master's slots to the dead node until then.
+type reloadOnFailure struct{ c *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(ctx, err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(ctx, err)
+		// A pipeline's hook may be answered nil while its commands failed.
+		for _, c := range cmds {
+			if h.check(ctx, c.Err()) {
+				break
+			}
+		}
+		return err
+	}
+}
+
+// check reloads the map after a failure that a failover explains (the
+// node gone: a connection error; or the cluster between masters), and
+// says whether it did.
+func (h reloadOnFailure) check(ctx context.Context, err error) bool {
+	var ne net.Error
+	if err != nil && (errors.As(err, &ne) || errors.Is(err, io.EOF) || redis.IsClusterDownError(err)) {
+		h.c.ReloadState(ctx)
+		return true
+	}
+	return false
 }

@@ -121,11 +121,29 @@ func (m *cpuMeter) at(t time.Time) time.Duration {
 // whose processes are pids and returns its result and the CPU those
 // processes spent per answer over its measured stretch.
 func measured(ctx context.Context, cfg driver.Config, pids []int) (report.Result, time.Duration, error) {
-	m := &cpuMeter{pids: pids}
-	cfg.Progress = m
+	res, cpu, err := measuredGroups(ctx, cfg, pids)
+	if err != nil {
+		return res, 0, err
+	}
+	return res, cpu[0], nil
+}
+
+// measuredGroups is measured for several groups of processes (the
+// service's, Redis's): the CPU per answer of each group.
+func measuredGroups(ctx context.Context, cfg driver.Config, groups ...[]int) (report.Result, []time.Duration, error) {
+	ms := make([]*cpuMeter, len(groups))
+	for i, pids := range groups {
+		ms[i] = &cpuMeter{pids: pids}
+	}
+	cfg.Progress = ms[0] // the first learns when the load began
+	sampleAll := func() {
+		for _, m := range ms {
+			m.sample()
+		}
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	m.sample()
+	sampleAll()
 	wg.Go(func() {
 		t := time.NewTicker(cpuSampleEvery)
 		defer t.Stop()
@@ -134,29 +152,36 @@ func measured(ctx context.Context, cfg driver.Config, pids []int) (report.Result
 			case <-stop:
 				return
 			case <-t.C:
-				m.sample()
+				sampleAll()
 			}
 		}
 	})
 	rep, err := driver.Run(ctx, cfg)
 	close(stop)
 	wg.Wait()
-	m.sample()
+	sampleAll()
 	if err != nil {
-		return report.Result{}, 0, err
+		return report.Result{}, nil, err
 	}
 	res := rep.Results[0]
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.err != nil:
-		return res, 0, fmt.Errorf("the service's CPU: %w", m.err)
-	case m.began.IsZero():
-		return res, 0, errors.New("the service's CPU: the driver drew no progress line, so the run's start is not known")
-	case res.Requests == 0:
-		return res, 0, nil
+	ms[0].mu.Lock()
+	began := ms[0].began
+	ms[0].mu.Unlock()
+	if began.IsZero() {
+		return res, nil, errors.New("the service's CPU: the driver drew no progress line, so the run's start is not known")
 	}
-	from := m.began.Add(cfg.Warmup)
-	cpu := m.at(from.Add(res.Elapsed)) - m.at(from)
-	return res, cpu / time.Duration(res.Requests), nil
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		m.mu.Lock()
+		err := m.err
+		if err == nil && res.Requests > 0 {
+			from := began.Add(cfg.Warmup)
+			out[i] = (m.at(from.Add(res.Elapsed)) - m.at(from)) / time.Duration(res.Requests)
+		}
+		m.mu.Unlock()
+		if err != nil {
+			return res, nil, fmt.Errorf("the CPU of processes %v: %w", m.pids, err)
+		}
+	}
+	return res, out, nil
 }

@@ -49,6 +49,7 @@ type options struct {
 	redisAddrs  string        // three nodes, comma-separated
 	duration    time.Duration // each measured run
 	concurrency int
+	cluster     bool // the cluster bench (cluster.go) instead
 }
 
 func main() {
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.redisAddrs, "redis", os.Getenv("SECKILL_TEST_REDIS_ADDRS"), "three Redis nodes, comma-separated (default $SECKILL_TEST_REDIS_ADDRS)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured run")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers at once in the anchors and the single-instance runs")
+	fs.BoolVar(&o.cluster, "cluster", false, "measure reserve on one Redis node against a Redis Cluster it starts (3 masters, 3 replicas) instead")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +77,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("-service, -mysql and -redis are required (scripts/bench-sale.sh sets them)")
 	}
 	b := &bench{opts: o, out: out, pids: map[string]int{}}
+	if o.cluster {
+		return b.clusterAll(ctx)
+	}
 	return b.all(ctx)
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/rediscluster"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/store"
@@ -84,20 +85,32 @@ func TestAcksOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, _ := cl.MasterOf(t, int(slot))
-	var to *testenv.Redis
-	for _, m := range cl.Masters(t) {
+	ctx := t.Context()
+	from, _, err := cl.MasterOf(ctx, int(slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters, err := cl.Masters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to *rediscluster.Node
+	for _, m := range masters {
 		if m != from {
 			to = m
 		}
 	}
-	cl.MoveSlot(t, int(slot), to, func() {
+	err = cl.MoveSlot(ctx, int(slot), to, func() error {
 		buy(plain, "asked-plain")
 		buy(s, "asked-acked")
+		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	buy(plain, "moved-plain")
 	buy(s, "moved-acked")
-	if m, _ := cl.MasterOf(t, int(slot)); m != to {
-		t.Errorf("slot %d is on %s; want %s", slot, m.Addr, to.Addr)
+	if m, _, err := cl.MasterOf(ctx, int(slot)); err != nil || m != to {
+		t.Errorf("slot %d is on %v, %v; want %s", slot, m, err, to.Addr)
 	}
 }
