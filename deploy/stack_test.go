@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/client"
@@ -230,6 +231,93 @@ func TestStack(t *testing.T) {
 	t.Run("up, a sale, down", func(t *testing.T) {
 		stackUpSaleDown(t, "STACK_SECKILL_BIN="+bin)
 	})
+	t.Run("reserve on a Redis Cluster", func(t *testing.T) {
+		stackReserveCluster(t, "STACK_SECKILL_BIN="+bin, "STACK_RESERVE_CLUSTER=1")
+	})
+}
+
+// stackReserveCluster runs the stack with STACK_RESERVE_CLUSTER=1: six
+// cluster nodes run beside the rest, a reserve sale through nginx is exact
+// and its keys are on the cluster, not on the first Redis node; down stops
+// the cluster's nodes too.
+func stackReserveCluster(t *testing.T, env ...string) {
+	s := newStack(t, env...)
+	if out, err := s.run("up"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	parts, statusOut := s.status(t)
+	for _, part := range []string{"rcl1", "rcl2", "rcl3", "rcl4", "rcl5", "rcl6", "seckill1", "seckill2", "nginx"} {
+		if parts[part] == "" {
+			t.Fatalf("stack.sh status does not say %s runs:\n%s", part, statusOut)
+		}
+	}
+	token, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client.Client{BaseURL: "http://127.0.0.1:" + s.httpPort, AdminToken: strings.TrimSpace(string(token)), HTTP: client.NewHTTPClient(0)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const stock, buyers = 20, 50
+	prod, err := c.CreateProduct(ctx, "stack-cluster", stock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reserved, soldOut atomic.Int64
+	var g errgroup.Group
+	for i := range buyers {
+		g.Go(func() error {
+			r, err := c.Purchase(ctx, prod.ID, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{Strategy: "reserve"})
+			var e *client.Error
+			switch {
+			case err == nil && r.Status == http.StatusAccepted:
+				reserved.Add(1)
+			case errors.As(err, &e) && e.Code == "sold_out":
+				soldOut.Add(1)
+			default:
+				return fmt.Errorf("buyer u-%d: %+v, %w", i, r, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if reserved.Load() != stock || soldOut.Load() != buyers-stock {
+		t.Errorf("%d buyers of %d units under reserve: %d reserved, %d sold out; want %d and %d",
+			buyers, stock, reserved.Load(), soldOut.Load(), stock, buyers-stock)
+	}
+	var a client.Audit
+	deadline := time.Now().Add(30 * time.Second)
+	for a.UnitsSold < stock && time.Now().Before(deadline) {
+		if a, err = c.Audit(ctx, prod.ID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !a.Consistent || a.UnitsSold != stock || a.Stock != 0 {
+		t.Errorf("the audit after the reserve sale = %+v; want %d sold, 0 left, consistent", a, stock)
+	}
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{parts["rcl1"]}})
+	defer cl.Close()
+	var onCluster atomic.Int64
+	err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		keys, err := m.Keys(ctx, "*reserve:{*}:p:*").Result()
+		onCluster.Add(int64(len(keys))) // one master holds the product's keys
+		return err
+	})
+	if err != nil || onCluster.Load() == 0 {
+		t.Errorf("reserve's keys on the cluster: %d, %v; want the product's", onCluster.Load(), err)
+	}
+	node := redis.NewClient(&redis.Options{Addr: parts["redis1"]})
+	defer node.Close()
+	if keys, err := node.Keys(ctx, "*reserve:*").Result(); err != nil || len(keys) > 0 {
+		t.Errorf("reserve's keys on redis1: %q, %v; want none", keys, err)
+	}
+	if out, err := s.run("down"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s.wantDown(t)
 }
 
 // stackUpSaleDown runs scripts/stack.sh up as a newcomer would and holds
