@@ -12,7 +12,10 @@
 # a catalogue of 10,000 products with Zipf(1.1) demand (then the instance's
 # RSS and the size of its /metrics).
 # Prints one table and the ratios the project aims for. FLAGs go to
-# cmd/salebench (-duration, -concurrency).
+# cmd/salebench (-duration, -concurrency); -cluster measures instead reserve
+# on one Redis node against a Redis Cluster it starts (three masters with a
+# replica each, on this machine): the catalogue, one hot product, the price
+# of SECKILL_RESERVE_ACKS, and reserve.lua alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-bench.XXXXXX")
