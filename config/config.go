@@ -198,8 +198,8 @@ func parseAcks(v string) (int, time.Duration, error) {
 	n, w, ok := strings.Cut(v, "/")
 	replicas, err1 := strconv.Atoi(strings.TrimSpace(n))
 	timeout, err2 := time.ParseDuration(strings.TrimSpace(w))
-	if !ok || err1 != nil || err2 != nil || replicas < 1 || replicas > 16 || timeout < time.Millisecond || timeout > 10*time.Second {
-		return 0, 0, fmt.Errorf("%q: want 0, or N/timeout, e.g. 1/100ms (N replicas from 1 to 16, the timeout from 1ms to 10s)", v)
+	if !ok || err1 != nil || err2 != nil || replicas < 1 || replicas > 16 || timeout < time.Millisecond || timeout > time.Second {
+		return 0, 0, fmt.Errorf("%q: want 0, or N/timeout, e.g. 1/100ms (N replicas from 1 to 16, the timeout from 1ms to 1s)", v)
 	}
 	return replicas, timeout, nil
 }

@@ -183,7 +183,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_LOG_FORMAT", []string{"xml", "logfmt"}},
 		{"SECKILL_IP_LIMIT", []string{"20", "0/1s", "20/forever", "x/1s", "20/0s"}},
 		{"SECKILL_TRUSTED_PROXIES", []string{"10.0.0.0/33", "nginx"}},
-		{"SECKILL_RESERVE_ACKS", []string{"1", "1/0ms", "-1/1s", "one/1s", "1/forever", "17/1s", "1/11s"}},
+		{"SECKILL_RESERVE_ACKS", []string{"1", "1/0ms", "-1/1s", "one/1s", "1/forever", "17/1s", "1/2s"}},
 	}
 	for _, bad := range badValues {
 		for _, value := range bad.values {

@@ -27,7 +27,7 @@ var wantRows = map[string]map[string]want{
 		// promises, with them every reservation the lagging replica did not
 		// acknowledge (the last 10) answered outcome_unknown.
 		"asynchronous": {[]string{"asynchronous", "15", "10", "5", "0", "10", "10"}, true},
-		"acks 1/100ms": {[]string{"acks 1/100ms", "5", "5", "0", "10", "10", "10"}, false},
+		"acks 1/250ms": {[]string{"acks 1/250ms", "5", "5", "0", "10", "10", "10"}, false},
 	},
 	"orders": {
 		// Columns: strategy, sold, paid, returned, resold, left, audit.

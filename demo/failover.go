@@ -23,11 +23,11 @@ const (
 	failoverStock = 20
 	failoverStage = 5
 	// failoverAcks is the acknowledged run's SECKILL_RESERVE_ACKS.
-	failoverAcks = "1/100ms"
+	failoverAcks = "1/250ms"
 )
 
 // failoverAckWait is failoverAcks's timeout.
-const failoverAckWait = 100 * time.Millisecond
+const failoverAckWait = 250 * time.Millisecond
 
 func failoverScenario() Scenario {
 	return Scenario{
@@ -88,7 +88,7 @@ func (w *world) failover(acks string) (Row, bool, error) {
 		return Row{}, false, fmt.Errorf("demo: %w", err)
 	}
 	w.note("%s: starting six redis-server processes in cluster mode", label)
-	cl, err := rediscluster.Start(w.ctx, dir, 3, 1, nil)
+	cl, err := rediscluster.Start(w.ctx, dir, 3, 1)
 	if err != nil {
 		return Row{}, false, errors.Join(err, os.RemoveAll(dir))
 	}

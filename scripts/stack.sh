@@ -26,7 +26,9 @@
 #                          six redis-server processes in cluster mode (three
 #                          masters, each with a replica, rcl1 to rcl6), and
 #                          the instances get SECKILL_RESERVE_REDIS=cluster:...
-#                          (default: reserve uses the first Redis node)
+#                          (default: reserve uses the first Redis node); kept
+#                          in STACK_DIR/reserve-redis, and not changed while
+#                          an instance runs
 #   SECKILL_ADMIN_TOKEN    the instances' admin token (default: made up once,
 #                          kept in STACK_DIR/admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_LOCK_WAIT, ... reach the instances
@@ -61,7 +63,8 @@ setup() {
 	mkdir -p "$RUN" "$LOGS"
 	# The cluster's nodes start before the instances that use them, and are
 	# stopped and shown whenever a stack has them.
-	if [ "${STACK_RESERVE_CLUSTER:-}" = 1 ] || [ -e "$RUN/rcl1.pid" ]; then
+	if [ "${STACK_RESERVE_CLUSTER:-}" = 1 ] || [ -e "$RUN/rcl1.pid" ] ||
+		[ "$(cat "$STACK_DIR/reserve-redis" 2>/dev/null)" = cluster ]; then
 		PARTS=(mariadb redis1 redis2 redis3 "${CLUSTER_PARTS[@]}" seckill1 seckill2 nginx prometheus)
 	fi
 }
@@ -258,26 +261,61 @@ redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; 
 
 # start_rcl: one node of reserve's Redis Cluster (STACK_RESERVE_CLUSTER=1).
 # Its cluster configuration (nodes.conf) and append-only file stay in its
-# directory, so that a node started again on its port rejoins with its data;
-# the last node to start joins the six into one cluster when they are not one
-# yet (redis-cli --cluster create).
+# directory, so that a node started again on its port rejoins with its data.
 start_rcl() {
 	local part=$1 port=$2
 	mkdir -p "$STACK_DIR/$part"
 	launch "$part" "$port" redis-server --port "$port" --bind 127.0.0.1 --save "" \
 		--appendonly yes --dir "$STACK_DIR/$part" --cluster-enabled yes \
 		--cluster-config-file nodes.conf --cluster-node-timeout 5000
-	await "$part" 15 redis_ping "$port" || return 1
-	[ "$part" = rcl6 ] || return 0
-	local n addrs=() known
+	await "$part" 15 redis_ping "$port"
+}
+
+# cluster_ready joins the six nodes into one cluster the first time
+# (redis-cli --cluster create), and waits until every node says it is ok.
+cluster_ready() {
+	local n addrs=() assigned known
 	for n in "${CLUSTER_PARTS[@]}"; do addrs+=("127.0.0.1:$(port_of "$n")"); done
+	assigned=$(redis-cli -p "$(port_of rcl1)" cluster info | tr -d '\r' | sed -n 's/^cluster_slots_assigned://p')
 	known=$(redis-cli -p "$(port_of rcl1)" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')
-	if [ "$known" = 1 ]; then
+	if [ "$assigned" != 16384 ]; then
+		if [ "$known" != 1 ]; then
+			log "reserve's cluster is half made ($known nodes known, $assigned slots assigned):" \
+				"stack.sh down, then remove $STACK_DIR/rcl*"
+			return 1
+		fi
 		log "joining ${addrs[*]} into one cluster (3 masters, 3 replicas)"
 		redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
-			>>"$LOGS/$part.log" 2>&1 || { log "redis-cli --cluster create failed"; return 1; }
+			>>"$LOGS/rcl1.log" 2>&1 || { log "redis-cli --cluster create failed (see $LOGS/rcl1.log)"; return 1; }
 	fi
-	await "$part" 30 cluster_ok "${addrs[@]}"
+	local i
+	for ((i = 0; i < 300; i++)); do
+		cluster_ok "${addrs[@]}" && return 0
+		sleep 0.1
+	done
+	log "reserve's cluster is not ok after 30s"
+	return 1
+}
+
+# reserve_mode reads or sets where reserve's Redis is, in STACK_DIR/reserve-redis
+# ("node" or "cluster", from STACK_RESERVE_CLUSTER), and refuses to change it
+# while an instance runs on the other.
+reserve_mode() {
+	local file=$STACK_DIR/reserve-redis want=node have
+	[ "${STACK_RESERVE_CLUSTER:-}" = 1 ] && want=cluster
+	have=$(cat "$file" 2>/dev/null || true)
+	if [ -n "$have" ] && [ "$have" != "$want" ] && { running seckill1 || running seckill2; }; then
+		log "the instances run with reserve's Redis on a $have; STACK_RESERVE_CLUSTER asks for a $want:" \
+			"stack.sh down first"
+		exit 1
+	fi
+	echo "$want" >"$file"
+	RESERVE_MODE=$want
+	if [ "$want" = node ] && ! running rcl1; then
+		PARTS=(mariadb redis1 redis2 redis3 seckill1 seckill2 nginx prometheus)
+	else
+		PARTS=(mariadb redis1 redis2 redis3 "${CLUSTER_PARTS[@]}" seckill1 seckill2 nginx prometheus)
+	fi
 }
 
 # cluster_ok ADDR...: every node says the cluster is ok.
@@ -294,7 +332,8 @@ start_seckill() {
 	local part=$1 port=$2 redis=() reserve=()
 	local n
 	for n in redis1 redis2 redis3; do redis+=("127.0.0.1:$(port_of "$n")"); done
-	if [ "${STACK_RESERVE_CLUSTER:-}" = 1 ]; then
+	if [ "$RESERVE_MODE" = cluster ]; then
+		cluster_ready || return 1
 		for n in "${CLUSTER_PARTS[@]}"; do reserve+=("127.0.0.1:$(port_of "$n")"); done
 		reserve=("SECKILL_RESERVE_REDIS=cluster:$(IFS=,; echo "${reserve[*]}")")
 	fi
@@ -405,7 +444,7 @@ urls() {
 	echo "seckill (nginx):  http://127.0.0.1:$HTTP_PORT/"
 	echo "Prometheus:       http://127.0.0.1:$PROM_PORT/"
 	echo "instances:        http://127.0.0.1:$(port_of seckill1)/ http://127.0.0.1:$(port_of seckill2)/"
-	if running rcl1; then
+	if [ "$(cat "$STACK_DIR/reserve-redis" 2>/dev/null)" = cluster ] && running rcl1; then
 		echo "reserve's Redis:  a Redis Cluster, seeds 127.0.0.1:$(port_of rcl1) (redis-cli -c -p $(port_of rcl1))"
 	fi
 	echo "logs:             $LOGS/"
@@ -416,6 +455,7 @@ up() {
 		"mariadbd=mariadb-server" "mariadb-install-db=mariadb-server" \
 		"mariadb-admin|mysqladmin=mariadb-client" redis-server=redis-server \
 		redis-cli=redis-tools nginx=nginx prometheus=prometheus curl=curl
+	reserve_mode
 	trap 'log "interrupted: stopping the rest"; stop_all >&2; exit 130' INT TERM
 	MADE_UP=""
 	admin_token

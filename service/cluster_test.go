@@ -112,7 +112,7 @@ func TestReserveFailover(t *testing.T) {
 		acks reserve.Acks
 	}{
 		{"asynchronous", reserve.Acks{}},
-		{"WAIT 1", reserve.Acks{Replicas: 1, Timeout: 100 * time.Millisecond}},
+		{"WAIT 1", reserve.Acks{Replicas: 1, Timeout: 250 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -184,6 +184,12 @@ func failover(t *testing.T, acks reserve.Acks) {
 	writer.svc.Close()
 	if got := buy(10, 15); !maps.Equal(got, want) {
 		t.Errorf("the replica frozen, no writer: %v; want %v", got, want)
+	}
+	if acks.Replicas > 0 {
+		// Pending on the master alone is no promise: not "pending" either.
+		if a, err := seller.svc.PurchaseOf(ctx, "r-10"); !errors.Is(err, service.ErrUnavailable) {
+			t.Errorf("PurchaseOf(r-10), the replica lagging = %+v, %v; want unavailable", a, err)
+		}
 	}
 	master.Kill()
 	if err := errors.Join(replica.Thaw(), cl.Takeover(ctx, replica)); err != nil {

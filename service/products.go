@@ -265,6 +265,14 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	if err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error; err == nil {
 		return Attempt{Order: &o}, nil
 	}
+	// Pending is a promise: with SECKILL_RESERVE_ACKS, only once the
+	// replicas have the reservation (a failover would lose it before).
+	switch replicated, err := s.reserve.Replicated(dbCtx, product); {
+	case err != nil:
+		return Attempt{}, storeErr("ask reserve's replicas for request_id", err)
+	case !replicated:
+		return Attempt{}, ErrUnavailable.because(fmt.Errorf("the reservation of request_id %q is on reserve's master alone, not yet on %d replicas", requestID, s.cfg.ReserveAcks.Replicas))
+	}
 	return Attempt{Reservation: &Reservation{Purchase: Purchase{ProductID: product, UserID: rec.User, Quantity: rec.Quantity,
 		RequestID: requestID, Strategy: reserveStrategy}, Left: rec.Left}}, nil
 }

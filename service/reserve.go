@@ -67,6 +67,15 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 			return Receipt{}, s.unacked(p) // pending still, on the master alone
 		}
 		return r, err
+	case reserve.SoldOut, reserve.OverLimit:
+		if res.Unacked {
+			// Read from reservations the replicas may not have: a failover
+			// could undo them, and the answer would not hold. Nothing was
+			// written.
+			return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the stock Redis read is not on %d replicas yet", purchaseOp(p), s.cfg.ReserveAcks.Replicas))
+		}
+	}
+	switch res.Verdict {
 	case reserve.SoldOut:
 		return Receipt{}, soldOut(id, res.Left)
 	case reserve.OverLimit:
@@ -145,7 +154,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		for i, r := range rs {
 			out[i] = reserveAnswer{res: r}
 		}
-		if last := rs[len(rs)-1]; last.Verdict == reserve.Reserved || last.Verdict == reserve.SoldOut {
+		if last := rs[len(rs)-1]; !last.Unacked && (last.Verdict == reserve.Reserved || last.Verdict == reserve.SoldOut) {
 			if last.Left < MaxQuantity {
 				// Low: this instance may answer the next buyers sold out
 				// without asking Redis. The reading is of the counter's

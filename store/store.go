@@ -368,7 +368,10 @@ func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // says whether it did.
 func (h reloadOnFailure) check(ctx context.Context, err error) bool {
 	var ne net.Error
-	if err != nil && (errors.As(err, &ne) || errors.Is(err, io.EOF) || redis.IsClusterDownError(err)) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own deadline, or nothing
+	}
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || redis.IsClusterDownError(err) {
 		h.c.ReloadState(ctx)
 		return true
 	}

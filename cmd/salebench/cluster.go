@@ -63,13 +63,13 @@ func (b *bench) clusterAll(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cl, err := rediscluster.Start(ctx, dir+"/replicated", 3, 1, nil)
+	cl, err := rediscluster.Start(ctx, dir+"/replicated", 3, 1)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	// The same three masters' work without the replicas' share of it.
-	bare, err := rediscluster.Start(ctx, dir+"/bare", 3, 0, nil)
+	bare, err := rediscluster.Start(ctx, dir+"/bare", 3, 0)
 	if err != nil {
 		return err
 	}

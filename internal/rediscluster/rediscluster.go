@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -29,9 +30,6 @@ type Node struct {
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{}
-	// setup, when not nil, is called on every process started (to tie it
-	// to its parent's life, say).
-	setup func(*exec.Cmd)
 }
 
 // Running says the process is there (not killed; it may be frozen).
@@ -50,9 +48,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.cmd = exec.Command("redis-server", "--port", n.port, "--bind", "127.0.0.1", "--dir", n.dir,
 		"--logfile", filepath.Join(n.dir, "redis.log"), "--save", "", "--appendonly", "no",
 		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-	if n.setup != nil {
-		n.setup(n.cmd)
-	}
+	dieWithParent(n.cmd)
 	if err := n.cmd.Start(); err != nil {
 		n.cmd = nil
 		return fmt.Errorf("rediscluster: start redis-server on %s: %w", n.Addr, err)
@@ -65,13 +61,25 @@ func (n *Node) start(ctx context.Context) error {
 	}(n.cmd)
 	c := n.client()
 	defer c.Close()
-	err := until(ctx, 5*time.Second, func() error { return c.Ping(ctx).Err() })
+	err := until(ctx, 5*time.Second, func() error {
+		select {
+		case <-done:
+			// It exited (its port or its bus port taken meanwhile): a PING
+			// answered now would be someone else's.
+			return errExited
+		default:
+		}
+		return c.Ping(ctx).Err()
+	})
 	if err != nil {
 		n.Kill()
 		return fmt.Errorf("rediscluster: redis-server on %s did not answer: %w", n.Addr, err)
 	}
 	return nil
 }
+
+// errExited says a node's process ended while it was awaited.
+var errExited = errors.New("the process exited")
 
 // client is a plain client of this node alone.
 func (n *Node) client() *redis.Client {
@@ -146,9 +154,9 @@ func (c *Cluster) Close() {
 // of its own under dir, on free loopback ports; joins them with redis-cli
 // --cluster create (the hash slots spread over the masters, each with
 // replicas replicas); and waits until every node says the cluster is ok
-// and every replica has synced. setup, when not nil, is called on every
-// process before it starts. On an error, what was started is stopped.
-func Start(ctx context.Context, dir string, masters, replicas int, setup func(*exec.Cmd)) (*Cluster, error) {
+// and every replica has synced. Every process gets SIGKILL when this one
+// dies. On an error, what was started is stopped.
+func Start(ctx context.Context, dir string, masters, replicas int) (*Cluster, error) {
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("rediscluster: %w (apt-get install redis-server brings it)", err)
@@ -162,7 +170,7 @@ func Start(ctx context.Context, dir string, masters, replicas int, setup func(*e
 		}
 	}()
 	for i := range masters * (1 + replicas) {
-		n, err := startNode(ctx, filepath.Join(dir, "node-"+strconv.Itoa(i)), setup)
+		n, err := startNode(ctx, filepath.Join(dir, "node-"+strconv.Itoa(i)))
 		if err != nil {
 			return nil, err
 		}
@@ -186,14 +194,14 @@ func Start(ctx context.Context, dir string, masters, replicas int, setup func(*e
 
 // startNode starts one node on a free port, trying another port a few
 // times when the one found is taken meanwhile.
-func startNode(ctx context.Context, dir string, setup func(*exec.Cmd)) (*Node, error) {
+func startNode(ctx context.Context, dir string) (*Node, error) {
 	var err error
-	for range 5 {
+	for range 10 {
 		var port string
 		if port, err = freePort(); err != nil {
 			return nil, err
 		}
-		n := &Node{Addr: net.JoinHostPort("127.0.0.1", port), port: port, dir: dir, setup: setup}
+		n := &Node{Addr: net.JoinHostPort("127.0.0.1", port), port: port, dir: dir}
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("rediscluster: %w", err)
 		}
@@ -531,12 +539,36 @@ func until(ctx context.Context, timeout time.Duration, try func() error) error {
 	}
 }
 
+// freePort returns a port for a node: free, and its cluster bus port (the
+// port + 10000) free too, both below the kernel's range of ports for
+// outgoing connections (ip_local_port_range), where no test's or program's
+// ":0" listener and no outgoing connection is given one meanwhile.
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("rediscluster: find a free port: %w", err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	return port, err
+	if low < 21000 {
+		return "", fmt.Errorf("rediscluster: ip_local_port_range starts at %d: no room below it for a port and its bus port", low)
+	}
+	for range 200 {
+		p := 10000 + rand.IntN(low-20000)
+		if free(p) && free(p+10000) {
+			return strconv.Itoa(p), nil
+		}
+	}
+	return "", errors.New("rediscluster: no free port and bus port found below the outgoing range")
+}
+
+// free says nothing listens on port p of the loopback address now.
+func free(p int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	return l.Close() == nil
 }

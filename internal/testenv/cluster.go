@@ -16,7 +16,7 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *rediscluster.Cluste
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := rediscluster.Start(ctx, t.TempDir(), masters, replicas, DieWithParent)
+	c, err := rediscluster.Start(ctx, t.TempDir(), masters, replicas)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}

@@ -38,11 +38,30 @@ func (s *Store) WithAcks(acks Acks) *Store {
 	return &c
 }
 
+// markScript writes the counter's "seen" field: a write on the master of
+// a product's slot that a WAIT after it on the same connection waits for,
+// and with it everything the master had written before.
+var markScript = redis.NewScript(`redis.call('HINCRBY', KEYS[1], 'seen', 1) return 1`)
+
+// Replicated says whether the replicas Acks asks for have everything the
+// master of product's slot had written when it was asked (true when Acks
+// asks for none).
+func (s *Store) Replicated(ctx context.Context, product int64) (bool, error) {
+	if s.acks.Replicas == 0 {
+		return true, nil
+	}
+	_, acked, err := s.runAcked(ctx, markScript, []string{s.KeysOf(product).Counter}, nil)
+	if err != nil {
+		return false, fmt.Errorf("reserve: product %d: %w", product, err)
+	}
+	return acked >= int64(s.acks.Replicas), nil
+}
+
 // ackAttempts bounds the tries of one acknowledged call while a cluster's
 // slot moves or its master fails over.
 const ackAttempts = 8
 
-// runAcked runs the reservation script with keys and args, then WAIT on
+// runAcked runs script with keys and args, then WAIT on
 // the same connection: on one node its pipeline, on a cluster one to the
 // master of the keys' slot (a cluster client would send a keyless WAIT
 // elsewhere). It returns the script's answer and how many replicas
@@ -52,14 +71,14 @@ const ackAttempts = 8
 // mid-move (TRYAGAIN), reload the cluster's map and try again a moment
 // later. The script answers a request ID it has already reserved as seen,
 // so a second try takes nothing twice.
-func (s *Store) runAcked(ctx context.Context, keys []string, args []any) ([]any, int64, error) {
+func (s *Store) runAcked(ctx context.Context, script *redis.Script, keys []string, args []any) ([]any, int64, error) {
 	cc, cluster := s.rdb.(*redis.ClusterClient)
 	if !cluster {
 		c, ok := s.rdb.(*redis.Client)
 		if !ok {
 			return nil, 0, fmt.Errorf("WAIT needs a node's client or a cluster's, not a %T", s.rdb)
 		}
-		return s.evalWait(ctx, c, false, keys, args)
+		return s.evalWait(ctx, c, script, false, keys, args)
 	}
 	var err error
 	target, asking := "", false // where the cluster said the slot is
@@ -86,7 +105,7 @@ func (s *Store) runAcked(ctx context.Context, keys []string, args []any) ([]any,
 		}
 		var v []any
 		var acked int64
-		if v, acked, err = s.evalWait(ctx, node, asking, keys, args); err == nil || !movedOn(err) {
+		if v, acked, err = s.evalWait(ctx, node, script, asking, keys, args); err == nil || !movedOn(err) {
 			return v, acked, err
 		}
 		// MOVED: the slot is served elsewhere now, and the map is reloading;
@@ -132,10 +151,16 @@ func movedOn(err error) bool {
 		errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, redis.ErrClosed)
 }
 
+// evalSlice is a script's answer as a slice, nil when it is not one.
+func evalSlice(c *redis.Cmd) []any {
+	v, _ := c.Val().([]any)
+	return v
+}
+
 // evalWait sends the script and WAIT in one pipeline on one connection of
 // c, loading the script first when c does not have it. The pipeline may
 // wait for its answers the WAIT's timeout longer than c's commands.
-func (s *Store) evalWait(ctx context.Context, c *redis.Client, asking bool, keys []string, args []any) ([]any, int64, error) {
+func (s *Store) evalWait(ctx context.Context, c *redis.Client, script *redis.Script, asking bool, keys []string, args []any) ([]any, int64, error) {
 	c = c.WithTimeout(c.Options().ReadTimeout + s.acks.Timeout)
 	for range 2 {
 		var eval *redis.Cmd
@@ -144,13 +169,13 @@ func (s *Store) evalWait(ctx context.Context, c *redis.Client, asking bool, keys
 			if asking {
 				p.Do(ctx, "asking")
 			}
-			eval = reserveScript.EvalSha(ctx, p, keys, args...)
+			eval = script.EvalSha(ctx, p, keys, args...)
 			wait = p.Do(ctx, "wait", s.acks.Replicas, s.acks.Timeout.Milliseconds())
 			return nil
 		})
 		if redis.HasErrorPrefix(eval.Err(), "NOSCRIPT") {
 			// SCRIPT LOAD needs no ASKING: it touches no key.
-			if err := reserveScript.Load(ctx, c).Err(); err != nil {
+			if err := script.Load(ctx, c).Err(); err != nil {
 				return nil, 0, fmt.Errorf("load the script: %w", err)
 			}
 			continue
@@ -168,8 +193,7 @@ func (s *Store) evalWait(ctx context.Context, c *redis.Client, asking bool, keys
 		if err != nil {
 			return nil, 0, fmt.Errorf("WAIT answered %v: %w", wait.Val(), err)
 		}
-		v, err := eval.Slice()
-		return v, acked, err
+		return evalSlice(eval), acked, nil
 	}
 	return nil, 0, errors.New("the script is not loaded after SCRIPT LOAD")
 }

@@ -21,7 +21,8 @@ func TestAcks(t *testing.T) {
 	replica := testenv.StartRedisReplica(t, master)
 	rdb := testenv.Clients(t, []string{master.Addr})[0]
 	plain := reserve.New(rdb, "acks:")
-	s := plain.WithAcks(reserve.Acks{Replicas: 1, Timeout: 50 * time.Millisecond})
+	acks := reserve.Acks{Replicas: 1, Timeout: 250 * time.Millisecond}
+	s := plain.WithAcks(acks)
 	const product = 3
 	load(t, s, product, 10, 1, nil)
 	r := func(rid string) reserve.Request {
@@ -34,8 +35,19 @@ func TestAcks(t *testing.T) {
 	if res := reserveOK(t, s, r("r-2")); res.Verdict != reserve.Reserved || res.Unacked != true || res.Left != 8 {
 		t.Errorf("with the replica frozen: %+v; want Reserved (8 left), unacknowledged", res)
 	}
-	if res := reserveOK(t, s, r("r-2")); res.Verdict != reserve.Seen || !res.Unacked {
+	// The replay on a connection of its own, which wrote nothing before:
+	// only the script's own write makes its WAIT wait for the replica.
+	fresh := reserve.New(testenv.Clients(t, []string{master.Addr})[0], "acks:").WithAcks(acks)
+	if res := reserveOK(t, fresh, r("r-2")); res.Verdict != reserve.Seen || !res.Unacked {
 		t.Errorf("its replay, the replica frozen: %+v; want Seen, unacknowledged", res)
+	}
+	if ok, err := fresh.Replicated(t.Context(), product); err != nil || ok {
+		t.Errorf("Replicated, the replica frozen = %v, %v; want false", ok, err)
+	}
+	big := r("r-big")
+	big.Quantity = 100
+	if res := reserveOK(t, fresh, big); res.Verdict != reserve.SoldOut || !res.Unacked {
+		t.Errorf("sold out, the replica frozen: %+v; want SoldOut, unacknowledged: it read reservations the replica lacks", res)
 	}
 	if res := reserveOK(t, plain, r("r-3")); res.Verdict != reserve.Reserved || res.Unacked {
 		t.Errorf("without acks, the replica frozen: %+v; want Reserved, never unacknowledged", res)
@@ -45,6 +57,9 @@ func TestAcks(t *testing.T) {
 		res := reserveOK(t, s, r("r-2"))
 		return res.Verdict == reserve.Seen && !res.Unacked
 	})
+	if ok, err := fresh.Replicated(t.Context(), product); err != nil || !ok {
+		t.Errorf("Replicated, the replica back = %v, %v; want true", ok, err)
+	}
 	alone := reserve.New(testenv.Clients(t, []string{testenv.StartRedis(t).Addr})[0], "acks:").WithAcks(reserve.Acks{Replicas: 1, Timeout: 10 * time.Millisecond})
 	load(t, alone, product, 10, 1, nil)
 	if res := reserveOK(t, alone, r("r-1")); res.Verdict != reserve.Reserved || !res.Unacked {
@@ -101,15 +116,15 @@ func TestAcksOnCluster(t *testing.T) {
 		}
 	}
 	err = cl.MoveSlot(ctx, int(slot), to, func() error {
+		buy(s, "asked-acked") // first: a redirection of the plain one reloads the shared map
 		buy(plain, "asked-plain")
-		buy(s, "asked-acked")
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	buy(plain, "moved-plain")
 	buy(s, "moved-acked")
+	buy(plain, "moved-plain")
 	if m, _, err := cl.MasterOf(ctx, int(slot)); err != nil || m != to {
 		t.Errorf("slot %d is on %v, %v; want %s", slot, m, err, to.Addr)
 	}

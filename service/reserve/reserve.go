@@ -148,9 +148,11 @@ type Result struct {
 	// Returns is the product's count of returns the counter had taken
 	// back when it answered (Refund): its stock is of that version.
 	Returns int64
-	// Unacked says a reservation (Reserved, or Seen) was answered by the
-	// master before the replicas the store's Acks asks for acknowledged
-	// it: it stands there, and a failover may lose it (see WithAcks).
+	// Unacked says the master answered before the replicas the store's
+	// Acks asks for acknowledged what the answer read (see WithAcks): a
+	// reservation (Reserved, Seen) stands on the master alone, and a
+	// failover may lose it; a SoldOut or OverLimit counted reservations a
+	// failover may lose.
 	Unacked bool
 }
 
@@ -241,7 +243,7 @@ func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, ite
 	var err error
 	acked := int64(s.acks.Replicas)
 	if waits {
-		v, acked, err = s.runAcked(ctx, keys, args)
+		v, acked, err = s.runAcked(ctx, reserveScript, keys, args)
 	} else {
 		v, err = reserveScript.Run(ctx, s.rdb, keys, args...).Slice()
 	}
@@ -264,7 +266,7 @@ func (s *Store) ReserveBatch(ctx context.Context, product, limit, gen int64, ite
 			return nil, err
 		}
 		out[i].Returns = ret
-		out[i].Unacked = acked < int64(s.acks.Replicas) && (out[i].Verdict == Reserved || out[i].Verdict == Seen)
+		out[i].Unacked = acked < int64(s.acks.Replicas)
 	}
 	return out, nil
 }

@@ -13,9 +13,10 @@
 --         hash, so that a request ID alone finds its record
 -- ARGV    product ID, per-user limit (0: none), the product's generation
 --         as the caller knows it, "1" when a WAIT follows (a batch that
---         only saw request IDs then writes its counter's "seen" field, so
---         that the WAIT covers what it answers), then for each purchase
---         its user ID, quantity and request ID
+--         reserved nothing then writes its counter's "seen" field, so that
+--         the WAIT covers every write its answers read: a replay's
+--         reservation, the reservations a sold_out counted), then for each
+--         purchase its user ID, quantity and request ID
 --
 -- Returns {"load"} when the counter is not there (never loaded, retired by
 -- a reset, or lost by Redis) or is of another generation than the
@@ -36,7 +37,7 @@ end
 stock = tonumber(stock)
 local limit = tonumber(ARGV[2])
 local out = {tonumber(redis.call('HGET', KEYS[1], 'ret') or '0')}
-local wrote, saw = false, false
+local wrote = false
 for i = 5, #ARGV, 3 do
   local user, q, rid = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
   local seen = redis.call('HGET', KEYS[3], rid)
@@ -45,7 +46,6 @@ for i = 5, #ARGV, 3 do
     units = tonumber(redis.call('HGET', KEYS[2], user) or '0')
   end
   if seen then
-    saw = true
     out[#out + 1], out[#out + 2], out[#out + 3] = 'seen', 0, seen
   elseif stock < q then
     out[#out + 1], out[#out + 2], out[#out + 3] = 'sold_out', stock, ''
@@ -61,7 +61,7 @@ for i = 5, #ARGV, 3 do
     out[#out + 1], out[#out + 2], out[#out + 3] = 'ok', stock, gen
   end
 end
-if saw and not wrote and ARGV[4] == '1' then
+if not wrote and ARGV[4] == '1' then
   redis.call('HINCRBY', KEYS[1], 'seen', 1)
 end
 return out
