@@ -90,6 +90,12 @@ func (w *world) orderLife(s *series, ins []*instance, strategy string) (Row, boo
 		return Row{}, false, err
 	}
 	returned := audit.UnitsReturned
+	// Returned units are on sale on every instance within 1 s of their
+	// return (the contract): under reserve they reach the Redis counter
+	// after the database's COMMIT, and each instance hears of them.
+	if err := sleep(w.ctx, time.Second); err != nil {
+		return Row{}, false, err
+	}
 	second := w.crowd(w.ctx, s, ins, ordersBuyers, 16, o)
 	var resold int64
 	for _, a := range second {

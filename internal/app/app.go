@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,6 +193,9 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		// Waiters fall back to polling; the locks themselves still work.
 		log.Warn("no Redis node answers the release subscription; waiters will poll", "err", err)
 	}
+	if cfg.ReserveAcks > 0 {
+		warnFewReplicas(subCtx, log, st.Reserve, st.Redis, cfg.ReserveAcks)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo())
@@ -324,5 +328,40 @@ func waitIdle(drain *controller.Drain, d time.Duration) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// warnFewReplicas logs a warning for each master of reserve's Redis (the
+// first Redis node when reserve has none of its own) with fewer than n
+// replicas connected now: SECKILL_RESERVE_ACKS waits for n, so every
+// reserve purchase of its keys would answer 503 until they are there.
+func warnFewReplicas(ctx context.Context, log *slog.Logger, rdb redis.UniversalClient, nodes []redis.UniversalClient, n int) {
+	if rdb == nil && len(nodes) > 0 {
+		rdb = nodes[0]
+	}
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		for l := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "connected_slaves:"); ok {
+				if got, err := strconv.Atoi(v); err == nil && got < n {
+					log.Warn("SECKILL_RESERVE_ACKS waits for more replicas than this master of reserve's Redis has: its reservations answer 503 until they connect",
+						"master", c.Options().Addr, "replicas", got, "waits_for", n)
+				}
+			}
+		}
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		err = check(ctx, c)
+	}
+	if err != nil {
+		log.Warn("could not count the replicas of reserve's Redis for SECKILL_RESERVE_ACKS", "err", err)
 	}
 }

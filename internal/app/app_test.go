@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -57,5 +58,47 @@ func TestInstancesStartAtOnce(t *testing.T) {
 				t.Errorf("round %d: instance %d of %d started at once: %v", round, i, instances, err)
 			}
 		}
+	}
+}
+
+// TestAcksWarnsOfMissingReplicas: an instance whose SECKILL_RESERVE_ACKS
+// waits for a replica that its reserve Redis does not have says so in its
+// log when it starts, naming that master; with the replica connected it
+// says nothing of it.
+func TestAcksWarnsOfMissingReplicas(t *testing.T) {
+	master := testenv.StartRedis(t)
+	warned := func() bool {
+		t.Helper()
+		cfg, err := app.LoadConfig(func(k string) string {
+			return map[string]string{
+				"SECKILL_MYSQL_DSN":     testenv.MySQL(t),
+				"SECKILL_REDIS_ADDRS":   strings.Join(testenv.RedisAddrs(t), ","),
+				"SECKILL_RESERVE_REDIS": master.Addr,
+				"SECKILL_RESERVE_ACKS":  "1/100ms",
+			}[k]
+		}, false)
+		if err != nil {
+			t.Fatalf("LoadConfig = %v", err)
+		}
+		var logs testenv.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		st, err := app.OpenStores(t.Context(), cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := app.NewServer(t.Context(), cfg, st, log, app.Options{KeyPrefix: testenv.KeyPrefix(t, testenv.RedisAddrs(t))})
+		defer func() {
+			if err := errors.Join(srv.Close(), st.Close()); err != nil {
+				t.Error(err)
+			}
+		}()
+		return strings.Contains(logs.String(), "SECKILL_RESERVE_ACKS waits for more replicas") && strings.Contains(logs.String(), master.Addr)
+	}
+	if !warned() {
+		t.Error("no warning of a master of reserve's Redis without the replica SECKILL_RESERVE_ACKS waits for")
+	}
+	testenv.StartRedisReplica(t, master)
+	if warned() {
+		t.Error("a warning of missing replicas with the replica connected")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/childproc"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -131,7 +132,7 @@ func (p *Program) start(t testing.TB) {
 		p.cmd = exec.Command(binary(t))
 		p.cmd.Env = environ(p.env)
 		p.cmd.Stdout, p.cmd.Stderr = p.Out, p.Out
-		testenv.DieWithParent(p.cmd)
+		childproc.DieWithParent(p.cmd)
 		if err := p.cmd.Start(); err != nil {
 			t.Fatalf("apptest: start %s: %v", p.cmd.Path, err)
 		}

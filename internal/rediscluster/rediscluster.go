@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/childproc"
 )
 
 // Node is one redis-server process of a cluster.
@@ -48,7 +50,7 @@ func (n *Node) start(ctx context.Context) error {
 	n.cmd = exec.Command("redis-server", "--port", n.port, "--bind", "127.0.0.1", "--dir", n.dir,
 		"--logfile", filepath.Join(n.dir, "redis.log"), "--save", "", "--appendonly", "no",
 		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-	dieWithParent(n.cmd)
+	childproc.DieWithParent(n.cmd)
 	if err := n.cmd.Start(); err != nil {
 		n.cmd = nil
 		return fmt.Errorf("rediscluster: start redis-server on %s: %w", n.Addr, err)
@@ -348,22 +350,52 @@ func (c *Cluster) Masters(ctx context.Context) ([]*Node, error) {
 	return out, nil
 }
 
-// Lag makes replica fall behind master and stay behind: the replica is
-// frozen (SIGSTOP), and master drops its replicas' links (CLIENT KILL TYPE
+// Lag makes replica fall behind master and stay behind: once it has
+// caught up with master, the replica is frozen (SIGSTOP), and master drops its replicas' links (CLIENT KILL TYPE
 // replica), so that what master is sent from now on waits in its backlog
 // and never reaches the frozen replica's socket (what the kernel had
 // received for it already, it still reads when thawed). Thaw lets the
 // replica go on; it reconnects if master is still there.
 func (c *Cluster) Lag(ctx context.Context, master, replica *Node) error {
+	cl := master.client()
+	defer cl.Close()
+	// First the replica catches up: it lacks only what comes after.
+	rc := replica.client()
+	defer rc.Close()
+	err := until(ctx, 30*time.Second, func() error {
+		m, err := cl.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		r, err := rc.Info(ctx, "replication").Result()
+		if err != nil {
+			return err
+		}
+		if want, got := infoField(m, "master_repl_offset"), infoField(r, "slave_repl_offset"); want == "" || got != want {
+			return fmt.Errorf("the replica %s is at offset %q of its master's %q", replica.Addr, got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rediscluster: lag: %w", err)
+	}
 	if err := replica.Freeze(); err != nil {
 		return err
 	}
-	cl := master.client()
-	defer cl.Close()
 	if err := cl.Do(ctx, "client", "kill", "type", "replica").Err(); err != nil {
 		return fmt.Errorf("rediscluster: CLIENT KILL TYPE replica on %s: %w", master.Addr, err)
 	}
 	return nil
+}
+
+// infoField is the value of field in an INFO answer, "" when it has none.
+func infoField(info, field string) string {
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Takeover makes replica the master of its master's slots at once (CLUSTER
@@ -376,30 +408,40 @@ func (c *Cluster) Takeover(ctx context.Context, replica *Node) error {
 	if err := cl.Do(ctx, "cluster", "failover", "takeover").Err(); err != nil {
 		return fmt.Errorf("rediscluster: CLUSTER FAILOVER TAKEOVER on %s: %w", replica.Addr, err)
 	}
+	err := c.eachLive(ctx, func(n *Node, nc *redis.Client) error {
+		nodes, err := nc.ClusterNodes(ctx).Result()
+		if err != nil {
+			return err
+		}
+		info, err := nc.ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(nodes, "\n") {
+			if strings.Contains(l, replica.Addr+"@") && strings.Contains(l, "master") && strings.Contains(info, "cluster_state:ok") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s does not see %s as a master of an ok cluster yet", n.Addr, replica.Addr)
+	})
+	if err != nil {
+		return fmt.Errorf("rediscluster: takeover: %w", err)
+	}
+	return nil
+}
+
+// eachLive waits, node by node, until check passes on every running node
+// (30 s at most for each), and returns the first that did not.
+func (c *Cluster) eachLive(ctx context.Context, check func(n *Node, nc *redis.Client) error) error {
 	for _, n := range c.Nodes {
 		if !n.Running() {
 			continue
 		}
 		nc := n.client()
-		err := until(ctx, 30*time.Second, func() error {
-			nodes, err := nc.ClusterNodes(ctx).Result()
-			if err != nil {
-				return err
-			}
-			info, err := nc.ClusterInfo(ctx).Result()
-			if err != nil {
-				return err
-			}
-			for _, l := range strings.Split(nodes, "\n") {
-				if strings.Contains(l, replica.Addr+"@") && strings.Contains(l, "master") && strings.Contains(info, "cluster_state:ok") {
-					return nil
-				}
-			}
-			return fmt.Errorf("%s does not see %s as a master of an ok cluster yet", n.Addr, replica.Addr)
-		})
+		err := until(ctx, 30*time.Second, func() error { return check(n, nc) })
 		nc.Close()
 		if err != nil {
-			return fmt.Errorf("rediscluster: takeover: %w", err)
+			return err
 		}
 	}
 	return nil
@@ -494,27 +536,20 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node, migrated fun
 			return fail("NODE on "+l.addr, err)
 		}
 	}
-	for _, n := range c.Nodes {
-		if !n.Running() {
-			continue
-		}
-		nc := n.client()
-		err := until(ctx, 30*time.Second, func() error {
-			shards, err := nc.ClusterSlots(ctx).Result()
-			if err != nil {
-				return err
-			}
-			for _, s := range shards {
-				if s.Start <= slot && slot <= s.End && (len(s.Nodes) == 0 || s.Nodes[0].Addr != to.Addr) {
-					return fmt.Errorf("%s does not see slot %d on %s yet", n.Addr, slot, to.Addr)
-				}
-			}
-			return nil
-		})
-		nc.Close()
+	err = c.eachLive(ctx, func(n *Node, nc *redis.Client) error {
+		shards, err := nc.ClusterSlots(ctx).Result()
 		if err != nil {
-			return fail("wait", err)
+			return err
 		}
+		for _, s := range shards {
+			if s.Start <= slot && slot <= s.End && (len(s.Nodes) == 0 || s.Nodes[0].Addr != to.Addr) {
+				return fmt.Errorf("%s does not see slot %d on %s yet", n.Addr, slot, to.Addr)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fail("wait", err)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/childproc"
 )
 
 // MariaDB is a mariadbd process a test started itself, on its own port and
@@ -86,7 +88,7 @@ func (m *MariaDB) Start(t testing.TB) {
 		"--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--tmpdir="+m.tmpdir(), "--log-error="+filepath.Join(m.dir, "error.log"),
 		"--user="+osUser(), "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=300")
-	DieWithParent(m.cmd)
+	childproc.DieWithParent(m.cmd)
 	if err := m.cmd.Start(); err != nil {
 		t.Fatalf("testenv: start mariadbd: %v", err)
 	}

@@ -25,6 +25,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/childproc"
 )
 
 // RandomName returns prefix followed by 12 random hex digits.
@@ -231,7 +233,7 @@ func (r *Redis) start(path string) error {
 	args := append([]string{"--port", r.port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--logfile", filepath.Join(r.dir, "redis.log")}, r.persistence...)
 	r.cmd = exec.Command(path, args...)
-	DieWithParent(r.cmd)
+	childproc.DieWithParent(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		return err
 	}

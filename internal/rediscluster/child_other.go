@@ -1,7 +1,0 @@
-//go:build !linux
-
-package rediscluster
-
-import "os/exec"
-
-func dieWithParent(*exec.Cmd) {}
