@@ -101,17 +101,18 @@ running() {
 	[ -n "$pid" ] && alive "$pid"
 }
 
-# free_port prints a port nothing listens on, below the kernel's range for
-# outgoing connections so that none of those takes it meanwhile; the last
-# one the part had comes first.
+# free_port LAST [GAP] prints a port nothing listens on, below the kernel's
+# range for outgoing connections so that none of those takes it meanwhile,
+# and GAP below it (a cluster node's bus port is its port + 10000); the
+# last one the part had comes first.
 free_port() {
-	local last=$1 low hi p
+	local last=$1 gap=${2:-0} low hi p
 	if [ -n "$last" ] && ! port_open "$last"; then
 		echo "$last"
 		return
 	fi
 	low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-	hi=$((low - 1))
+	hi=$((low - 1 - gap))
 	[ "$hi" -gt 11000 ] || { log "ip_local_port_range starts at $low: no room below it"; return 1; }
 	for p in $(shuf -i "10000-$hi" -n 50); do
 		port_open "$p" || { echo "$p"; return; }
@@ -214,6 +215,7 @@ start() {
 		case $part in
 		nginx) port=$HTTP_PORT ;;
 		prometheus) port=$PROM_PORT ;;
+		rcl*) port=$(free_port "$(port_of "$part")" 10000) || fail "$part" "no free port" ;;
 		*) port=$(free_port "$(port_of "$part")") || fail "$part" "no free port" ;;
 		esac
 		if "start_${part%[0-9]}" "$part" "$port"; then
@@ -318,12 +320,20 @@ reserve_mode() {
 	fi
 }
 
-# cluster_ok ADDR...: every node says the cluster is ok.
+# cluster_ok ADDR...: every node says the cluster is ok, and every replica
+# is attached to its master and synced with it.
 cluster_ok() {
-	local a
+	local a info
 	for a in "$@"; do
 		redis-cli -h "${a%:*}" -p "${a#*:}" cluster info | grep -q '^cluster_state:ok' || return 1
+		info=$(redis-cli -h "${a%:*}" -p "${a#*:}" info replication | tr -d '\r')
+		case $info in
+		*role:master*) ;;
+		*master_link_status:up*master_sync_in_progress:0*) ;;
+		*) return 1 ;;
+		esac
 	done
+	[ "$(redis-cli -h "${1%:*}" -p "${1#*:}" cluster nodes | grep -c ' slave [0-9a-f]')" = 3 ]
 }
 
 http_ok() { curl -fsS -o /dev/null --max-time 2 "$1"; }

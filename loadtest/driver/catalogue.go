@@ -173,6 +173,9 @@ type productTally struct {
 	// unkept counts its promises (202s, the warmup's too) that the drain
 	// did not see become orders.
 	unkept int64
+	// unknown counts its answers 503 outcome_unknown (the warmup's too):
+	// each may or may not have made an order.
+	unknown int64
 }
 
 // orders is the number of orders the audit should have gained of the

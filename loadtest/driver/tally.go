@@ -287,6 +287,9 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	defer sh.mu.Unlock()
 	t := sh.t
 	pt := &t.products[r.product]
+	if a.code == codeOutcomeUnknown {
+		pt.unknown++
+	}
 	if r.warm {
 		t.warm[a.out]++
 		pt.warmRequests++

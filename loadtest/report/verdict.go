@@ -70,6 +70,9 @@ func (r Result) failures() []string {
 		if n := r.Outcomes[OutcomeTransport]; n > 0 {
 			msg += fmt.Sprintf(" (and %d requests without an answer)", n)
 		}
+		if n := r.Codes["outcome_unknown"]; n > 0 {
+			msg += fmt.Sprintf(" (and %d answers outcome_unknown, each of which may have made one)", n)
+		}
 		out = append(out, msg)
 	}
 	if h := r.History; h != nil && !h.Checked {
