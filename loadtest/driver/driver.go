@@ -229,8 +229,8 @@ func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int6
 }
 
 // codeOutcomeUnknown is the contract's answer to a purchase that may or
-// may not have been made.
-const codeOutcomeUnknown = "outcome_unknown"
+// may not have been made, as an answer's code holds it (classify).
+const codeOutcomeUnknown = "503 outcome_unknown"
 
 // countsAgree says the orders and units an audit gained agree with the
 // orders the answers made (201s and promises kept) and those that may have

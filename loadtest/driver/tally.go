@@ -116,6 +116,7 @@ func (t *tally) merge(o *tally) {
 		q.created += pt.created
 		q.warmRequests += pt.warmRequests
 		q.warmCreated += pt.warmCreated
+		q.unknown += pt.unknown
 	}
 	for i := range t.steps {
 		for j := range t.steps[i].counts {

@@ -70,7 +70,7 @@ func (r Result) failures() []string {
 		if n := r.Outcomes[OutcomeTransport]; n > 0 {
 			msg += fmt.Sprintf(" (and %d requests without an answer)", n)
 		}
-		if n := r.Codes["outcome_unknown"]; n > 0 {
+		if n := r.Codes["503 outcome_unknown"]; n > 0 {
 			msg += fmt.Sprintf(" (and %d answers outcome_unknown, each of which may have made one)", n)
 		}
 		out = append(out, msg)
