@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func Exec(t testing.TB, env map[string]string) *Program {
 func startProgram(t testing.TB, run RunFunc, env map[string]string) *Program {
 	t.Helper()
 	p := &Program{run: run}
-	p.env = withDefaults(t, env, func() string { return testenv.FreeAddr(t) }, func() string { return p.startNodes(t) })
+	p.env = withDefaults(t, env, func() string { return anyPort }, func() string { return p.startNodes(t) })
 	p.Service = Service{URL: "http://" + p.env["SECKILL_ADDR"], AdminToken: p.env["SECKILL_ADMIN_TOKEN"], keyPrefix: config.DefaultKeyPrefix}
 	if addrs := p.env["SECKILL_REDIS_ADDRS"]; addrs != "" {
 		p.redisAddrs = strings.Split(addrs, ",")
@@ -101,7 +102,7 @@ func (p *Program) Another(t testing.TB) *Program {
 func (p *Program) AnotherWith(t testing.TB, env map[string]string) *Program {
 	t.Helper()
 	vars := maps.Clone(p.env)
-	vars["SECKILL_ADDR"] = testenv.FreeAddr(t)
+	vars["SECKILL_ADDR"] = anyPort
 	if p.AdminToken != "" {
 		vars["SECKILL_ADMIN_TOKEN"] = p.AdminToken // the one it made up, once the test read it
 	}
@@ -142,7 +143,43 @@ func (p *Program) start(t testing.TB) {
 		}()
 		t.Cleanup(p.Kill)
 	}
+	if strings.HasSuffix(p.env["SECKILL_ADDR"], ":0") {
+		p.URL = p.listening(t)
+	}
 	p.waitHealthy(t)
+}
+
+// anyPort is the program's default SECKILL_ADDR: a port the kernel gives
+// it as it listens, which nothing can take between a choice and the
+// program's listen (a port chosen beforehand could be given meanwhile to
+// another process of the tests, a Redis node of their own say).
+const anyPort = "127.0.0.1:0"
+
+// listeningLine finds the URL in the program's "seckill listening" line,
+// in text or JSON.
+var listeningLine = regexp.MustCompile(`seckill listening.*?"?url"?[=:]"?(http://[0-9.:]+)`)
+
+// listening waits until the program says where it listens, and returns
+// that URL; it fails t when the program ends first or takes a minute.
+func (p *Program) listening(t testing.TB) string {
+	t.Helper()
+	var url string
+	ok := testenv.Until(time.Minute, func() bool {
+		if m := listeningLine.FindStringSubmatch(p.Out.String()); m != nil {
+			url = m[1]
+			return true
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("apptest: the program ended (%v) before it listened; output:\n%s", p.err, p.Out)
+		default:
+		}
+		return false
+	})
+	if !ok {
+		t.Fatalf("apptest: the program did not say where it listens within a minute; output:\n%s", p.Out)
+	}
+	return url
 }
 
 // environ is the test's environment less its SECKILL_ variables, with vars

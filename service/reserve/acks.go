@@ -161,6 +161,8 @@ func evalSlice(c *redis.Cmd) []any {
 // c, loading the script first when c does not have it. The pipeline may
 // wait for its answers the WAIT's timeout longer than c's commands.
 func (s *Store) evalWait(ctx context.Context, c *redis.Client, script *redis.Script, asking bool, keys []string, args []any) ([]any, int64, error) {
+	// A view of c's pool with a longer read timeout; it shares c's
+	// connections, so it is not closed here (that would close c's pool).
 	c = c.WithTimeout(c.Options().ReadTimeout + s.acks.Timeout)
 	for range 2 {
 		var eval *redis.Cmd
