@@ -31,6 +31,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (e
 	if err != nil {
 		return err
 	}
+	app.WarnEmbedded(log, cfg.MySQLDSN == "", len(cfg.RedisAddrs) == 0)
 	defer func() { err = errors.Join(err, st.Close()) }()
 
 	ln, err := net.Listen("tcp", cfg.Addr)

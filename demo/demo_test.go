@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"bytes"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -123,7 +124,8 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays every scenario")
 	}
-	lab, err := demo.NewLab(func(string) string { return "" }, logFile(t))
+	logs := logFile(t)
+	lab, err := demo.NewLab(func(string) string { return "" }, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +183,20 @@ func TestScenarios(t *testing.T) {
 	}
 	if !strings.Contains(text, "All as the articles say") {
 		t.Errorf("output does not conclude that all went as the articles say")
+	}
+	// The stores the screen names are those the log names.
+	b, err := os.ReadFile(logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := regexp.MustCompile(`running on embedded stores.*embedded_sql=(\w+) embedded_redis=(\w+)`).FindAllStringSubmatch(string(b), -1)
+	if !strings.Contains(text, "the embedded SQLite and three embedded Redis nodes") || len(said) != len(results) {
+		t.Errorf("the screen names its stores %q; the log says so %d times for %d scenarios", strings.SplitN(text, "\n", 2)[0], len(said), len(results))
+	}
+	for _, m := range said {
+		if m[1] != "true" || m[2] != "true" {
+			t.Errorf("the log says embedded_sql=%s embedded_redis=%s; the screen says both are embedded", m[1], m[2])
+		}
 	}
 }
 

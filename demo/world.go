@@ -61,6 +61,7 @@ func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*world, 
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("demo: %w", err), w.close())
 	}
+	app.WarnEmbedded(l.log, w.cfg.MySQLDSN == "", w.nodes != nil)
 	w.stores = st
 	w.closers = append(w.closers, st.Close)
 	return w, nil

@@ -336,8 +336,16 @@ func stackUpSaleDown(t *testing.T, env ...string) {
 		t.Fatal(err)
 	}
 	tok := strings.TrimSpace(string(token))
+	if strings.Contains(out, "( ") || strings.Contains(out, " )") {
+		t.Errorf("stack.sh up printed an empty slot in parentheses:\n%s", out)
+	}
 	if tok == "" || !strings.Contains(out, "admin token:      "+tok) {
 		t.Errorf("stack.sh up made up the admin token %q but did not print it:\n%s", tok, out)
+	}
+	// up returned once every part answers, Prometheus's scrapes included:
+	// both instances are up there now, with no wait.
+	if up := s.query(t, `up{job="seckill"}`).sum("instance"); len(up) != 2 || slices.Contains(slices.Collect(maps.Values(up)), 0) {
+		t.Errorf("right after up, Prometheus has up{job=\"seckill\"} = %v; want both instances at 1", up)
 	}
 	parts, statusOut := s.status(t)
 	want := []string{"mariadb", "nginx", "prometheus", "redis1", "redis2", "redis3", "seckill1", "seckill2"}

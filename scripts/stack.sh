@@ -415,7 +415,17 @@ start_prometheus() {
 	port_open "$port" && fail "$part" "port $port (STACK_PROMETHEUS_PORT) is in use"
 	launch "$part" "$port" prometheus --config.file="$dir/prometheus.yml" \
 		--storage.tsdb.path="$dir/data" --web.listen-address="127.0.0.1:$port"
-	await "$part" 60 http_ok "http://127.0.0.1:$port/-/ready"
+	await "$part" 60 http_ok "http://127.0.0.1:$port/-/ready" || return 1
+	# Ready is not yet scraping: up returns once both instances are up in
+	# Prometheus (its first scrape comes within the 5 s scrape_interval).
+	await "$part" 60 targets_up "$port"
+}
+
+# targets_up PORT: Prometheus on PORT has scraped both instances, and both
+# were up.
+targets_up() {
+	[ "$(curl -fsS --max-time 2 "http://127.0.0.1:$1/api/v1/targets?state=active" |
+		grep -o '"health":"up"' | wc -l)" -ge 2 ]
 }
 
 # admin_token sets TOKEN: SECKILL_ADMIN_TOKEN, or the one made up before,
@@ -444,7 +454,7 @@ build() {
 		return
 	fi
 	command -v go >/dev/null || fail build "go not found: the instances are built from this tree"
-	log "building the service (go build ${STACK_GOFLAGS:-})"
+	log "building the service (go build${STACK_GOFLAGS:+ $STACK_GOFLAGS})"
 	# shellcheck disable=SC2086 # STACK_GOFLAGS is a list of flags
 	(cd "$root" && go build ${STACK_GOFLAGS:-} -o "$STACK_DIR/bin/seckill" .) >"$LOGS/build.log" 2>&1 ||
 		fail build "go build failed"

@@ -85,10 +85,6 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 		reserve = store.OpenReserveRedis(cfg.ReserveAddrs, cfg.ReserveCluster)
 		closeRedis = closeBoth(closeRedis, reserve)
 	}
-	if cfg.MySQLDSN == "" || len(cfg.RedisAddrs) == 0 {
-		log.Warn("running on embedded stores: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS for real MySQL and Redis",
-			"embedded_sql", cfg.MySQLDSN == "", "embedded_redis", len(cfg.RedisAddrs) == 0)
-	}
 	return &Stores{
 		DB:       db,
 		Redis:    clients,
@@ -363,5 +359,15 @@ func warnFewReplicas(ctx context.Context, log *slog.Logger, rdb redis.UniversalC
 	}
 	if err != nil {
 		log.Warn("could not count the replicas of reserve's Redis for SECKILL_RESERVE_ACKS", "err", err)
+	}
+}
+
+// WarnEmbedded logs, when either store is embedded, which: the program's
+// (SECKILL_MYSQL_DSN or SECKILL_REDIS_ADDRS unset) or the demo's, which
+// starts embedded Redis nodes of its own and passes their addresses.
+func WarnEmbedded(log *slog.Logger, sql, redis bool) {
+	if sql || redis {
+		log.Warn("running on embedded stores: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDRS for real MySQL and Redis",
+			"embedded_sql", sql, "embedded_redis", redis)
 	}
 }

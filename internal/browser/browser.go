@@ -73,6 +73,10 @@ func New(t testing.TB, width, height int, limit time.Duration) context.Context {
 		chromedp.Flag("hide-scrollbars", false),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(width, height),
+		// Its shared memory files (disable-dev-shm-usage puts them in the
+		// temporary directory, as org.chromium.Chromium.*) in the test's
+		// own, removed when it ends.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 	}
 	ctx, cancelTimeout := context.WithTimeout(context.WithoutCancel(t.Context()), limit)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)

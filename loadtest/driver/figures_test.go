@@ -77,7 +77,9 @@ func TestRunClosedLoopByDuration(t *testing.T) {
 
 // TestCSVSumsToAudit: the CSV has a row per second of each run, the
 // warmup's included (numbered below 0), so that its 201 column adds up to
-// the units the audit says were sold, and its answers to every answer.
+// the units the audit says were sold, its answers to every answer, and
+// its warmup rows to the table's warmup (the requests in flight as it
+// ended included).
 func TestCSVSumsToAudit(t *testing.T) {
 	in := apptest.Start(t, nil)
 	rep, err := driver.Run(t.Context(), driver.Config{
@@ -100,6 +102,7 @@ func TestCSVSumsToAudit(t *testing.T) {
 		t.Fatalf("CSV header %q", got)
 	}
 	created, answers, warm := map[string]int{}, map[string]int{}, map[string]bool{}
+	warmAnswers := map[string]int{}
 	last := map[string]int{}
 	for _, row := range rows[1:] {
 		sec, err1 := strconv.Atoi(row[1])
@@ -115,6 +118,9 @@ func TestCSVSumsToAudit(t *testing.T) {
 		created[row[0]] += c
 		answers[row[0]] += a
 		warm[row[0]] = warm[row[0]] || sec < 0
+		if sec < 0 {
+			warmAnswers[row[0]] += a
+		}
 	}
 	for _, res := range rep.Results {
 		if res.Warmup == nil || res.Warmup.Requests == 0 || !warm[res.Strategy] {
@@ -127,6 +133,12 @@ func TestCSVSumsToAudit(t *testing.T) {
 		if answers[res.Strategy] != res.Requests+res.Warmup.Requests {
 			t.Errorf("%s: the CSV's answers add up to %d; want %d measured + %d of the warmup",
 				res.Strategy, answers[res.Strategy], res.Requests, res.Warmup.Requests)
+		}
+		// The requests in flight as the warmup ended are the warmup's,
+		// in the CSV as in the table, whenever their answers came.
+		if warmAnswers[res.Strategy] != res.Warmup.Requests {
+			t.Errorf("%s: the CSV's warmup rows add up to %d answers; the table's warmup has %d",
+				res.Strategy, warmAnswers[res.Strategy], res.Warmup.Requests)
 		}
 	}
 }

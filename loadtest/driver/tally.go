@@ -284,6 +284,11 @@ type live struct {
 func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duration) {
 	us := max(1, min((since-r.intended).Microseconds(), histMax))
 	sec := secondOf(since, warmup)
+	if r.warm {
+		// Sent in the warmup, answered after it: the warmup's, in the
+		// seconds (the CSV) as in the table, in its last second.
+		sec = min(sec, -1)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.t

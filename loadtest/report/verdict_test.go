@@ -54,6 +54,30 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestCatalogueHeaderSaysWhichIdIsWhich: the table's header gives the
+// catalogue's ids as a range matching its names only when the k-th name
+// has the k-th id; products created side by side take their ids in no
+// particular order, and the header says so.
+func TestCatalogueHeaderSaysWhichIdIsWhich(t *testing.T) {
+	for _, c := range []struct {
+		ids  []int64
+		want string
+	}{
+		{[]int64{3, 4, 5}, "loadtest-1 to loadtest-3 (ids 3 to 5)"},
+		{[]int64{15, 6, 3}, "loadtest-1 to loadtest-3 (ids from 3 to 15, not in the names' order)"},
+	} {
+		rep := &report.Report{Config: report.Settings{Products: 3, Catalogue: []report.CatalogueProduct{
+			{c.ids[0], "loadtest-1"}, {c.ids[1], "loadtest-2"}, {c.ids[2], "loadtest-3"}}}}
+		var table strings.Builder
+		if err := rep.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(strings.Fields(table.String()), " "); !strings.Contains(got, c.want) {
+			t.Errorf("ids %v: the header does not say %q:\n%s", c.ids, c.want, table.String())
+		}
+	}
+}
+
 // TestCatalogueFailuresNameTheProduct: a safe strategy that oversold one
 // product of a catalogue fails the run, naming that product; an unsafe one
 // is noted, not failed. The table, the page and the JSON carry the
@@ -152,3 +176,26 @@ func TestPromisesInEveryOutput(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestNoneSlowerSaysWhy: a run of none slower than a safe strategy's says
+// why under the table; not when none was the faster, nor with batch=1.
+func TestNoneSlowerSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		none  float64
+		batch int
+		want  bool
+	}{{687, 0, true}, {5000, 0, false}, {687, 1, false}} {
+		rep := &report.Report{Config: report.Settings{Batch: c.batch}, Results: []report.Result{
+			{Strategy: "none", SellRate: c.none, Requests: 10, Successes: 10},
+			{Strategy: "redlock", Safe: true, SellRate: 3000, Requests: 10, Successes: 10},
+		}}
+		var table strings.Builder
+		if err := rep.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(strings.Fields(table.String()), " "), "none: slower than redlock (687/s against 3000/s) though it takes no lock")
+		if got != c.want {
+			t.Errorf("none at %v/s, batch %d: the note is there: %t; want %t:\n%s", c.none, c.batch, got, c.want, table.String())
+		}
+	}
+}
