@@ -537,16 +537,22 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node, migrated fun
 		}
 	}
 	err = c.eachLive(ctx, func(n *Node, nc *redis.Client) error {
-		shards, err := nc.ClusterSlots(ctx).Result()
+		shards, err := nc.ClusterShards(ctx).Result()
 		if err != nil {
 			return err
 		}
-		for _, s := range shards {
-			if s.Start <= slot && slot <= s.End && (len(s.Nodes) == 0 || s.Nodes[0].Addr != to.Addr) {
-				return fmt.Errorf("%s does not see slot %d on %s yet", n.Addr, slot, to.Addr)
+		for _, sh := range shards {
+			for _, r := range sh.Slots {
+				if r.Start <= int64(slot) && int64(slot) <= r.End {
+					for _, m := range sh.Nodes {
+						if m.Role == "master" && net.JoinHostPort(m.IP, strconv.FormatInt(m.Port, 10)) == to.Addr {
+							return nil
+						}
+					}
+				}
 			}
 		}
-		return nil
+		return fmt.Errorf("%s does not see slot %d on %s yet", n.Addr, slot, to.Addr)
 	})
 	if err != nil {
 		return fail("wait", err)
