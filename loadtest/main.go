@@ -42,6 +42,10 @@ import (
 	"github.com/seckill/seckill/loadtest/report"
 )
 
+// progressEvery is how often the progress is a new line when stderr is not
+// a terminal.
+const progressEvery = 5 * time.Second
+
 func main() {
 	// The driver makes short-lived garbage at every request and keeps
 	// little: collecting less often leaves more CPU to sending.
@@ -113,8 +117,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
+	if !opt.quiet {
+		// On a terminal a line redrawn in place; in a pipe or a log a plain
+		// line every few seconds, so that a long run is never silent.
 		cfg.Progress = stderr
+		if f, ok := stderr.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+			cfg.ProgressEvery = progressEvery
+		}
 	}
 	rep, err := driver.Run(ctx, cfg)
 	if cfg.History != "" && rep != nil {
@@ -274,7 +283,7 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.StringVar(&opt.csv, "csv", "", "also write one row per second of each run to this `file` (CSV)")
 	fs.BoolVar(&opt.wide, "wide", false, "print every column in one table (wider than 100 columns)")
 	fs.StringVar(&opt.report, "report", "", "also write a self-contained HTML page with charts to this `file`")
-	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (there is none when stderr is not a terminal)")
+	fs.BoolVar(&opt.quiet, "quiet", false, "no progress (on a terminal a line redrawn in place; elsewhere a line every 5s)")
 	fs.IntVar(&cfg.Clients, "clients", 0, "send from this many loopback addresses (127.0.0.1 on): that many clients to SECKILL_IP_LIMIT")
 	fs.StringVar(&cfg.History, "history", "", "write every purchase as it is answered to this `file` (JSON lines), and check it")
 	fs.StringVar(&opt.check, "check", "", "check the history in this `file` for linearizability and exit; no instance needed")

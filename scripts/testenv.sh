@@ -33,6 +33,7 @@ log() { echo "testenv: $*" >&2; }
 
 cleanup() {
 	local pid
+	[ -z "${heartbeat_pid:-}" ] || kill "$heartbeat_pid" 2>/dev/null || true
 	for pid in "${redis_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${redis_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	if [ -n "$started_mysql" ]; then
@@ -120,4 +121,16 @@ SECKILL_TEST_MYSQL_DSN=$(mysql_dsn)
 start_redis_nodes
 export SECKILL_TEST_MYSQL_DSN SECKILL_TEST_REDIS_ADDRS
 log "mysql ${SECKILL_TEST_MYSQL_DSN}; redis ${SECKILL_TEST_REDIS_ADDRS}"
+# A sign of life while the command runs: go test prints nothing until a
+# package is done, and compiling them all first takes minutes on a fresh
+# clone. A line every TESTENV_HEARTBEAT seconds (30), in a terminal, a pipe
+# or CI alike.
+heartbeat() {
+	local start=$SECONDS
+	while sleep "${TESTENV_HEARTBEAT:-30}" >/dev/null 2>&1; do
+		log "still running ($1), $((SECONDS - start)) s so far"
+	done
+}
+heartbeat "$1" </dev/null &
+heartbeat_pid=$!
 "$@"

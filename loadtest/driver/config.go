@@ -127,6 +127,10 @@ type Config struct {
 	// Progress receives a progress line per run, redrawn in place; nil
 	// draws none.
 	Progress io.Writer
+	// ProgressEvery, when not 0, makes the progress plain lines instead,
+	// one every ProgressEvery and one at the end: for a log or a pipe,
+	// where a line redrawn in place would be a stream of carriage returns.
+	ProgressEvery time.Duration
 	// Endpoint, when not empty, is a path (e.g. /healthz) that the driver
 	// GETs instead of purchasing: the raw mode, for measuring the driver
 	// itself. It needs no product and reads no audit.

@@ -388,7 +388,7 @@ func newPlan(cfg Config, path, label string) *plan {
 		open:     cfg.Open(),
 		requests: cfg.Requests,
 		workers:  cfg.Concurrency,
-		progress: cfg.Progress,
+		progress: cfg.Progress, progressEvery: cfg.ProgressEvery,
 		label:    label,
 		stock:    -1,
 		quantity: cfg.Quantity,

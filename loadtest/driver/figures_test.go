@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )
@@ -269,4 +270,30 @@ func (o *onWrite) Write(p []byte) (int, error) {
 		o.do()
 	}
 	return len(p), nil
+}
+
+// TestProgressLines: with ProgressEvery the progress is plain lines, one
+// every ProgressEvery and one at the end, with no carriage return: what a
+// log or a pipe can hold.
+func TestProgressLines(t *testing.T) {
+	in := apptest.Start(t, nil)
+	var progress testenv.Buffer
+	_, err := driver.Run(t.Context(), driver.Config{
+		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: 1_000_000,
+		Strategies: []string{"token"}, Duration: 2 * time.Second, Concurrency: 4,
+		Progress: &progress, ProgressEvery: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	out := progress.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if strings.Contains(out, "\r") || len(lines) < 3 || len(lines) > 8 {
+		t.Errorf("progress over 2 s at one line every 500 ms: %d lines; want 3 to 8, without carriage returns:\n%q", len(lines), out)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "token") {
+			t.Errorf("progress line %q does not name the run", l)
+		}
+	}
 }

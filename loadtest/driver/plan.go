@@ -23,7 +23,9 @@ type plan struct {
 	requests int
 	workers  int
 	progress io.Writer
-	label    string
+	// progressEvery, when not 0: the progress as a line every that long.
+	progressEvery time.Duration
+	label         string
 	// stock and quantity let the progress show the stock left; stock < 0:
 	// unknown.
 	stock, quantity int64

@@ -15,7 +15,7 @@ import (
 // progress line. The returned function stops it.
 func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()) {
 	var bar *progressbar.ProgressBar
-	if p.progress != nil {
+	if p.progress != nil && p.progressEvery == 0 {
 		bar = progressbar.NewOptions(1000,
 			progressbar.OptionSetWriter(p.progress),
 			progressbar.OptionSetWidth(10),
@@ -27,7 +27,18 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 		)
 	}
 	pace := &pace{}
+	lastLine := time.Now()
 	draw := func(final bool) {
+		if p.progress != nil && p.progressEvery > 0 {
+			// Plain lines, for a log: one every progressEvery, and the last
+			// (the status every tick all the same: its pace needs them).
+			_, status := p.status(time.Since(start), counts, pace, final)
+			if final || time.Since(lastLine) >= p.progressEvery {
+				lastLine = time.Now()
+				fmt.Fprintf(p.progress, "%s %s\n", time.Now().Format("15:04:05"), status)
+			}
+			return
+		}
 		if bar == nil {
 			return
 		}
@@ -36,7 +47,9 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 		bar.Describe(status)
 		_ = bar.Set(int(frac * 1000)) // a progress line that cannot draw is no reason to stop
 	}
-	draw(false)
+	if p.progressEvery == 0 {
+		draw(false)
+	}
 	quit := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -63,6 +76,8 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 			draw(true)
 			_ = bar.Exit() // as above
 			fmt.Fprintln(p.progress)
+		} else if p.progressEvery > 0 {
+			draw(true)
 		}
 	}
 }
