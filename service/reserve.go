@@ -68,17 +68,15 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 		}
 		return r, err
 	case reserve.SoldOut, reserve.OverLimit:
-		if res.Unacked {
+		switch {
+		case res.Unacked:
 			// Read from reservations the replicas may not have: a failover
 			// could undo them, and the answer would not hold. Nothing was
 			// written.
 			return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the stock Redis read is not on %d replicas yet", purchaseOp(p), s.cfg.ReserveAcks.Replicas))
+		case res.Verdict == reserve.SoldOut:
+			return Receipt{}, soldOut(id, res.Left)
 		}
-	}
-	switch res.Verdict {
-	case reserve.SoldOut:
-		return Receipt{}, soldOut(id, res.Left)
-	case reserve.OverLimit:
 		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
 	}
 	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
