@@ -2,7 +2,16 @@
 # a real MariaDB/MySQL and three independent Redis nodes that
 # scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
 # its own (scripts/stack.sh).
-.PHONY: test bench vet fuzz soak test-tidb
+.PHONY: demo test bench vet fuzz soak test-tidb
+
+# The workshop, go run . demo with a sign of life (scripts/demo.sh): builds
+# the program into bin/seckill, saying every DEMO_HEARTBEAT seconds that it
+# still compiles (a first build on a fresh clone takes a few minutes),
+# then runs its demo with DEMO_ARGS (make demo DEMO_ARGS='-scenario sale').
+DEMO_HEARTBEAT ?= 15
+DEMO_ARGS ?=
+demo:
+	@DEMO_HEARTBEAT=$(DEMO_HEARTBEAT) scripts/demo.sh $(DEMO_ARGS)
 
 test:
 	scripts/testenv.sh go test -race -count=1 ./...

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/docs"
 	"github.com/seckill/seckill/service"
 )
 
@@ -88,6 +89,8 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	})
 
 	r.GET("/", handleDashboard())
+	r.GET("/openapi.json", handleDocument("application/json; charset=utf-8", openapiJSON()))
+	r.GET("/openapi.yaml", handleDocument("application/yaml; charset=utf-8", docs.OpenAPIYAML()))
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, api.Health{Status: "ok"}) })
 	r.GET("/readyz", handleReady(svc, log, opts.Drain))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))

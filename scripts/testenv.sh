@@ -22,6 +22,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
 # shellcheck source=scripts/ports.sh
 . "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
+# shellcheck source=scripts/heartbeat.sh
+. "$(dirname "${BASH_SOURCE[0]}")/heartbeat.sh"
 
 MYSQL_HOST=127.0.0.1
 MYSQL_PORT=${SECKILL_TEST_MYSQL_PORT:-3306}
@@ -33,7 +35,7 @@ log() { echo "testenv: $*" >&2; }
 
 cleanup() {
 	local pid
-	[ -z "${heartbeat_pid:-}" ] || kill "$heartbeat_pid" 2>/dev/null || true
+	heartbeat_stop
 	for pid in "${redis_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${redis_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	if [ -n "$started_mysql" ]; then
@@ -124,13 +126,7 @@ log "mysql ${SECKILL_TEST_MYSQL_DSN}; redis ${SECKILL_TEST_REDIS_ADDRS}"
 # A sign of life while the command runs: go test prints nothing until a
 # package is done, and compiling them all first takes minutes on a fresh
 # clone. A line every TESTENV_HEARTBEAT seconds (30), in a terminal, a pipe
-# or CI alike.
-heartbeat() {
-	local start=$SECONDS
-	while sleep "${TESTENV_HEARTBEAT:-30}" >/dev/null 2>&1; do
-		log "still running ($1), $((SECONDS - start)) s so far"
-	done
-}
-heartbeat "$1" </dev/null &
-heartbeat_pid=$!
+# or CI alike (scripts/heartbeat.sh).
+still_running() { log "still running ($1), $2 s so far"; }
+heartbeat_start "${TESTENV_HEARTBEAT:-30}" still_running "$1"
 "$@"

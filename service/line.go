@@ -107,9 +107,14 @@ func (s *Seckill) serveLine(key lineKey, l *line) {
 // line by itself, with lock_timeout.)
 func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 	if !s.cache.Knows(key.product) {
+		// The read takes milliseconds: a buyer whose wait runs out during
+		// it waited on the database, not on another holder (unavailable,
+		// not lock_timeout).
+		l.Stall(false, time.Now())
 		rctx, cancel := s.dbCtx(ctx, 0)
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
+		l.Stall(ErrorCode(storeErr("", err)) == CodeUnavailable, time.Time{})
 		if err == nil {
 			s.cache.Saw(prod.ID, prod.Stock, stockcache.Of(prod))
 		} else if errors.Is(err, ErrNotFound) {

@@ -126,3 +126,20 @@ func TestOutcomeUnknown(t *testing.T) {
 		t.Errorf("seckill_purchases_total{outcome=outcome_unknown} = %v; want 1", n)
 	}
 }
+
+// TestOutageIsNotALockTimeout: a buyer whose wait runs out while the line's
+// leader reads an unknown product from a database that does not answer
+// waited on the database, not on another holder: unavailable, never
+// lock_timeout (which says only that others kept the lock).
+func TestOutageIsNotALockTimeout(t *testing.T) {
+	f, proxy := proxied(t)
+	prod := f.instance(settings{}).product(t, 10)
+	// Another instance: its stock cache has not seen the product.
+	in := f.instance(settings{Wait: 200 * time.Millisecond, DBTimeout: 2 * time.Second})
+	proxy.Partition()
+	defer proxy.Heal()
+	p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
+	if _, err := in.svc.Purchase(context.Background(), p); service.ErrorCode(err) != service.CodeUnavailable {
+		t.Fatalf("Purchase(%s) with the database cut off = %v; want %s", show(p), err, service.CodeUnavailable)
+	}
+}
