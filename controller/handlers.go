@@ -242,9 +242,10 @@ func purchaseFrom(c *gin.Context, opts purchaseOptions, bufs *bodyBuffers) (serv
 }
 
 // decodePurchase reads a purchase of product id from its JSON body and its
-// raw query. Nothing is rewritten on the way: a body that is not exactly
-// one object of the documented shape, or a query that does not parse, is
-// refused. The override's parameters need override (or answer 403) and
+// raw query. Nothing is rewritten on the way: a body that is not one
+// object whose members have the documented types (members it does not
+// know are ignored; a member given twice is refused), or a query that does
+// not parse, is refused. The override's parameters need override (or answer 403) and
 // admin, the admin token (or answer 401).
 func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool) (service.Purchase, error) {
 	req, ok := decodePurchaseFast(body)

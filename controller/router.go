@@ -78,6 +78,9 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 		panic(fmt.Sprintf("controller: trusted proxies %q: %v", opts.TrustedProxies, err))
 	}
 	r.HandleMethodNotAllowed = true
+	// A path with a slash too many or too few is not found (404
+	// not_found, as the API's document says), not redirected.
+	r.RedirectTrailingSlash = false
 	r.ContextWithFallback = true
 	// Routes match the path as sent, so that a request ID holding a "/"
 	// (escaped, %2F) stays one segment; path values are unescaped.

@@ -118,6 +118,56 @@ func TestWorkshopPage(t *testing.T) {
 	browser.Screenshot(t, ctx, "workshop.png")
 }
 
+// TestWorkshopLiveTableFits: the live table fits its column with every
+// kind of answer a slow machine's sale gives (lock_timeout, unavailable
+// and the rest beside the 201s and sold_out), large counts, a long wait
+// and stock far below zero: its cells wrap between answers rather than
+// push the table off the page (as a sale on a loaded machine once did).
+func TestWorkshopLiveTableFits(t *testing.T) {
+	srv := startWorkshop(t)
+	ctx := browser.New(t, 1280, 720, time.Minute)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)),
+		chromedp.Evaluate[chromedp.Void](`run = { name: "sale", series: new Map(), notes: [], at: 0, done: false };
+			for (const label of ["none", "local", "setnx", "token", "redlock", "pessimistic", "optimistic", "reserve"]) {
+				run.series.set(label, { color: "#0b4f8a", points: [[0, 40]], snap: {
+					label: label, stock: -1234, audited: false, audit_url: "", waiting: 64, longest_ms: 12345,
+					answers: { "201": 1234, "409 sold_out": 2345, "503 lock_timeout": 345, "503 unavailable": 45,
+						"503 lock_lost": 56, "409 limit_exceeded": 6, "503 outcome_unknown": 7 } } });
+			}
+			drawLive();`),
+	); err != nil {
+		t.Fatalf("draw the live table: %v", err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#series tr.series").length`))
+	if err != nil || rows != 8 {
+		t.Fatalf("the live table has %d rows (%v); want 8", rows, err)
+	}
+	if fit := browser.MeasureFit(t, ctx); !fit.Fits() {
+		t.Errorf("the live table with every kind of answer: the page is %s", fit)
+	}
+	// Every row on screen, and every answer counted: the 201s, sold_out and
+	// the rest together.
+	type shownRows struct {
+		Bottom, Height float64
+		Answers        string
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[shownRows](`({
+		bottom: [...document.querySelectorAll("#series tr.series")].pop().getBoundingClientRect().bottom,
+		height: innerHeight, answers: document.querySelector("#series td.answers").textContent})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Bottom > got.Height {
+		t.Errorf("the live table's last row ends at %.0f px, below the %.0f px window", got.Bottom, got.Height)
+	}
+	if want := "1234 ok · 2345 sold_out · 459 other"; got.Answers != want {
+		t.Errorf("the answers cell says %q; want %q", got.Answers, want)
+	}
+	browser.Screenshot(t, ctx, "workshop-live.png")
+}
+
 // startWorkshop serves the workshop page on the embedded stores until t
 // ends.
 func startWorkshop(t *testing.T) *httptest.Server {

@@ -62,7 +62,10 @@ func makeDemo(t *testing.T, heartbeat, goDelay string, env ...string) demoRun {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "DEMO_BIN="+bin)
+	// Built with -race, as make test builds every package's tests: the
+	// build reuses their compiled packages instead of compiling the whole
+	// program again beside them (a case's own GOFLAGS, later, wins).
+	cmd.Env = append(cmd.Env, "DEMO_BIN="+bin, "GOFLAGS=-race -buildvcs=false")
 	if goDelay != "" {
 		realGo, lookErr := exec.LookPath("go")
 		if lookErr != nil {

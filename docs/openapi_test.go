@@ -255,23 +255,21 @@ func (v *validator) promised() []answer {
 }
 
 // errorCodes are the codes an error response's schema lists: the enum of
-// error.code in the one of its allOf written in place (the other is the
-// error body's, whose code may be any).
+// its error.code.
 func errorCodes(s *openapi3.Schema) []string {
-	for _, sub := range s.AllOf {
-		e, ok := sub.Value.Properties["error"]
-		if sub.Ref != "" || !ok {
-			continue
-		}
-		if c, ok := e.Value.Properties["code"]; ok {
-			var codes []string
-			for _, v := range c.Value.Enum {
-				codes = append(codes, fmt.Sprint(v))
-			}
-			return codes
-		}
+	e, ok := s.Properties["error"]
+	if !ok {
+		return nil
 	}
-	return nil
+	c, ok := e.Value.Properties["code"]
+	if !ok {
+		return nil
+	}
+	var codes []string
+	for _, v := range c.Value.Enum {
+		codes = append(codes, fmt.Sprint(v))
+	}
+	return codes
 }
 
 // checkCoverage fails t for every answer the document promises that was

@@ -70,6 +70,20 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	ca.want(ca.admin("POST", "/debug/pprof/symbol", ""), 200, "")
 	ca.want(ca.do("POST", "/debug/pprof/symbol", ""), 401, "unauthorized")
 	ca.want(ca.do("GET", "/api/v1/nosuch", ""), 404, "not_found")
+	ca.want(ca.do("GET", "/healthz/", ""), 404, "not_found") // not redirected
+	ca.want(ca.do("GET", "/metrics", "", "Accept", "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"), 200, "")
+	ca.want(ca.admin("POST", "/debug/pprof/", ""), 200, "")
+	ca.want(ca.do("POST", "/debug/pprof/", ""), 401, "unauthorized")
+	ca.want(ca.admin("GET", "/debug/pprof/heap?seconds=abc", ""), 400, "")
+	// Go's runtime takes one CPU profile at a time: one asked for while
+	// another runs is refused (a 500 of net/http/pprof's own).
+	testenv.Eventually(t, 30*time.Second, "a second CPU profile refused", func() bool {
+		first := ca.async(func() reply { return ca.admin("GET", "/debug/pprof/profile?seconds=1", "") })
+		time.Sleep(200 * time.Millisecond)
+		second := ca.admin("GET", "/debug/pprof/profile?seconds=1", "")
+		<-first
+		return second.status == 500
+	})
 	ca.want(ca.do("DELETE", "/api/v1/products", ""), 405, "method_not_allowed")
 	ca.want(ca.do("GET", "/api/v1/strategies", ""), 200, "")
 	ca.want(ca.do("GET", "/api/v1/products", ""), 200, "")
@@ -97,6 +111,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	ca.want(ca.buy(p, "", purchase("u-1", 2, "r-1")), 409, "request_id_reused")
 	ca.want(ca.buy(p, "", purchase("u-1", 1, "r-2")), 409, "limit_exceeded")
 	ca.want(ca.buy(p, "", `{"user_id": "u-1"}`), 400, "invalid_argument")
+	ca.want(ca.buy(p, "", `{"user_id": "u-x", "quantity": 1, "request_id": null, "coupon": "none"}`), 201, "") // unknown members ignored
 	ca.want(ca.buy(p, "", big), 413, "payload_too_large")
 	ca.want(ca.do("POST", fmt.Sprintf("/api/v1/products/%d/purchase?hold_ms=1", p), purchase("u-3", 1, "")), 401, "unauthorized")
 	ca.want(ca.do("POST", missing+"/purchase", purchase("u-3", 1, "")), 404, "product_not_found")

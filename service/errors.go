@@ -24,8 +24,10 @@ const (
 
 // The codes that need a word more.
 const (
-	// CodeStrategyConflict: the product sells under reserve, and the
-	// purchase asked for another strategy (or the other way round).
+	// CodeStrategyConflict: the product sells under reserve (since its
+	// first reserve purchase after its last reset), and the purchase asked
+	// for another strategy. reserve itself never answers it: it takes over
+	// a product the others have sold since the reset.
 	CodeStrategyConflict Code = "strategy_conflict"
 	// CodePurchaseNotFound: no order (and, under reserve, no reservation)
 	// carries the request ID.
