@@ -137,7 +137,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	ca2.want(ca2.buy(held, "", purchase("u-h2", 1, "")), 503, "lock_timeout")
 	ca.want(<-done, 201, "")
 	paused := ca.create("paused", 10)
-	done = ca.async(func() reply { return ca.buy(paused, "pause_ms=2000&batch=1", purchase("u-p1", 1, "")) })
+	done = ca.async(func() reply { return ca.buy(paused, "pause_ms=3000&batch=1", purchase("u-p1", 1, "")) })
 	testenv.Eventually(t, 10*time.Second, "the paused buyer holding the lock", func() bool { return a.LockHolders(t, "redlock", paused) >= 2 })
 	time.Sleep(700 * time.Millisecond) // past its lease: the next holder overtakes it
 	ca2.want(ca2.buy(paused, "", purchase("u-p2", 1, "")), 201, "")
