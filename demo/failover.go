@@ -55,12 +55,14 @@ func runFailover(w *world) (*Result, error) {
 			return res, nil
 		}
 	}
+	var ordered, unknown int // of the acks run's outcome_unknown answers
 	for _, acks := range []string{"", failoverAcks} {
 		row, ok, err := w.failover(acks)
 		if err != nil {
 			return nil, err
 		}
-		res.add(row, ok)
+		res.add(row.Row, ok)
+		ordered, unknown = row.unknownOrdered, row.unknown
 	}
 	res.Notes = []string{"Replication is asynchronous: the master answers before its replica has the " +
 		"reservation, and a replica promoted after its master died lacks what it never received. " +
@@ -70,27 +72,37 @@ func runFailover(w *world) (*Result, error) {
 		"With SECKILL_RESERVE_ACKS the script is followed by WAIT 1 on the same connection: a reservation " +
 			"its replica did not acknowledge in time is answered 503 outcome_unknown, which is true (it is on " +
 			"the master alone), and a replay of its request_id says what became of it. Fewer promises, none " +
-			"broken here; WAIT makes a loss less likely, not impossible (docs/distributed.md)."}
+			"broken here; WAIT makes a loss less likely, not impossible (docs/distributed.md).",
+		fmt.Sprintf("SOLD counts the orders: with acks, %d of the %d answers 503 outcome_unknown became "+
+			"orders (a writer had read their reservations before the failover), and the others' "+
+			"reservations died with the master; their buyers had been promised nothing.", ordered, unknown)}
 	return res, nil
+}
+
+// failoverRow is a run's row, and what became of its outcome_unknown
+// answers: how many there were, and how many became orders.
+type failoverRow struct {
+	Row
+	unknown, unknownOrdered int
 }
 
 // failover plays the scenario once on a cluster of its own, with
 // SECKILL_RESERVE_ACKS acks (empty: none): the row, and whether it went as
 // the lesson says (without acks, the promises of the last stage are
 // broken; with them, none is).
-func (w *world) failover(acks string) (Row, bool, error) {
+func (w *world) failover(acks string) (failoverRow, bool, error) {
 	label := "asynchronous"
 	if acks != "" {
 		label = "acks " + acks
 	}
 	dir, err := os.MkdirTemp("", "seckill-demo-cluster")
 	if err != nil {
-		return Row{}, false, fmt.Errorf("demo: %w", err)
+		return failoverRow{}, false, fmt.Errorf("demo: %w", err)
 	}
 	w.note("%s: starting six redis-server processes in cluster mode", label)
 	cl, err := rediscluster.Start(w.ctx, dir, 3, 1)
 	if err != nil {
-		return Row{}, false, errors.Join(err, os.RemoveAll(dir))
+		return failoverRow{}, false, errors.Join(err, os.RemoveAll(dir))
 	}
 	w.mu.Lock()
 	w.closers = append(w.closers, func() error { cl.Close(); return os.RemoveAll(dir) })
@@ -103,15 +115,15 @@ func (w *world) failover(acks string) (Row, bool, error) {
 	sellerSetup.noWriter = true
 	seller, err := w.startOwn(sellerSetup)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	writer, err := w.startOwn(s)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	series, err := w.newSeries("failover "+label, label, seller, failoverStock)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	o := client.Override{Strategy: "reserve"}
 	var promised, unknown []string
@@ -128,52 +140,57 @@ func (w *world) failover(acks string) (Row, bool, error) {
 	}
 	buy(failoverStage)
 	if _, _, err := w.promisesOf(seller, promised); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	master, replica, err := w.productMaster(cl, series.product)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	w.note("%s: the replica %s falls behind its master %s", label, replica.Addr, master.Addr)
 	if err := cl.Lag(w.ctx, master, replica); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	buy(failoverStage)
 	if _, _, err := w.promisesOf(seller, append(append([]string(nil), promised...), unknown...)); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	w.note("%s: the writer stops; %d more buyers", label, failoverStage)
 	if err := writer.stop(); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	buy(failoverStage)
 	w.note("%s: the master is killed, and its replica takes over", label)
 	master.Kill()
 	if err := errors.Join(replica.Thaw(), cl.Takeover(w.ctx, replica)); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	if _, err := w.startOwn(s); err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	kept, lost, err := w.promisesOf(seller, promised)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	series.mu.Lock()
 	series.broken = lost
 	series.mu.Unlock()
 	audit, err := w.finish(series)
 	if err != nil {
-		return Row{}, false, err
+		return failoverRow{}, false, err
 	}
 	row := Row{Key: label, Series: series.id, Flaw: lost > 0,
 		Cells: []string{label, fmt.Sprint(len(promised)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(len(unknown)),
 			fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
 	row.judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
-	if acks == "" {
-		return row, lost == failoverStage && len(unknown) == 0 && audit.Held(), nil
+	ordered, _, err := w.promisesOf(seller, unknown)
+	if err != nil {
+		return failoverRow{}, false, err
 	}
-	return row, lost == 0 && len(unknown) == 2*failoverStage && audit.Held(), nil
+	out := failoverRow{Row: row, unknown: len(unknown), unknownOrdered: ordered}
+	if acks == "" {
+		return out, lost == failoverStage && len(unknown) == 0 && audit.Held(), nil
+	}
+	return out, lost == 0 && len(unknown) == 2*failoverStage && audit.Held(), nil
 }
 
 // productMaster returns the master of the cluster that holds product's

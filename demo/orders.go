@@ -13,7 +13,7 @@ const (
 	ordersStock   = 30
 	ordersBuyers  = 60
 	ordersTimeout = 2 * time.Second
-	// ordersUnpaid of every ordersUnpaid+... : one buyer in three never
+	// ordersUnpaidEvery: one buyer in three of those who bought never
 	// pays.
 	ordersUnpaidEvery = 3
 )
@@ -76,8 +76,8 @@ func (w *world) orderLife(s *series, ins []*instance, strategy string) (Row, boo
 			}
 			order = *st.Order
 		}
-		if i%ordersUnpaidEvery == 0 {
-			continue // this buyer never pays
+		if sold%ordersUnpaidEvery == 0 {
+			continue // this buyer never pays: one in three of those who bought
 		}
 		if _, err := ins[i%len(ins)].c.Pay(w.ctx, order.OrderID, order.UserID); err != nil {
 			return Row{}, false, fmt.Errorf("demo: pay order %d: %w", order.OrderID, err)

@@ -32,7 +32,8 @@ func saleScenario() Scenario {
 		Shows: fmt.Sprintf("every strategy sells %d units to %d buyers over two instances", saleStock, saleBuyers),
 		Story: fmt.Sprintf("Two instances of the service share the database and the Redis nodes. "+
 			"For each strategy in turn, %d buyers (%d at a time, spread over both instances) "+
-			"try to buy one of %d units; each purchase does %s of work inside the critical section.",
+			"try to buy one of %d units, with %s of work inside each critical section; one hold of a lock "+
+			"sells every buyer waiting for it on its instance (SECKILL_BATCH).",
 			saleBuyers, saleConcurrency, saleStock, durWords(saleHold)),
 		run: runSale,
 	}
