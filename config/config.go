@@ -342,8 +342,16 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("mysql_max_conns", c.MySQLMaxConns),
 		slog.Duration("drain_delay", c.DrainDelay),
 		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
-		slog.String("trusted_proxies", strings.Join(c.TrustedProxies, ",")),
+		slog.String("trusted_proxies", orNone(strings.Join(c.TrustedProxies, ","))),
 	)
+}
+
+// orNone is s, or "(none)" for an empty setting, as the log shows it.
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 // reserveText is SECKILL_RESERVE_REDIS as the log shows it.

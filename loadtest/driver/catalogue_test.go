@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )
@@ -27,16 +28,25 @@ const (
 // the database, the audit is the catalogue's sum, the history has a stock
 // line per product, and a second run reuses the catalogue by name. The
 // table, the wide table and the JSON of the Report carry the catalogue.
+// The progress says what the seconds before the run go to: finding the
+// products and resetting them.
 func TestRunCatalogue(t *testing.T) {
 	in := apptest.Start(t, nil)
+	var progress testenv.Buffer
 	cfg := driver.Config{
 		URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: catalogueStock, Products: catalogueProducts, Zipf: 1.2,
 		Strategies: []string{"optimistic"}, Requests: catalogueRequests, Concurrency: 8,
-		History: filepath.Join(t.TempDir(), "history.jsonl"),
+		History: filepath.Join(t.TempDir(), "history.jsonl"), Progress: &progress,
 	}
 	rep, err := driver.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run = %v", err)
+	}
+	for _, want := range []string{"catalogue: finding or creating 5 products, loadtest-1 to loadtest-5\n",
+		"optimistic: resetting 5 products to a stock of 20\n"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("the progress does not say %q:\n%s", want, progress.String())
+		}
 	}
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none", f)

@@ -281,6 +281,9 @@ func (s *sale) unsoldUnits(res *report.Result, quantity int64, befores, afters [
 func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, rec *recorder) ([]client.Audit, error) {
 	admin := clients[0]
 	if cfg.Stock > 0 {
+		if len(s.products) > 1 && cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "%s: resetting %d products to a stock of %d\n", label(st), len(s.products), cfg.Stock)
+		}
 		if err := resetAll(ctx, admin, s.products, cfg.Stock); err != nil {
 			return nil, fmt.Errorf("driver: %w", err)
 		}

@@ -80,6 +80,11 @@ func onSale(ctx context.Context, admin *client.Client, cfg *Config) ([]client.Pr
 		if prefix == "" {
 			prefix = DefaultProductName
 		}
+		if cfg.Progress != nil {
+			// Seconds for a thousand products: say what the wait is.
+			fmt.Fprintf(cfg.Progress, "catalogue: finding or creating %d products, %s-1 to %s-%d\n",
+				cfg.Products, prefix, prefix, cfg.Products)
+		}
 		return productsNamed(ctx, admin, catalogueNames(prefix, cfg.Products), cfg.Stock)
 	case cfg.ProductName != "":
 		products, err = productsNamed(ctx, admin, []string{cfg.ProductName}, cfg.Stock)

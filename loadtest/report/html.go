@@ -59,7 +59,7 @@ func (r *Report) summaryCharts(raw bool) []template.HTML {
 	msLabel := func(v float64) string { return dur(time.Duration(v * float64(time.Millisecond))) }
 	throughput := []series{{"all answers", "#5b7fb5", r.pick(func(res Result) float64 { return res.Throughput })}}
 	if !raw {
-		throughput = append(throughput, series{"201s while stock lasted", "#3a9a5b", r.pick(func(res Result) float64 { return res.SellRate })})
+		throughput = append(throughput, series{"201s per second until sold out (or over the run)", "#3a9a5b", r.pick(func(res Result) float64 { return res.SellRate })})
 	}
 	charts := []template.HTML{
 		barChart("Throughput (per second)", labels, throughput, perSecond),
@@ -200,7 +200,7 @@ func (r *Report) htmlTables() []htmlTable {
 	}
 	answers = append(answers,
 		htmlColumn{"req/s", func(res Result) string { return rate(res.Throughput) }},
-		htmlColumn{"201/s while stock lasted", sellRateCell},
+		htmlColumn{"201/s until sold out (or over the run)", sellRateCell},
 		htmlColumn{"sold out at", soldOutCell},
 		htmlColumn{"final stock", audit(0)},
 		htmlColumn{"units sold", audit(1)},
