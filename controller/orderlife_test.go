@@ -168,8 +168,20 @@ func TestOrderExpiry(t *testing.T) {
 	a.WantConsistent(t, id)
 	expiries := a.Metrics(t).Sum("seckill_order_returns_total", "reason", "expiry") +
 		b.Metrics(t).Sum("seckill_order_returns_total", "reason", "expiry")
-	if expiries != 1 {
-		t.Errorf("seckill_order_returns_total{reason=expiry} on both instances = %v; want 1", expiries)
+	// The unit's second order is unpaid too: on a slow machine it may
+	// have expired by now, and then counts as well (read after the
+	// metrics, so that it expired no later than they were read).
+	var again order
+	apptest.Decode(t, r, &again)
+	var second order
+	apptest.Decode(t, a.Admin(t, http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", again.OrderID), ""), &second)
+	most := 1.0
+	if second.Status == "expired" {
+		most = 2
+	}
+	if expiries < 1 || expiries > most {
+		t.Errorf("seckill_order_returns_total{reason=expiry} on both instances = %v; want 1 (2 with the second order %s)",
+			expiries, second.Status)
 	}
 }
 
