@@ -2,12 +2,9 @@ package controller
 
 import (
 	_ "embed"
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/seckill/seckill/docs"
 )
 
 // dashboardHTML is the live dashboard of GET /: one page, no build step,
@@ -28,23 +25,5 @@ func handleDashboard() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		c.Header("Cache-Control", "no-store")
 		c.Data(http.StatusOK, "text/html; charset=utf-8", dashboardHTML)
-	}
-}
-
-// openapiJSON is the API's document in JSON (docs.OpenAPIJSON). The
-// document is embedded and its tests convert it: a failure is a bug.
-func openapiJSON() []byte {
-	b, err := docs.OpenAPIJSON()
-	if err != nil {
-		panic(fmt.Sprintf("controller: the OpenAPI document: %v", err))
-	}
-	return b
-}
-
-// handleDocument serves a document embedded in the program, of the
-// content type given: the API's description (docs/openapi.yaml).
-func handleDocument(contentType string, body []byte) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		c.Data(http.StatusOK, contentType, body)
 	}
 }

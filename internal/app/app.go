@@ -297,7 +297,7 @@ func Serve(ctx context.Context, srv *Server, ln net.Listener, cfg config.Config,
 	}
 	srv.drain.Start()
 	srv.HTTP.SetKeepAlivesEnabled(false)
-	log.Info("seckill draining: /readyz answers 503 until no request is in flight, for drain_delay at most",
+	log.Info("seckill draining: /readyz answers 503; waiting for the requests in flight, drain_delay at most",
 		"in_flight", srv.drain.InFlight(), "drain_delay", cfg.DrainDelay)
 	waitIdle(srv.drain, cfg.DrainDelay)
 	log.Info("seckill shutting down", "in_flight", srv.drain.InFlight())
