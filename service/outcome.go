@@ -158,9 +158,15 @@ func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cau
 		// under the row lock, whatever became of the COMMIT.
 		return d, nil
 	}
-	_, committed, err := b.settle(ctx, ids, cause)
+	found, committed, err := b.settle(ctx, ids, cause)
 	switch {
 	case err == nil && committed:
+		// The orders' IDs are the database's (the COMMIT's trip may have
+		// read them back, or not).
+		for k := range d.orders {
+			d.orders[k].ID = found[string(*d.orders[k].RequestID)].ID
+		}
+		d.finish()
 		return d, nil
 	case err == nil:
 		return decided{}, storeErr(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)

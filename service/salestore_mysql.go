@@ -184,19 +184,86 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	if !isResult || !wroteSale(rows, len(d.orders)) {
 		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.orders), id), rollback(ctx, c))
 	}
-	ids := rows.AllLastInsertIds()
-	first := ids[len(ids)-1]
-	for i := range d.orders {
-		// A multi-row INSERT's rows take consecutive IDs from the first
-		// (auto_increment_increment 1), as GORM assumes too.
-		d.orders[i].ID = first + int64(i)
+	if err := m.commitReadingIDs(ctx, c, d.orders); err != nil {
+		return d, err
 	}
 	d.finish()
-	if _, err := c.ExecContext(ctx, stmtCommit, nil); err != nil {
-		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), id, err)}
-		return d, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
-	}
 	return d, nil
+}
+
+// commitReadingIDs sends a sale's last trip: the IDs of its orders, read
+// back by request ID, then COMMIT. A multi-row INSERT reports only its
+// first ID, and the others are not found by counting from it: a server
+// steps its IDs by auto_increment_increment (a Galera Cluster sets it to
+// the number of nodes, and changes it as they come and go), and an engine
+// may leave gaps. An error after the trip was sent is a *commitError,
+// unless the server refused the read (it then ran no COMMIT).
+func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []model.Order) (err error) {
+	query, args := stmtOrderIDs+sqlList(len(orders))+"; "+stmtCommit, make([]any, len(orders))
+	for i := range orders {
+		if orders[i].RequestID == nil {
+			return errors.Join(fmt.Errorf("order %d of %d has no request ID to read its ID by", i+1, len(orders)), rollback(ctx, c))
+		}
+		args[i] = string(*orders[i].RequestID)
+	}
+	named, err := namedValues(args)
+	if err != nil {
+		return errors.Join(fmt.Errorf("read %d order IDs: %w", len(orders), err), rollback(ctx, c))
+	}
+	unknown := func(err error) error {
+		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(orders), orders[0].ProductID, err)}
+		return fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
+	}
+	rows, err := c.QueryContext(ctx, query, named)
+	var refused *mysql.MySQLError
+	switch {
+	case errors.As(err, &refused):
+		return errors.Join(fmt.Errorf("read %d order IDs: %w", len(orders), err), rollback(ctx, c))
+	case err != nil:
+		return unknown(err)
+	}
+	ids := make(map[string]int64, len(orders))
+	err = eachRow(rows, 2, func(v []driver.Value) error {
+		var id int64
+		err := scanInts(v, &id)
+		ids[asString(v[1])] = id
+		return err
+	})
+	if err == nil {
+		err = committed(rows)
+	}
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return unknown(err)
+	}
+	for i := range orders {
+		id, found := ids[string(*orders[i].RequestID)]
+		if !found {
+			// Committed, but an order's ID is not known: the sale is
+			// settled as a COMMIT whose outcome is unknown is.
+			return unknown(fmt.Errorf("order %q not read back", *orders[i].RequestID))
+		}
+		orders[i].ID = id
+	}
+	return nil
+}
+
+// committed reads the COMMIT's answer after the read-back's rows: nil
+// when it took.
+func committed(rows driver.Rows) error {
+	next, isMulti := rows.(driver.RowsNextResultSet)
+	if !isMulti {
+		return fmt.Errorf("rows of type %T have one result set", rows)
+	}
+	if err := next.NextResultSet(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return errors.New("a result set after COMMIT")
+		}
+		return err
+	}
+	return nil
 }
 
 // saleRead is what a sale's first trip read under the row lock.

@@ -138,7 +138,40 @@ func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *decided, r stockRead
 	if err := tx.Create(&d.orders).Error; err != nil {
 		return fmt.Errorf("write %d orders: %w", len(d.orders), err)
 	}
+	if err := readOrderIDs(tx, d.orders); err != nil {
+		return err
+	}
 	d.finish()
+	return nil
+}
+
+// readOrderIDs reads back the IDs of orders tx wrote, by request ID. On
+// MySQL GORM gives a batch's rows consecutive IDs from the first, which
+// they are not when the server steps them by auto_increment_increment (a
+// Galera Cluster does) or an engine leaves gaps.
+func readOrderIDs(tx *gorm.DB, orders []model.Order) error {
+	rids := make([]string, len(orders))
+	for i, o := range orders {
+		if o.RequestID == nil {
+			return fmt.Errorf("order %d of %d has no request ID to read its ID by", i+1, len(orders))
+		}
+		rids[i] = string(*o.RequestID)
+	}
+	var rows []model.Order
+	if err := tx.Select("id", "request_id").Where("request_id IN ?", rids).Find(&rows).Error; err != nil {
+		return fmt.Errorf("read back the IDs of %d orders: %w", len(orders), err)
+	}
+	ids := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		ids[string(*r.RequestID)] = r.ID
+	}
+	for i := range orders {
+		id, found := ids[rids[i]]
+		if !found {
+			return fmt.Errorf("read back the IDs of %d orders: %q is not there", len(orders), rids[i])
+		}
+		orders[i].ID = id
+	}
 	return nil
 }
 

@@ -4,7 +4,7 @@
 //
 // It reads the MySQL client/server protocol just enough to know each
 // packet's boundaries and to recognise a COMMIT a client sends (a
-// COM_QUERY whose text is COMMIT), so that it can let the COMMIT reach the
+// COM_QUERY whose last statement is COMMIT), so that it can let the COMMIT reach the
 // server, and commit, while the reply to it is held or lost: the case a
 // buyer must never be told "failed" for. The faults:
 //
@@ -318,12 +318,17 @@ func readPacket(r io.Reader) ([]byte, error) {
 const comQuery = 0x03
 
 // isCommit says pkt is a command packet (sequence 0) of a COM_QUERY whose
-// whole text is COMMIT, give or take spaces, a semicolon and letter case.
+// text is COMMIT or ends with it, as its last statement (a sale reads its
+// orders' IDs back in the trip that commits), give or take spaces, a
+// semicolon and letter case.
 func isCommit(pkt []byte) bool {
 	if len(pkt) < 5 || pkt[3] != 0 || pkt[4] != comQuery {
 		return false
 	}
 	q := bytes.TrimSpace(pkt[5:])
 	q = bytes.TrimSpace(bytes.TrimSuffix(q, []byte(";")))
+	if i := bytes.LastIndexByte(q, ';'); i >= 0 {
+		q = bytes.TrimSpace(q[i+1:])
+	}
 	return bytes.EqualFold(q, []byte("COMMIT"))
 }

@@ -26,20 +26,22 @@ type MariaDB struct {
 	DSN  string
 	port string
 	dir  string
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
 // StartMariaDB makes a data directory (mariadb-install-db) and starts
-// mariadbd on it, on a free port of 127.0.0.1; it stops it when t ends.
-// scripts/testenv.sh installs mariadb-server when it is missing.
-func StartMariaDB(t testing.TB) *MariaDB {
+// mariadbd on it, on a free port of 127.0.0.1, with the server options
+// args besides its own; it stops it when t ends. scripts/testenv.sh
+// installs mariadb-server when it is missing.
+func StartMariaDB(t testing.TB, args ...string) *MariaDB {
 	t.Helper()
 	install, err := exec.LookPath("mariadb-install-db")
 	if err != nil {
 		t.Fatalf("testenv: mariadb-install-db not found (scripts/testenv.sh installs mariadb-server): %v", err)
 	}
-	m := &MariaDB{dir: t.TempDir()}
+	m := &MariaDB{dir: t.TempDir(), args: args}
 	// A tmpdir of its own: a mariadbd that starts removes every "#sql"
 	// file in its tmpdir, so servers sharing /tmp (two tests bootstrapping
 	// at once, or the machine's server) delete each other's temporary tables.
@@ -88,6 +90,7 @@ func (m *MariaDB) Start(t testing.TB) {
 		"--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--tmpdir="+m.tmpdir(), "--log-error="+filepath.Join(m.dir, "error.log"),
 		"--user="+osUser(), "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=300")
+	m.cmd.Args = append(m.cmd.Args, m.args...)
 	childproc.DieWithParent(m.cmd)
 	if err := m.cmd.Start(); err != nil {
 		t.Fatalf("testenv: start mariadbd: %v", err)
