@@ -2,7 +2,7 @@
 # a real MariaDB/MySQL and three independent Redis nodes that
 # scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
 # its own (scripts/stack.sh).
-.PHONY: demo test bench vet fuzz soak test-tidb
+.PHONY: demo test bench vet fuzz soak test-tidb test-galera
 
 # The workshop, go run . demo with a sign of life (scripts/demo.sh): builds
 # the program into bin/seckill, saying every DEMO_HEARTBEAT seconds that it
@@ -53,6 +53,13 @@ soak:
 # starts it, and runs TestTiDB against it with the Redis nodes of testenv.sh.
 test-tidb:
 	scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run '^TestTiDB$$' -v ./internal/tidbtest/
+
+# The service on a MariaDB Galera Cluster (docs/distributed.md): TestGalera
+# starts three nodes of its own from Debian's packages (mariadb-server,
+# galera-4, rsync: scripts/testenv.sh installs them) on free loopback ports,
+# an instance writing through node 0 and one through node 2.
+test-galera:
+	SECKILL_TEST_GALERA=1 scripts/testenv.sh go test -race -count=1 -run '^TestGalera' -v -timeout 20m ./internal/galeratest/ ./internal/testenv/
 
 # The topology of docker-compose.yml without Docker, from Debian's packages:
 # state under STACK_DIR (.stack/), nginx on STACK_HTTP_PORT (8080),

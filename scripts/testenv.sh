@@ -9,13 +9,16 @@
 #     chromium (for the tests that look at the pages in a headless browser)
 #     with apt-get when missing (the fault tests start MariaDB servers of
 #     their own, so mariadbd and mariadb-install-db must be here even when a
-#     server already answers), and nginx, prometheus and redis-tools for the
-#     test of scripts/stack.sh (no system service is started: see
-#     scripts/packages.sh);
+#     server already answers), galera-4 and rsync (the tests that start a
+#     Galera Cluster of their own: internal/testenv/galera.go), and nginx,
+#     prometheus and redis-tools for the test of scripts/stack.sh (no system
+#     service is started: see scripts/packages.sh);
 #   - starts MariaDB when it is not running (and stops it afterwards);
 #   - always starts its own three Redis nodes on free ports of its own.
-# COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database) and
-# SECKILL_TEST_REDIS_ADDRS (three host:port, comma-separated).
+# COMMAND sees SECKILL_TEST_MYSQL_DSN (a server DSN, no database),
+# SECKILL_TEST_REDIS_ADDRS (three host:port, comma-separated) and
+# SECKILL_TEST_GALERA_REQUIRED=1 (unless set otherwise): what it installed
+# is there, so a Galera test fails instead of skipping when a piece is not.
 set -euo pipefail
 
 # shellcheck source=scripts/packages.sh
@@ -49,7 +52,14 @@ trap cleanup EXIT
 install_missing() {
 	# curl: the README's curl sale (readme_test.go).
 	packages_install_missing redis-server=redis-server curl=curl "chromium|chromium-browser=chromium" \
-		mariadb-install-db=mariadb-server mariadbd=mariadb-server "mysql|mariadb=mariadb-client"
+		mariadb-install-db=mariadb-server mariadbd=mariadb-server "mysql|mariadb=mariadb-client" \
+		rsync=rsync
+	# The Galera Cluster's provider is a library, not a command, which
+	# packages_install_missing cannot look for: the name given for it is
+	# found nowhere, so that galera-4 is installed.
+	if [ ! -e /usr/lib/galera/libgalera_smm.so ]; then
+		packages_install_missing libgalera_smm.so=galera-4
+	fi
 	# The stack's test (deploy/stack_test.go); without the recommended
 	# prometheus-node-exporter, a system service.
 	packages_install_missing --no-recommends nginx=nginx prometheus=prometheus redis-cli=redis-tools
@@ -121,7 +131,8 @@ install_missing
 start_mysql
 SECKILL_TEST_MYSQL_DSN=$(mysql_dsn)
 start_redis_nodes
-export SECKILL_TEST_MYSQL_DSN SECKILL_TEST_REDIS_ADDRS
+SECKILL_TEST_GALERA_REQUIRED=${SECKILL_TEST_GALERA_REQUIRED:-1}
+export SECKILL_TEST_MYSQL_DSN SECKILL_TEST_REDIS_ADDRS SECKILL_TEST_GALERA_REQUIRED
 log "mysql ${SECKILL_TEST_MYSQL_DSN}; redis ${SECKILL_TEST_REDIS_ADDRS}"
 # A sign of life while the command runs: go test prints nothing until a
 # package is done, and compiling them all first takes minutes on a fresh

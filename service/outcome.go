@@ -52,9 +52,12 @@ func (b *sqlBase) transaction(ctx context.Context, fn func(tx *gorm.DB) error) e
 		committing = true
 		return nil
 	})
-	if err != nil && committing {
+	if err != nil && committing && !isDeadlock(err) {
 		return &commitError{err: err}
 	}
+	// A deadlock at COMMIT is the server's word that it rolled back: on a
+	// Galera Cluster, certification found another node's write to a row
+	// first. The sale decides again (retryable).
 	return err
 }
 

@@ -289,53 +289,55 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		units   map[string]int64
 		written []reserve.Written
 	)
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		if p, err = lockProduct(tx, id); err != nil {
-			return err
-		}
-		if units, written, err = ordersOf(tx, id); err != nil {
-			return err
-		}
-		returns, err := returnsOf(tx, id)
-		if err != nil {
-			return err
-		}
-		if !p.Reserve {
-			first = true
-			err := tx.Model(&p).Updates(map[string]any{"reserve": true, "reserve_loaded": true}).Error
+	err = retryDeadlocks(ctx, func() error {
+		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			if p, err = lockProduct(tx, id); err != nil {
+				return err
+			}
+			if units, written, err = ordersOf(tx, id); err != nil {
+				return err
+			}
+			returns, err := returnsOf(tx, id)
 			if err != nil {
-				return fmt.Errorf("mark product %d as selling under reserve: %w", id, err)
+				return err
 			}
+			if !p.Reserve {
+				first = true
+				err := tx.Model(&p).Updates(map[string]any{"reserve": true, "reserve_loaded": true}).Error
+				if err != nil {
+					return fmt.Errorf("mark product %d as selling under reserve: %w", id, err)
+				}
+				return nil
+			}
+			l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, returnIDs(returns), written, !p.ReserveLoaded, true)
+			if err != nil {
+				return err
+			}
+			switch {
+			case l.Generation != p.Generation:
+				return fmt.Errorf("load product %d into Redis: the counter is of generation %d, the database's %d", id, l.Generation, p.Generation)
+			case !p.ReserveLoaded:
+				if err := tx.Model(&p).Update("reserve_loaded", true).Error; err != nil {
+					return fmt.Errorf("mark product %d as loaded into Redis: %w", id, err)
+				}
+			case l.Loaded && l.Before > p.Generation:
+				s.log.WarnContext(ctx, "reserve: Redis held a counter of a generation the database never reached (the database restored or recreated under it?): replaced from the database",
+					"product", id, "generation", p.Generation, "redis_generation", l.Before)
+			case l.Loaded && l.Before < 0:
+				// No counter at all, in a generation loaded before: Redis lost
+				// it (restarted without its data, or a failover to a replica
+				// that had not received it). What it had not written of the
+				// reservations is lost with it.
+				s.metrics.reserveRecovered()
+				s.log.WarnContext(ctx, "reserve: the product's counter was gone from Redis; derived again from the database and the reservations still waiting",
+					"product", id, "generation", p.Generation, "database_stock", p.Stock,
+					"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
+			}
+			gen, marked = p.Generation, true
+			s.cache.Saw(id, l.Stock, stockcache.Version{Gen: p.Generation, Returns: l.Returns})
 			return nil
-		}
-		l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, returnIDs(returns), written, !p.ReserveLoaded, true)
-		if err != nil {
-			return err
-		}
-		switch {
-		case l.Generation != p.Generation:
-			return fmt.Errorf("load product %d into Redis: the counter is of generation %d, the database's %d", id, l.Generation, p.Generation)
-		case !p.ReserveLoaded:
-			if err := tx.Model(&p).Update("reserve_loaded", true).Error; err != nil {
-				return fmt.Errorf("mark product %d as loaded into Redis: %w", id, err)
-			}
-		case l.Loaded && l.Before > p.Generation:
-			s.log.WarnContext(ctx, "reserve: Redis held a counter of a generation the database never reached (the database restored or recreated under it?): replaced from the database",
-				"product", id, "generation", p.Generation, "redis_generation", l.Before)
-		case l.Loaded && l.Before < 0:
-			// No counter at all, in a generation loaded before: Redis lost
-			// it (restarted without its data, or a failover to a replica
-			// that had not received it). What it had not written of the
-			// reservations is lost with it.
-			s.metrics.reserveRecovered()
-			s.log.WarnContext(ctx, "reserve: the product's counter was gone from Redis; derived again from the database and the reservations still waiting",
-				"product", id, "generation", p.Generation, "database_stock", p.Stock,
-				"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)
-		}
-		gen, marked = p.Generation, true
-		s.cache.Saw(id, l.Stock, stockcache.Version{Gen: p.Generation, Returns: l.Returns})
-		return nil
+		})
 	})
 	if err != nil || !first {
 		return gen, marked, err

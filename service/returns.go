@@ -277,72 +277,74 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	)
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		returned, units, outbox = nil, 0, nil
-		if p, err = lockProduct(tx, product); err != nil {
-			return err
-		}
-		// By primary key: a locking read of a range would lock the gaps
-		// that other products' new orders go into.
-		var orders []model.Order
-		err = forUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error
-		if err != nil {
-			return fmt.Errorf("lock the orders: %w", err)
-		}
-		now := s.now()
-		byUser := map[string]int64{}
-		var back []int64
-		for _, o := range orders {
-			if o.Status != model.StatusUnpaid || reason == returnExpiry && !due(o, now) {
-				continue
+	err := retryDeadlocks(ctx, func() error {
+		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			returned, units, outbox = nil, 0, nil
+			if p, err = lockProduct(tx, product); err != nil {
+				return err
 			}
-			returned = append(returned, o)
-			back = append(back, o.ID)
-			units += o.Quantity
-			byUser[string(o.UserID)] += o.Quantity
-		}
-		if len(back) == 0 {
+			// By primary key: a locking read of a range would lock the gaps
+			// that other products' new orders go into.
+			var orders []model.Order
+			err = forUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error
+			if err != nil {
+				return fmt.Errorf("lock the orders: %w", err)
+			}
+			now := s.now()
+			byUser := map[string]int64{}
+			var back []int64
+			for _, o := range orders {
+				if o.Status != model.StatusUnpaid || reason == returnExpiry && !due(o, now) {
+					continue
+				}
+				returned = append(returned, o)
+				back = append(back, o.ID)
+				units += o.Quantity
+				byUser[string(o.UserID)] += o.Quantity
+			}
+			if len(back) == 0 {
+				return nil
+			}
+			res := tx.Model(&model.Order{}).Where("id IN ? AND status = ?", back, model.StatusUnpaid).
+				Updates(map[string]any{"status": status, "expires_at": nil})
+			if res.Error != nil {
+				return fmt.Errorf("mark %d orders %s: %w", len(back), status, res.Error)
+			}
+			if res.RowsAffected != int64(len(back)) {
+				return fmt.Errorf("mark %d orders %s: %d changed under their row locks", len(back), status, res.RowsAffected)
+			}
+			err = tx.Model(&p).Updates(map[string]any{"stock": gorm.Expr("stock + ?", units), "returns": gorm.Expr("returns + 1")}).Error
+			if err != nil {
+				return fmt.Errorf("put %d units back: %w", units, err)
+			}
+			if err := takeUnits(tx, product, byUser); err != nil {
+				return err
+			}
+			if p.Reserve {
+				// The counter in Redis takes the units back after the COMMIT
+				// (refund); until it has, the outbox says they are coming.
+				outbox = make([]model.ReserveReturn, len(returned))
+				for i, o := range returned {
+					outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: product, Generation: p.Generation,
+						Returns: p.Returns + 1, UserID: o.UserID, Quantity: o.Quantity}
+				}
+				if err := tx.Create(&outbox).Error; err != nil {
+					return fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
+				}
+			}
+			p.Stock, p.Returns = p.Stock+units, p.Returns+1
+			if reason == returnCancel {
+				// Before the units can be bought (the COMMIT here; under
+				// reserve the refund after it), every instance hears that a
+				// new version of the stock begins, and answers no purchase
+				// sold out from what it saw before: a buyer who was answered
+				// 200 finds the units on sale anywhere, and so does any who
+				// buys after one that bought them.
+				heard = s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait)
+			}
 			return nil
-		}
-		res := tx.Model(&model.Order{}).Where("id IN ? AND status = ?", back, model.StatusUnpaid).
-			Updates(map[string]any{"status": status, "expires_at": nil})
-		if res.Error != nil {
-			return fmt.Errorf("mark %d orders %s: %w", len(back), status, res.Error)
-		}
-		if res.RowsAffected != int64(len(back)) {
-			return fmt.Errorf("mark %d orders %s: %d changed under their row locks", len(back), status, res.RowsAffected)
-		}
-		err = tx.Model(&p).Updates(map[string]any{"stock": gorm.Expr("stock + ?", units), "returns": gorm.Expr("returns + 1")}).Error
-		if err != nil {
-			return fmt.Errorf("put %d units back: %w", units, err)
-		}
-		if err := takeUnits(tx, product, byUser); err != nil {
-			return err
-		}
-		if p.Reserve {
-			// The counter in Redis takes the units back after the COMMIT
-			// (refund); until it has, the outbox says they are coming.
-			outbox = make([]model.ReserveReturn, len(returned))
-			for i, o := range returned {
-				outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: product, Generation: p.Generation,
-					Returns: p.Returns + 1, UserID: o.UserID, Quantity: o.Quantity}
-			}
-			if err := tx.Create(&outbox).Error; err != nil {
-				return fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
-			}
-		}
-		p.Stock, p.Returns = p.Stock+units, p.Returns+1
-		if reason == returnCancel {
-			// Before the units can be bought (the COMMIT here; under
-			// reserve the refund after it), every instance hears that a
-			// new version of the stock begins, and answers no purchase
-			// sold out from what it saw before: a buyer who was answered
-			// 200 finds the units on sale anywhere, and so does any who
-			// buys after one that bought them.
-			heard = s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait)
-		}
-		return nil
+		})
 	})
 	if err != nil {
 		return 0, storeErr(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"errors"
@@ -14,49 +15,61 @@ import (
 )
 
 // TestRetrying: a sale's transaction is tried again for what deciding
-// again fixes (a deadlock, a duplicate request ID, a connection lost
-// before COMMIT), up to maxAttempts in all, and not for anything else: an
-// attempt that ran out of its own time (DBTimeout bounds the sale, not
-// each attempt), a refusal, an error of a statement that would fail again.
+// again fixes (a deadlock, for as long as the sale has time; a duplicate
+// request ID or a connection lost before COMMIT, up to maxAttempts in
+// all), and not for anything else: an attempt that ran out of its own time
+// (DBTimeout bounds the sale, not each attempt), a refusal, an error of a
+// statement that would fail again.
 func TestRetrying(t *testing.T) {
 	deadlock := &mysql.MySQLError{Number: erDeadlock}
 	for _, tc := range []struct {
 		name string
 		// fail is the error of attempt n (from 1); nil answers.
 		fail func(ctx context.Context, n int) error
-		want int // attempts made
+		want int // attempts made; 0: until the sale's time ran out
+		// dbTimeout bounds the sale; 0: 20ms.
+		dbTimeout time.Duration
 	}{
-		{"answered at once", func(context.Context, int) error { return nil }, 1},
+		{"a deadlock's victim past maxAttempts, then answered", func(_ context.Context, n int) error {
+			if n <= maxAttempts+2 {
+				return deadlock
+			}
+			return nil
+		}, maxAttempts + 3, 10 * time.Second},
+		{"answered at once", func(context.Context, int) error { return nil }, 1, 0},
 		{"a deadlock's victim once", func(_ context.Context, n int) error {
 			if n == 1 {
 				return deadlock
 			}
 			return nil
-		}, 2},
-		{"deadlocked every time", func(context.Context, int) error { return deadlock }, maxAttempts},
+		}, 2, 0},
+		{"deadlocked every time", func(context.Context, int) error { return deadlock }, 0, 0},
 		{"a connection lost before COMMIT", func(_ context.Context, n int) error {
 			if n == 1 {
 				return fmt.Errorf("%w: %w", errConnLost, io.ErrUnexpectedEOF)
 			}
 			return nil
-		}, 2},
+		}, 2, 0},
 		{"an attempt out of time, its connection closed", func(ctx context.Context, _ int) error {
 			<-ctx.Done()
 			return fmt.Errorf("%w: %w", errConnLost, errors.Join(ctx.Err(), driver.ErrBadConn))
-		}, 1},
+		}, 1, 0},
 		{"a statement that would fail again", func(context.Context, int) error {
 			return errors.New("write 3 orders of product 1: not the results a sale makes")
-		}, 1},
-		{"a refusal", func(context.Context, int) error { return &fenceMoved{generation: 2} }, 1},
+		}, 1, 0},
+		{"a refusal", func(context.Context, int) error { return &fenceMoved{generation: 2} }, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := sqlBase{cfg: saleConfig{dbTimeout: 20 * time.Millisecond, log: slog.New(slog.DiscardHandler)}}
+			b := sqlBase{cfg: saleConfig{dbTimeout: cmp.Or(tc.dbTimeout, 20*time.Millisecond), log: slog.New(slog.DiscardHandler)}}
 			n := 0
 			_, err := b.retrying(context.Background(), []Purchase{{ProductID: 1}}, 0, func(ctx context.Context) (decided, error) {
 				n++
 				return decided{}, tc.fail(ctx, n)
 			})
-			if n != tc.want {
+			switch {
+			case tc.want == 0 && (n < 2 || !isDeadlock(err)):
+				t.Errorf("%d attempts (last error %v); want a deadlock's, tried again until the sale's time ran out", n, err)
+			case tc.want != 0 && n != tc.want:
 				t.Errorf("%d attempts (last error %v); want %d", n, err, tc.want)
 			}
 		})

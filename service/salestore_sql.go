@@ -33,15 +33,17 @@ func (q *sqlSales) close() {}
 func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.dbTimeout)
 	defer cancel()
-	err = q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", exprFenceBump())
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return notFound(id)
-		}
-		return tx.Model(&model.Product{}).Where("id = ?", id).Select("fence").Scan(&token).Error
+	err = retryDeadlocks(ctx, func() error {
+		return q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", exprFenceBump())
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return notFound(id)
+			}
+			return tx.Model(&model.Product{}).Where("id = ?", id).Select("fence").Scan(&token).Error
+		})
 	})
 	if err != nil && ErrorCode(err) != CodeNotFound {
 		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)

@@ -211,10 +211,20 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 	// A sale sends its transaction as multi-statements. Every statement is
 	// built with placeholders, so this lets no input add a statement.
 	cfg.MultiStatements = true
-	if cfg.DBName != "" {
-		if err := createDatabase(ctx, *cfg); err != nil {
-			return nil, err
+	galera, err := prepareServer(ctx, *cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, named := cfg.Params[syncWaitParam]; galera && !named {
+		// A Galera Cluster's node may not yet have applied what another
+		// committed: every read, and the start of every transaction, first
+		// waits until the node has (causal reads), so that a replay, a
+		// purchase's state and a sale's row lock read the cluster's latest
+		// word (docs/distributed.md).
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
 		}
+		cfg.Params[syncWaitParam] = "1"
 	}
 	db, err := gorm.Open(gormmysql.Open(cfg.FormatDSN()), &gorm.Config{
 		Logger:                 logger.Discard,
@@ -237,24 +247,41 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 	return db, nil
 }
 
-func createDatabase(ctx context.Context, cfg mysql.Config) (err error) {
+// syncWaitParam is the session variable that makes a Galera node's reads
+// causal: 1 waits before every read and START TRANSACTION.
+const syncWaitParam = "wsrep_sync_wait"
+
+// prepareServer creates cfg's database on its server if it does not exist
+// yet, and says whether the server is a node of a Galera Cluster
+// (wsrep_on; MySQL and TiDB have no such variable).
+func prepareServer(ctx context.Context, cfg mysql.Config) (galera bool, err error) {
 	name := cfg.DBName
 	cfg.DBName = ""
-	cfg.MultiStatements = false // one statement here, whatever the name holds
+	cfg.MultiStatements = false // one statement at a time here, whatever the name holds
 	server, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
-		return fmt.Errorf("store: open mysql server: %w", err)
+		return false, fmt.Errorf("store: open mysql server: %w", err)
 	}
 	defer func() {
 		if cerr := server.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("store: close mysql server: %w", cerr))
 		}
 	}()
-	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4"
-	if _, err := server.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("store: create database %s: %w", name, err)
+	if name != "" {
+		q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4"
+		if _, err := server.ExecContext(ctx, q); err != nil {
+			return false, fmt.Errorf("store: create database %s: %w", name, err)
+		}
 	}
-	return nil
+	var variable, value string
+	err = server.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&variable, &value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store: read wsrep_on: %w", err)
+	}
+	return strings.EqualFold(value, "ON"), nil
 }
 
 // CloseSQL closes db's connection pool.

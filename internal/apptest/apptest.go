@@ -26,6 +26,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -40,6 +41,8 @@ type Instance struct {
 	Service
 	Config config.Config
 	Stores *app.Stores
+	// vars are the settings it was opened with, defaults included.
+	vars map[string]string
 }
 
 // Start starts an instance with env over the defaults: the test's own
@@ -60,6 +63,14 @@ func Open(t testing.TB, env map[string]string) *Instance {
 	t.Helper()
 	vars := withDefaults(t, env, func() string { return "127.0.0.1:0" }, // Start listens on a port of its own
 		func() string { return strings.Join(testenv.RedisAddrs(t), ",") })
+	in := openVars(t, vars)
+	in.keyPrefix = testenv.KeyPrefix(t, in.Config.RedisAddrs)
+	return in
+}
+
+// openVars opens an instance's stores with the settings vars.
+func openVars(t testing.TB, vars map[string]string) *Instance {
+	t.Helper()
 	cfg, err := app.LoadConfig(func(k string) string { return vars[k] }, false)
 	if err != nil {
 		t.Fatalf("apptest: %v", err)
@@ -74,10 +85,25 @@ func Open(t testing.TB, env map[string]string) *Instance {
 		}
 	})
 	return &Instance{
-		Service: Service{AdminToken: cfg.AdminToken, redisAddrs: cfg.RedisAddrs, keyPrefix: testenv.KeyPrefix(t, cfg.RedisAddrs)},
+		Service: Service{AdminToken: cfg.AdminToken, redisAddrs: cfg.RedisAddrs},
 		Config:  cfg,
 		Stores:  st,
+		vars:    vars,
 	}
+}
+
+// AnotherOn starts a second instance of the same sale (the same Redis
+// nodes, key prefix and admin token) with stores of its own, opened with
+// env over the first's settings: its database reached through another
+// node of a cluster, say.
+func (in *Instance) AnotherOn(t testing.TB, env map[string]string) *Instance {
+	t.Helper()
+	vars := maps.Clone(in.vars)
+	maps.Copy(vars, env)
+	other := openVars(t, vars)
+	other.keyPrefix = in.keyPrefix
+	other.serve(t)
+	return other
 }
 
 // Another starts a second instance of the same sale: the same database,
@@ -136,6 +162,12 @@ func withDefaults(t testing.TB, env map[string]string, addr, redisAddrs func() s
 	return vars
 }
 
+// quietLog is the instances' log: nothing, unless SECKILL_TEST_LOG names
+// a level (debug, info, warn, error), from which it goes to stderr.
 func quietLog() *slog.Logger {
+	var level slog.Level
+	if v := os.Getenv("SECKILL_TEST_LOG"); v != "" && level.UnmarshalText([]byte(v)) == nil {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
