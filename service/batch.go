@@ -91,6 +91,14 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 		return nil, err
 	}
 	if d.final {
+		// The stock the sale left is of the version it read under the row
+		// lock, when that is older than the cache's at its start: on a
+		// Galera Cluster the row lock is the node's own, and a return of
+		// units that another node has announced (a newer version) and not
+		// yet committed does not wait for it, nor it for the return.
+		if d.read.Before(v) {
+			v = d.read
+		}
 		s.wrote(id, d.left, v)
 	}
 	return d.answers, nil

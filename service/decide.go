@@ -5,6 +5,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/sale"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // A sale's answers, as the sale rule (package sale) decides them: the
@@ -18,7 +19,7 @@ import (
 // users sold to, after the sale. The answers of those sold and of those
 // replaying them are final once the orders are written (finish). final
 // says left is the product's stock as the sale left it, known under its
-// row lock (afterWrite), for the stock cache.
+// row lock (afterWrite), for the stock cache, in version read.
 type decided struct {
 	answers     []answer
 	orders      []model.Order
@@ -27,6 +28,7 @@ type decided struct {
 	left, total int64
 	units       map[string]int64
 	final       bool
+	read        stockcache.Version
 }
 
 // afterWrite sets what d leaves of stock, the stock read under the row

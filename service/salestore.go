@@ -190,9 +190,9 @@ func newSaleStore(db *gorm.DB, cfg saleConfig) saleStore {
 		var galera bool
 		why, galera = multiStatementsUnsafe(pool, cfg.dbTimeout)
 		if galera {
-			cfg.log.Warn("a Galera Cluster: pessimistic keeps the stock exact across nodes, but its row lock is only its node's, " +
-				"and its answers are not yet shown linearizable there (a sold_out can come while a unit is left); " +
-				"every other safe strategy's are (docs/distributed.md)")
+			cfg.log.Info("a Galera Cluster: reads wait for the cluster (wsrep_sync_wait), a row lock is only its node's "+
+				"(certification refuses the later of two nodes' writes, and the sale tries again), one statement per round trip",
+				"docs", "docs/distributed.md")
 		}
 	}
 	if why != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // The MySQL form of the sale store. A sale takes three round trips,
@@ -168,6 +169,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	}
 	d := decide(stock, expired, read.used, read.units)
 	d.afterWrite(read.stock, r.trusted != nil)
+	d.read = stockcache.Version{Gen: read.generation, Returns: read.returns}
 	if len(d.orders) == 0 {
 		return d, rollback(ctx, c)
 	}
@@ -268,11 +270,11 @@ func committed(rows driver.Rows) error {
 
 // saleRead is what a sale's first trip read under the row lock.
 type saleRead struct {
-	found                    bool
-	stock, fence, generation int64
-	reserve                  int64 // 1: the product sells under reserve
-	used                     map[string]model.Order
-	units                    map[string]int64
+	found                             bool
+	stock, fence, generation, returns int64
+	reserve                           int64 // 1: the product sells under reserve
+	used                              map[string]model.Order
+	units                             map[string]int64
 }
 
 // readSale sends a sale's first trip: START TRANSACTION and its reads.
@@ -297,9 +299,9 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 	if !isMulti {
 		return read, fmt.Errorf("read a sale of product %d: rows of type %T have one result set", id, rows)
 	}
-	err = eachRow(rows, 4, func(v []driver.Value) (err error) {
+	err = eachRow(rows, 5, func(v []driver.Value) (err error) {
 		read.found = true
-		return scanInts(v, &read.stock, &read.fence, &read.generation, &read.reserve)
+		return scanInts(v, &read.stock, &read.fence, &read.generation, &read.returns, &read.reserve)
 	})
 	if err != nil {
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/stockcache"
 )
 
 // sqlSales is the portable form of the sale store: GORM's statements one
@@ -68,7 +69,7 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 	lockCtx, cancel := r.lockContext(ctx)
 	defer cancel()
 	var prod model.Product
-	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation", "reserve").Take(&prod, id).Error
+	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation", "returns", "reserve").Take(&prod, id).Error
 	switch {
 	case lockCtx.Err() != nil && ctx.Err() == nil:
 		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
@@ -103,6 +104,7 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 	}
 	d := decide(stock, expired, used, units)
 	d.afterWrite(prod.Stock, r.trusted != nil)
+	d.read = stockcache.Of(prod)
 	if len(d.orders) == 0 {
 		return d, nil
 	}

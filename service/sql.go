@@ -44,9 +44,10 @@ const (
 	stmtOrderOneTrip = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) " +
 		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?, ?, ?)"
 
-	// stmtProductForUpdate reads a product's stock, fence, generation and
-	// whether it sells under reserve, under its row lock. Args: product ID.
-	stmtProductForUpdate = "SELECT stock, fence, generation, reserve FROM products WHERE id = ? FOR UPDATE"
+	// stmtProductForUpdate reads a product's stock, fence, generation,
+	// returns and whether it sells under reserve, under its row lock. Args:
+	// product ID.
+	stmtProductForUpdate = "SELECT stock, fence, generation, returns, reserve FROM products WHERE id = ? FOR UPDATE"
 	// stmtUsedRequestIDs reads the orders made with a list of request IDs
 	// (orderColumns). Args: the request IDs.
 	stmtUsedRequestIDs = "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at " +

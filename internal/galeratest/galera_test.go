@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,8 +21,7 @@ import (
 // its own (testenv.StartGalera; make test-galera), one instance writing
 // through node 0 and one through node 2, and checks what the contract
 // promises on one MariaDB: every safe strategy exact, with one lock per
-// purchase and with batches of 50, with linearizable answers (but
-// pessimistic's, the one open gap here: see below); reserve
+// purchase and with batches of 50, with linearizable answers; reserve
 // exact; replays and the per-user limit across nodes, one after the other
 // and under fire; an order's life with a third instance on node 1; and a
 // node killed mid-sale, whose instance answers unavailable or
@@ -45,19 +43,15 @@ func TestGalera(t *testing.T) {
 	if err := b.Stores.DB.WithContext(t.Context()).Raw("SELECT @@wsrep_on, @@wsrep_sync_wait").Row().Scan(&wsrep, &syncWait); err != nil || wsrep != "1" || syncWait != "1" {
 		t.Fatalf("node 2's session: wsrep_on %q, wsrep_sync_wait %q, %v; want a Galera node, causal reads", wsrep, syncWait, err)
 	}
-	// pessimistic keeps the stock exact here, but its answers are not yet
-	// shown linearizable: a sold_out can come while a unit is left
-	// (docs/distributed.md). The service says so at start.
-	exact := slices.DeleteFunc(apptest.SafeStrategies(), func(st string) bool { return st == "pessimistic" })
 	for _, batch := range []int{1, 50} {
-		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { apptest.SellEverySafe(t, a, b, batch, exact) })
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { apptest.SellEverySafe(t, a, b, batch, apptest.SafeStrategies()) })
 	}
 	t.Run("reserve", func(t *testing.T) { sellReserve(t, a, b) })
 	t.Run("replay and limit", func(t *testing.T) { apptest.ReplayAndLimit(t, a, b) })
 	t.Run("order life", func(t *testing.T) {
 		life := env(1)
 		life["SECKILL_PAYMENT_TIMEOUT"] = "1s"
-		apptest.OrderLife(t, a, b, a.AnotherOn(t, life), []string{"redlock", "optimistic"})
+		apptest.OrderLife(t, a, b, a.AnotherOn(t, life), []string{"redlock", "pessimistic", "optimistic"})
 	})
 	for _, run := range apptest.LimitRuns() {
 		t.Run("limit under fire/"+run.Name(), func(t *testing.T) { apptest.CheckPerUserLimit(t, []*apptest.Instance{a, b}, run) })
