@@ -34,6 +34,9 @@ type Metrics struct {
 	returns  *prometheus.CounterVec
 	payments prometheus.Counter
 
+	// retries counts the transactions tried again, by reason.
+	retries *prometheus.CounterVec
+
 	// series are the purchase series of every strategy and outcome,
 	// resolved once in NewMetrics and only read afterwards (no lock): a
 	// purchase counts itself without the vectors' label lookups.
@@ -144,6 +147,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Orders this instance marked paid (a payment of an order paid already is not counted again).",
 	})
 	reg.MustRegister(m.returns, m.payments)
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_db_retries_total",
+		Help: "Transactions this instance tried again, by reason: deadlock (the database chose it as a deadlock's victim; on a Galera Cluster, certification found another node's write to the same row first), request_id (another purchase wrote one of its request IDs meanwhile), connection_lost (its connection went before COMMIT).",
+	}, []string{"reason"})
+	for _, reason := range []string{retryDeadlock, retryRequestID, retryConnLost} {
+		m.retries.WithLabelValues(reason)
+	}
+	reg.MustRegister(m.retries)
 	m.reserveMoved.WithLabelValues("down")
 	m.reserveMoved.WithLabelValues("up")
 	reg.MustRegister(m.reserveMoved, m.reserveLost)
@@ -231,6 +242,9 @@ func (m *Metrics) reserveRecovered() { m.reserveRecoveries.Inc() }
 
 // paid counts an order paid.
 func (m *Metrics) paid() { m.payments.Inc() }
+
+// retried counts a transaction tried again for reason.
+func (m *Metrics) retried(reason string) { m.retries.WithLabelValues(reason).Inc() }
 
 // returned counts n orders whose units came back for reason.
 func (m *Metrics) returned(reason string, n int) { m.returns.WithLabelValues(reason).Add(float64(n)) }

@@ -289,7 +289,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		units   map[string]int64
 		written []reserve.Written
 	)
-	err = retryDeadlocks(ctx, func() error {
+	err = retryDeadlocks(ctx, s.saleCfg, func() error {
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var err error
 			if p, err = lockProduct(tx, id); err != nil {

@@ -277,7 +277,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	)
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	err := retryDeadlocks(ctx, func() error {
+	err := retryDeadlocks(ctx, s.saleCfg, func() error {
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var err error
 			returned, units, outbox = nil, 0, nil

@@ -155,6 +155,24 @@ type saleConfig struct {
 	lockingReads bool
 	hooks        hooks
 	log          *slog.Logger
+	// retried counts a transaction tried again, by reason (nil: not
+	// counted).
+	retried func(reason string)
+}
+
+// The reasons a transaction is tried again, as seckill_db_retries_total
+// labels them.
+const (
+	retryDeadlock  = "deadlock"
+	retryRequestID = "request_id"
+	retryConnLost  = "connection_lost"
+)
+
+// retry counts a transaction tried again for reason.
+func (c saleConfig) retry(reason string) {
+	if c.retried != nil {
+		c.retried(reason)
+	}
 }
 
 // open gives order o, written at now, the state it starts its life in:
@@ -287,18 +305,23 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 			if werr := deadlockPause(ctx, attempt); werr != nil {
 				return decided{}, errors.Join(err, werr)
 			}
+			b.cfg.retry(retryDeadlock)
 		case attempt >= maxAttempts:
 			return decided{}, err
+		case errors.Is(err, errConnLost):
+			b.cfg.retry(retryConnLost)
+		default:
+			b.cfg.retry(retryRequestID)
 		}
 	}
 }
 
 // retryDeadlocks runs fn, a transaction that may run again from its
 // start, until it ends in anything but a deadlock or ctx ends, pausing
-// between attempts (deadlockPause). On a Galera Cluster, a write to a row
+// between attempts (deadlockPause) and counting them (cfg.retry). On a Galera Cluster, a write to a row
 // another node has just written is refused with a deadlock error, at any
 // statement or at COMMIT.
-func retryDeadlocks(ctx context.Context, fn func() error) error {
+func retryDeadlocks(ctx context.Context, cfg saleConfig, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if !isDeadlock(err) || ctx.Err() != nil {
@@ -307,6 +330,7 @@ func retryDeadlocks(ctx context.Context, fn func() error) error {
 		if werr := deadlockPause(ctx, attempt); werr != nil {
 			return errors.Join(err, werr)
 		}
+		cfg.retry(retryDeadlock)
 	}
 }
 

@@ -34,7 +34,7 @@ func (q *sqlSales) close() {}
 func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.dbTimeout)
 	defer cancel()
-	err = retryDeadlocks(ctx, func() error {
+	err = retryDeadlocks(ctx, q.cfg, func() error {
 		return q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", exprFenceBump())
 			if res.Error != nil {

@@ -113,8 +113,11 @@ func readsAtStart(db *gorm.DB) bool {
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
 	db *gorm.DB
-	// sales writes every sale, in the form of db's database (salestore.go).
+	// sales writes every sale, in the form of db's database (salestore.go),
+	// with the settings saleCfg (which the other transactions that try
+	// again on a deadlock share).
 	sales   saleStore
+	saleCfg saleConfig
 	lockers map[string]locker.Locker
 	redis   []redis.UniversalClient
 	cfg     Config
@@ -163,8 +166,9 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
 		SoldOut: soldOut, Seen: m.stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
-	s.sales = newSaleStore(db, saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
-		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log})
+	s.saleCfg = saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
+		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.retried}
+	s.sales = newSaleStore(db, s.saleCfg)
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)
 	ctx, stop := context.WithCancel(context.Background())
