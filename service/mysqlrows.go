@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -52,6 +53,11 @@ func scanInts(vs []driver.Value, dest ...*int64) error {
 		switch v := vs[i].(type) {
 		case int64:
 			*d = v
+		case uint64: // a system variable's value, read as a text row
+			if v > math.MaxInt64 {
+				return fmt.Errorf("column %d: %d is out of range", i+1, v)
+			}
+			*d = int64(v)
 		case []byte:
 			n, err := strconv.ParseInt(string(v), 10, 64)
 			if err != nil {

@@ -153,8 +153,11 @@ type saleConfig struct {
 	// its start (TiDB): the units a batch decides on are read with a
 	// locking read there (see unitsSQL).
 	lockingReads bool
-	hooks        hooks
-	log          *slog.Logger
+	// readBackIDs says the server may leave gaps between the IDs of one
+	// multi-row INSERT (TiDB): a sale reads its orders' IDs back.
+	readBackIDs bool
+	hooks       hooks
+	log         *slog.Logger
 	// retried counts a transaction tried again, by reason (nil: not
 	// counted).
 	retried func(reason string)

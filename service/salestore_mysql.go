@@ -186,20 +186,37 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	if !isResult || !wroteSale(rows, len(d.orders)) {
 		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.orders), id), rollback(ctx, c))
 	}
-	if err := m.commitReadingIDs(ctx, c, d.orders); err != nil {
-		return d, err
+	if m.cfg.readBackIDs {
+		if err := m.commitReadingIDs(ctx, c, d.orders); err != nil {
+			return d, err
+		}
+		d.finish()
+		return d, nil
+	}
+	// InnoDB gives the rows of one multi-row INSERT (a simple insert: its
+	// rows are known before it runs) one block of IDs, in every lock mode,
+	// stepped by the session's auto_increment_increment, which the first
+	// trip read: the IDs are the first the INSERT reports, then one step
+	// apart. (A Galera node, whose step changes with the cluster's size,
+	// takes the portable form, which reads them back.)
+	ids := rows.AllLastInsertIds()
+	first := ids[len(ids)-1]
+	for i := range d.orders {
+		d.orders[i].ID = first + int64(i)*read.step
 	}
 	d.finish()
+	if _, err := c.ExecContext(ctx, stmtCommit, nil); err != nil {
+		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), id, err)}
+		return d, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
+	}
 	return d, nil
 }
 
-// commitReadingIDs sends a sale's last trip: the IDs of its orders, read
-// back by request ID, then COMMIT. A multi-row INSERT reports only its
-// first ID, and the others are not found by counting from it: a server
-// steps its IDs by auto_increment_increment (a Galera Cluster sets it to
-// the number of nodes, and changes it as they come and go), and an engine
-// may leave gaps. An error after the trip was sent is a *commitError,
-// unless the server refused the read (it then ran no COMMIT).
+// commitReadingIDs sends a sale's last trip where the server may leave
+// gaps between the IDs of one multi-row INSERT (TiDB allocates them from
+// caches of its own): the IDs of its orders, read back by request ID, then
+// COMMIT. An error after the trip was sent is a *commitError, unless the
+// server refused the read (it then ran no COMMIT).
 func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []model.Order) (err error) {
 	query, args := stmtOrderIDs+sqlList(len(orders))+"; "+stmtCommit, make([]any, len(orders))
 	for i := range orders {
@@ -272,9 +289,11 @@ func committed(rows driver.Rows) error {
 type saleRead struct {
 	found                             bool
 	stock, fence, generation, returns int64
-	reserve                           int64 // 1: the product sells under reserve
-	used                              map[string]model.Order
-	units                             map[string]int64
+	// step is the session's auto_increment_increment.
+	step    int64
+	reserve int64 // 1: the product sells under reserve
+	used    map[string]model.Order
+	units   map[string]int64
 }
 
 // readSale sends a sale's first trip: START TRANSACTION and its reads.
@@ -329,6 +348,13 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 			return read, fmt.Errorf("the units users hold: %w", err)
 		}
 	}
+	err = nextRows(next, 1, func(v []driver.Value) error { return scanInts(v, &read.step) })
+	if err != nil {
+		return read, fmt.Errorf("the auto_increment_increment of the session: %w", err)
+	}
+	if read.step < 1 {
+		return read, fmt.Errorf("the session's auto_increment_increment is %d", read.step)
+	}
 	return read, nil
 }
 
@@ -357,6 +383,7 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 			args = append(args, p.UserID)
 		}
 	}
+	b.WriteString("; " + stmtIncrement)
 	return b.String(), args, len(ids) > 0
 }
 

@@ -167,7 +167,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
 		SoldOut: soldOut, Seen: m.stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
 	s.saleCfg = saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
-		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.retried}
+		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), readBackIDs: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.retried}
 	s.sales = newSaleStore(db, s.saleCfg)
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)

@@ -73,6 +73,9 @@ const (
 	// quantity, request ID (or NULL), strategy, remaining stock, created
 	// at, status, expires at (or NULL).
 	stmtOrders = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES "
+	// stmtIncrement reads the step between the IDs AUTO_INCREMENT gives in
+	// this session. No args.
+	stmtIncrement = "SELECT @@SESSION.auto_increment_increment"
 	// stmtOrderIDs reads back the IDs of orders a transaction wrote, by
 	// request ID. Args: the request IDs.
 	stmtOrderIDs = "SELECT id, request_id FROM orders WHERE request_id IN "

@@ -1,0 +1,76 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/store"
+)
+
+// TestBatchOrderIDs: the orders of one batch, on a server that steps IDs by
+// 3 from 2 (a Galera Cluster's second node does), get the IDs of their own
+// rows in each way the MySQL form learns them: counted by the session's
+// step from the ID the INSERT reports (InnoDB), and read back by request
+// ID (TiDB, which may leave gaps); and in the portable form.
+func TestBatchOrderIDs(t *testing.T) {
+	server := testenv.StartMariaDB(t, "--auto-increment-increment=3", "--auto-increment-offset=2", "--innodb-autoinc-lock-mode=2")
+	for _, form := range []string{"counted", "read back", "portable"} {
+		t.Run(form, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := store.OpenMySQL(ctx, testenv.DatabaseDSN(t, server.DSN, testenv.RandomName("seckill_test_")))
+			if err != nil {
+				t.Fatalf("OpenMySQL: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := store.CloseSQL(db); err != nil {
+					t.Errorf("close database: %v", err)
+				}
+			})
+			if err := model.Migrate(ctx, db); err != nil {
+				t.Fatalf("Migrate: %v", err)
+			}
+			s := New(db, nil, nil, Config{Fencing: true}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+			t.Cleanup(s.Close)
+			switch form {
+			case "read back":
+				s.sales.(*mysqlSales).cfg.readBackIDs = true
+			case "portable":
+				s.sales.close()
+				s.sales = &sqlSales{sqlBase{db: db, cfg: saleConfig{dbTimeout: s.cfg.DBTimeout, log: s.log}}}
+			}
+			prod, err := s.CreateProduct(ctx, "stepped", 100)
+			if err != nil {
+				t.Fatalf("CreateProduct: %v", err)
+			}
+			st, _ := LookupStrategy("redlock")
+			for batch := range 3 {
+				h := hold{ps: make([]Purchase, 7), arrived: make([]time.Time, 7)}
+				for i := range h.ps {
+					h.ps[i] = Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d-%d", batch, i), Quantity: 1,
+						RequestID: fmt.Sprintf("r-%d-%d", batch, i), Strategy: st.Name}
+					h.arrived[i] = time.Now()
+				}
+				as, err := s.sellBatch(ctx, st, h)
+				if err != nil {
+					t.Fatalf("sellBatch = %v", err)
+				}
+				for i, a := range as {
+					var row model.Order
+					if err := db.WithContext(ctx).Where("request_id = ?", h.ps[i].RequestID).Take(&row).Error; err != nil {
+						t.Fatalf("read the order of %s: %v", h.ps[i].RequestID, err)
+					}
+					if a.err != nil || a.r.Order.ID != row.ID {
+						t.Errorf("purchase %s answered order %d, %v; its row is order %d", h.ps[i].RequestID, a.r.Order.ID, a.err, row.ID)
+					}
+				}
+			}
+		})
+	}
+}
