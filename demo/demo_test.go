@@ -30,6 +30,13 @@ var wantRows = map[string]map[string]want{
 		"asynchronous": {[]string{"asynchronous", "15", "10", "5", "0", "10", "10"}, true},
 		"acks 1/250ms": {[]string{"acks 1/250ms", "5", "5", "0", "10", "10", "10"}, false},
 	},
+	"galera": {
+		// Columns: run, nodes, sold, oversold, cert. failures, time.
+		// How many transactions certification throws away is chance: none
+		// is asked for, not even across two nodes.
+		"one node":  {[]string{"one node", "0 and 0", "20", "0", "", ""}, false},
+		"two nodes": {[]string{"two nodes", "0 and 2", "20", "0", "", ""}, false},
+	},
 	"orders": {
 		// Columns: strategy, sold, paid, returned, resold, left, audit.
 		"redlock": {[]string{"redlock", "30", ">0", ">0", "", "0", "consistent"}, false},
@@ -148,6 +155,9 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("scenario %s has no expected rows in this test", res.Scenario)
 			continue
 		}
+		if _, ok := res.Row("left out"); ok && leftOutAllowed(t, res.Scenario) {
+			continue
+		}
 		if len(res.Rows) != len(rows) {
 			t.Errorf("%s has %d rows; want %d", res.Scenario, len(res.Rows), len(rows))
 		}
@@ -198,6 +208,18 @@ func TestScenarios(t *testing.T) {
 			t.Errorf("the log says embedded_sql=%s embedded_redis=%s; the screen says both are embedded", m[1], m[2])
 		}
 	}
+}
+
+// leftOutAllowed says a scenario may be left out (its one row "left out")
+// because this machine lacks what it starts: galera, unless
+// SECKILL_TEST_GALERA_REQUIRED=1 says Galera is installed (scripts/testenv.sh).
+func leftOutAllowed(t *testing.T, scenario string) bool {
+	t.Helper()
+	if scenario != "galera" || os.Getenv("SECKILL_TEST_GALERA_REQUIRED") == "1" {
+		return false
+	}
+	t.Logf("%s was left out: this machine lacks what it starts", scenario)
+	return true
 }
 
 // cellsMatch compares cells with want: "" is not checked, "<N", ">N" and

@@ -115,6 +115,7 @@ func Scenarios() []Scenario {
 		reserveScenario(),
 		ordersScenario(),
 		failoverScenario(),
+		galeraScenario(),
 	}
 }
 

@@ -151,6 +151,9 @@ type setup struct {
 	ackWait time.Duration
 	// paymentTimeout, when not 0, is its SECKILL_PAYMENT_TIMEOUT.
 	paymentTimeout time.Duration
+	// mysqlDSN, when not empty, is its SECKILL_MYSQL_DSN: a database other
+	// than the world's, which only stores opened with it reach (startOn).
+	mysqlDSN string
 }
 
 // apply returns the world's configuration and options as s changes them.
@@ -176,6 +179,9 @@ func (w *world) apply(s setup) (config.Config, app.Options) {
 	}
 	if s.paymentTimeout > 0 {
 		cfg.PaymentTimeout = s.paymentTimeout
+	}
+	if s.mysqlDSN != "" {
+		cfg.MySQLDSN = s.mysqlDSN
 	}
 	opts := app.Options{KeyPrefix: w.prefix, NoWriter: s.noWriter}
 	if s.clock != nil {
