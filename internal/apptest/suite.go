@@ -92,7 +92,8 @@ func dbFigures(t *testing.T, in *Instance, id int64) (orders, units, stock int64
 }
 
 // ReplayAndLimit buys under each safe strategy on one instance, replays
-// the request on the other and buys again as the same user.
+// the request on the other, asks the other what became of it (GET
+// /purchases) and buys again as the same user.
 func ReplayAndLimit(t *testing.T, a, b *Instance) {
 	const stock = 10
 	id := a.Create(t, "replay and limit", stock)
@@ -107,6 +108,10 @@ func ReplayAndLimit(t *testing.T, a, b *Instance) {
 		replay := b.Buy(t.Context(), id, client.Purchase{UserID: user, Quantity: 1, RequestID: rid}, o)
 		if replay.Status != http.StatusOK || replay.Err != nil || !reflect.DeepEqual(replay.Order, first.Order) {
 			t.Errorf("%s: replay on the other instance = %d %v %+v; want 200 with the first order %+v", st, replay.Status, replay.Err, replay.Order, first.Order)
+		}
+		state, err := b.Client().PurchaseState(t.Context(), rid)
+		if err != nil || state.State != "ordered" || state.Order == nil || !reflect.DeepEqual(*state.Order, first.Order) {
+			t.Errorf("%s: GET /purchases/%s on the other instance = %+v, %v; want ordered, the first order %+v", st, rid, state, err, first.Order)
 		}
 		for _, in := range []*Instance{a, b} {
 			again := in.Buy(t.Context(), id, client.Purchase{UserID: user, Quantity: 1, RequestID: testenv.RandomName("r-")}, o)
