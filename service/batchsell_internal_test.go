@@ -3,15 +3,10 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/model"
-	"github.com/seckill/seckill/store"
 )
 
 // BenchmarkBatchSell is the hot path's batch layer alone: one hold's
@@ -30,24 +25,7 @@ func BenchmarkBatchSell(b *testing.B) {
 
 func benchBatchSell(b *testing.B, n int, form string) {
 	ctx := context.Background()
-	db, err := store.OpenMySQL(ctx, testenv.MySQL(b))
-	if err != nil {
-		b.Fatalf("OpenMySQL: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := store.CloseSQL(db); err != nil {
-			b.Errorf("close database: %v", err)
-		}
-	})
-	if err := model.Migrate(ctx, db); err != nil {
-		b.Fatalf("Migrate: %v", err)
-	}
-	s := New(db, nil, nil, Config{PerUserLimit: 1, Fencing: true}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-	b.Cleanup(s.Close)
-	if form == "portable" {
-		s.sales.close()
-		s.sales = &sqlSales{sqlBase{db: db, cfg: saleConfig{limit: 1, dbTimeout: s.cfg.DBTimeout, log: s.log}}}
-	}
+	s, _ := newOnMySQL(b, testenv.MySQL(b), Config{PerUserLimit: 1, Fencing: true}, form == "portable")
 	prod, err := s.CreateProduct(ctx, "bench", int64(n)*int64(b.N+1))
 	if err != nil {
 		b.Fatalf("CreateProduct: %v", err)

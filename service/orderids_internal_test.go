@@ -3,15 +3,11 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
-	"github.com/seckill/seckill/store"
 )
 
 // TestBatchOrderIDs: the orders of one batch, on a server that steps IDs by
@@ -24,26 +20,9 @@ func TestBatchOrderIDs(t *testing.T) {
 	for _, form := range []string{"counted", "read back", "portable"} {
 		t.Run(form, func(t *testing.T) {
 			ctx := context.Background()
-			db, err := store.OpenMySQL(ctx, testenv.DatabaseDSN(t, server.DSN, testenv.RandomName("seckill_test_")))
-			if err != nil {
-				t.Fatalf("OpenMySQL: %v", err)
-			}
-			t.Cleanup(func() {
-				if err := store.CloseSQL(db); err != nil {
-					t.Errorf("close database: %v", err)
-				}
-			})
-			if err := model.Migrate(ctx, db); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			s := New(db, nil, nil, Config{Fencing: true}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-			t.Cleanup(s.Close)
-			switch form {
-			case "read back":
+			s, db := newOnMySQL(t, testenv.DatabaseDSN(t, server.DSN, testenv.RandomName("seckill_test_")), Config{Fencing: true}, form == "portable")
+			if form == "read back" {
 				s.sales.(*mysqlSales).cfg.readBackIDs = true
-			case "portable":
-				s.sales.close()
-				s.sales = &sqlSales{sqlBase{db: db, cfg: saleConfig{dbTimeout: s.cfg.DBTimeout, log: s.log}}}
 			}
 			prod, err := s.CreateProduct(ctx, "stepped", 100)
 			if err != nil {

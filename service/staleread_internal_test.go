@@ -3,16 +3,11 @@ package service
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/stockcache"
-	"github.com/seckill/seckill/store"
 )
 
 // TestStaleSaleLowersNoNewVersion plays what a Galera Cluster allows and
@@ -27,24 +22,7 @@ func TestStaleSaleLowersNoNewVersion(t *testing.T) {
 	for _, form := range []string{"mysql", "portable"} {
 		t.Run(form, func(t *testing.T) {
 			ctx := context.Background()
-			db, err := store.OpenMySQL(ctx, testenv.MySQL(t))
-			if err != nil {
-				t.Fatalf("OpenMySQL: %v", err)
-			}
-			t.Cleanup(func() {
-				if err := store.CloseSQL(db); err != nil {
-					t.Errorf("close database: %v", err)
-				}
-			})
-			if err := model.Migrate(ctx, db); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			s := New(db, nil, nil, Config{}, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
-			t.Cleanup(s.Close)
-			if form == "portable" {
-				s.sales.close()
-				s.sales = &sqlSales{sqlBase{db: db, cfg: saleConfig{dbTimeout: s.cfg.DBTimeout, log: s.log}}}
-			}
+			s, _ := newOnMySQL(t, testenv.MySQL(t), Config{}, form == "portable")
 			prod, err := s.CreateProduct(ctx, "stale read", 0)
 			if err != nil {
 				t.Fatalf("CreateProduct: %v", err)
