@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
@@ -17,6 +18,17 @@ import (
 // store takes the portable form (GORM's statements one at a time), as on a
 // Galera node. Both close when tb ends.
 func newOnMySQL(tb testing.TB, dsn string, cfg Config, portable bool) (*Seckill, *gorm.DB) {
+	tb.Helper()
+	s, db := newOnMySQLWith(tb, dsn, cfg, nil)
+	if portable {
+		s.sales.close()
+		s.sales = &sqlSales{sqlBase{db: db, cfg: s.saleCfg}}
+	}
+	return s, db
+}
+
+// newOnMySQLWith is newOnMySQL's MySQL form with the Redis nodes nodes.
+func newOnMySQLWith(tb testing.TB, dsn string, cfg Config, nodes []redis.UniversalClient) (*Seckill, *gorm.DB) {
 	tb.Helper()
 	ctx := context.Background()
 	db, err := store.OpenMySQL(ctx, dsn)
@@ -31,11 +43,7 @@ func newOnMySQL(tb testing.TB, dsn string, cfg Config, portable bool) (*Seckill,
 	if err := model.Migrate(ctx, db); err != nil {
 		tb.Fatalf("Migrate: %v", err)
 	}
-	s := New(db, nil, nil, cfg, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	s := New(db, nil, nodes, cfg, NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	tb.Cleanup(s.Close)
-	if portable {
-		s.sales.close()
-		s.sales = &sqlSales{sqlBase{db: db, cfg: s.saleCfg}}
-	}
 	return s, db
 }

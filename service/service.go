@@ -171,10 +171,6 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s.sales = newSaleStore(db, s.saleCfg)
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)
-	ctx, stop := context.WithCancel(context.Background())
-	s.stop = stop
-	s.background.Go(func() { s.cache.Run(ctx) })
-	s.background.Go(func() { s.sweep(ctx) })
 	if cfg.ReserveRedis == nil && len(redis) > 0 {
 		cfg.ReserveRedis = redis[0]
 		s.cfg.ReserveRedis = redis[0]
@@ -184,9 +180,14 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		if s.cfg.Consumer == "" {
 			s.cfg.Consumer = newRequestID() // 128 random bits
 		}
-		if !cfg.NoWriter {
-			s.background.Go(func() { s.runWriter(ctx) })
-		}
+	}
+	// The background work starts once everything it reads is set.
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.background.Go(func() { s.cache.Run(ctx) })
+	s.background.Go(func() { s.sweep(ctx) })
+	if s.reserve != nil && !cfg.NoWriter {
+		s.background.Go(func() { s.runWriter(ctx) })
 	}
 	return s
 }

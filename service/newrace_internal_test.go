@@ -1,0 +1,29 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/store"
+)
+
+// TestNewStartsWorkAfterWiring: New sets up everything its background
+// work reads (reserve's Redis side, the consumer's name) before it starts
+// it. Under -race, a sweep that ran before the wiring was done (the first
+// one comes SweepEvery after New) was a data race on the service's fields.
+func TestNewStartsWorkAfterWiring(t *testing.T) {
+	nodes := store.OpenRedis(testenv.RedisAddrs(t))
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if err := n.Close(); err != nil {
+				t.Errorf("close redis: %v", err)
+			}
+		}
+	})
+	s, _ := newOnMySQLWith(t, testenv.MySQL(t), Config{KeyPrefix: testenv.KeyPrefix(t, testenv.RedisAddrs(t)), NoWriter: true}, nodes)
+	if s.reserve == nil {
+		t.Fatal("New set up no reserve side over the Redis nodes given")
+	}
+	time.Sleep(2 * SweepEvery) // a sweep or two, finishReturns reading s.reserve
+}
