@@ -273,10 +273,12 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 
 // outage says err is not known to be the reservation's own fault: the
 // database (or Redis) not answering, refusing writes for a while
-// (read-only, shutting down), a deadlock that kept coming back, a
+// (read-only, shutting down, busy), a deadlock that kept coming back, a
 // connection lost; the reservations are written again later, however long
 // it lasts, and never given up on. Only the database's refusal of the row
-// itself (a value too long, or that does not fit its column) is not.
+// itself (a value too long, or that does not fit its column; on the
+// embedded SQLite, a constraint, a trigger's abort, a value too big or of
+// the wrong type) is not.
 func outage(err error) bool {
 	var my *mysql.MySQLError
 	if errors.As(err, &my) {
@@ -285,8 +287,25 @@ func outage(err error) bool {
 			return false
 		}
 	}
+	// SQLite's errors carry its result code, the primary one in the low
+	// byte (the driver's type is not named here: the service does not
+	// depend on the embedded store's driver).
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff {
+		case sqliteTooBig, sqliteConstraint, sqliteMismatch:
+			return false
+		}
+	}
 	return true
 }
+
+// SQLite's primary result codes for a row it refuses.
+const (
+	sqliteTooBig     = 18 // SQLITE_TOOBIG
+	sqliteConstraint = 19 // SQLITE_CONSTRAINT
+	sqliteMismatch   = 20 // SQLITE_MISMATCH
+)
 
 // refused says code is the sale rule's refusal of a reservation, which
 // wrote nothing and never will: the only answers a reservation is

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/store"
 )
 
 // TestRetrying: a sale's transaction is tried again for what deciding
@@ -117,5 +120,37 @@ func TestOutage(t *testing.T) {
 		if got := outage(c.err); got != c.want {
 			t.Errorf("outage(%v) = %t; want %t", c.err, got, c.want)
 		}
+	}
+}
+
+// TestOutageOnSQLite: on the embedded SQLite, the portable store's, a row
+// the database refuses (here a trigger's abort, as a CHECK or NOT NULL
+// would) is the reservation's fault, not an outage, so that the writer
+// gives it up (dead letters) instead of trying it for ever; a store that
+// is gone still is an outage.
+func TestOutageOnSQLite(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "seckill.db"))
+	if err != nil {
+		t.Fatalf("OpenSQLite: %v", err)
+	}
+	if err := model.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	err = db.Exec("CREATE TRIGGER refuse BEFORE INSERT ON orders WHEN NEW.user_id = 'u-bad' " +
+		"BEGIN SELECT RAISE(ABORT, 'refused'); END").Error
+	if err != nil {
+		t.Fatalf("create trigger: %v", err)
+	}
+	refusedErr := db.Create(&model.Order{ProductID: 1, UserID: "u-bad", Quantity: 1, Strategy: "reserve", Status: model.StatusPaid}).Error
+	if refusedErr == nil || outage(refusedErr) {
+		t.Errorf("outage(%v) = true, or no error; want a refusal of the row, not an outage", refusedErr)
+	}
+	if err := store.CloseSQL(db); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	goneErr := db.Create(&model.Order{ProductID: 1, UserID: "u-ok", Quantity: 1, Strategy: "reserve", Status: model.StatusPaid}).Error
+	if goneErr == nil || !outage(goneErr) {
+		t.Errorf("outage(%v) = false, or no error; want an outage: the store is closed", goneErr)
 	}
 }
