@@ -250,12 +250,13 @@ func (m *mysqlSales) sendStatements(ctx context.Context, dc any, group []*tripRe
 	res, err := ex.ExecContext(ctx, query, args)
 	if err != nil {
 		// A statement failed (a request ID used, a deadlock): the
-		// transaction is open still, unless the connection is gone.
-		return outs, rollback(ctx, ex)
+		// transaction is open still, unless the connection is gone. Its
+		// purchases are sold in three trips, which answer why.
+		return outs, m.rolledBack(ctx, ex, fmt.Errorf("%d one-trip purchases: %w", len(group), err))
 	}
 	r, isResult := res.(mysql.Result)
 	if !isResult {
-		return outs, rollback(ctx, ex)
+		return outs, m.rolledBack(ctx, ex, fmt.Errorf("%d one-trip purchases: results of type %T", len(group), res))
 	}
 	rows, ids := r.AllRowsAffected(), r.AllLastInsertIds()
 	all := true
@@ -284,6 +285,17 @@ func (m *mysqlSales) sendStatements(ctx context.Context, dc any, group []*tripRe
 		outs[i].committed, outs[i].complete = true, false
 	}
 	return outs, nil
+}
+
+// rolledBack rolls back a group that failed with cause. A ROLLBACK that
+// fails too returns both, the connection to go (driver.ErrBadConn);
+// otherwise cause is logged, and its purchases are sold in three trips.
+func (m *mysqlSales) rolledBack(ctx context.Context, ex driver.ExecerContext, cause error) error {
+	if err := rollback(ctx, ex); err != nil {
+		return errors.Join(cause, err)
+	}
+	m.cfg.log.DebugContext(ctx, "a one-trip group rolled back: its purchases are sold in three trips", "err", cause)
+	return nil
 }
 
 // tripStatements is a one-trip purchase's statements, joined by "; ",

@@ -65,8 +65,12 @@ func (m *mysqlSales) claim(ctx context.Context, id int64) (int64, error) {
 	if err != nil {
 		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, errors.Join(notFound(id), err)
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+	case n == 0:
+		return 0, notFound(id)
 	}
 	token, err := res.LastInsertId()
 	if err != nil {
