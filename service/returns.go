@@ -250,11 +250,11 @@ func (s *Seckill) reannounce(ctx context.Context, product int64) {
 	p, err := s.product(rctx, s.db, product)
 	cancel()
 	if err != nil {
-		time.Sleep(2 * stockcache.Refresh) // the refreshers have read it by then
+		sleep(ctx, 2*stockcache.Refresh) // the refreshers have read it by then
 		return
 	}
 	if !s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait) {
-		time.Sleep(2 * stockcache.Refresh)
+		sleep(ctx, 2*stockcache.Refresh)
 	}
 }
 
@@ -275,6 +275,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 		outbox   []model.ReserveReturn
 		heard    bool
 	)
+	caller := ctx // the wait for the refreshers below is not the database's
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	err := retryDeadlocks(ctx, s.saleCfg, func() error {
@@ -370,7 +371,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	if reason == returnCancel && !heard {
 		// Some instance did not say it heard: its refresher reads the
 		// new version by then.
-		time.Sleep(2 * stockcache.Refresh)
+		sleep(caller, 2*stockcache.Refresh)
 	}
 	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(returned), "units", units, "stock", p.Stock)
 	return len(returned), nil
