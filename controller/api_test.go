@@ -463,8 +463,13 @@ func TestAudit(t *testing.T) {
 			t.Fatalf("purchase of %d = %v; want 201", q, r)
 		}
 	}
-	// The audit is an admin's: without the token, 401.
-	apptest.WantError(t, "GET audit without the token", in.Get(t, fmt.Sprintf("/api/v1/products/%d/audit", id)), http.StatusUnauthorized, "unauthorized")
+	// The audit is an admin's: without the token, 401, whose message a
+	// person reads as it is written (not HTML-escaped JSON).
+	noToken := in.Get(t, fmt.Sprintf("/api/v1/products/%d/audit", id))
+	apptest.WantError(t, "GET audit without the token", noToken, http.StatusUnauthorized, "unauthorized")
+	if !strings.Contains(string(noToken.Body), "Bearer <SECKILL_ADMIN_TOKEN>") {
+		t.Errorf("GET audit without the token = %s; want its message to say Bearer <SECKILL_ADMIN_TOKEN> as it is", noToken.Body)
+	}
 	r := in.Admin(t, http.MethodGet, fmt.Sprintf("/api/v1/products/%d/audit", id), "")
 	if r.Status != http.StatusOK {
 		t.Fatalf("GET audit = %v; want 200", r)

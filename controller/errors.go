@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"unicode/utf8"
@@ -101,16 +104,22 @@ func codeAndMessage(err error) (service.Code, string) {
 }
 
 // writeErrorBody aborts c and answers status with the contract's error
-// body of code and msg, byte for byte what c.AbortWithStatusJSON of
-// api.ErrorBody answers (TestErrorBodyIsEncodingJSONs). The body is put
-// together from its constant parts, without reflection or boxing, unless
-// code or msg has a byte that encoding/json escapes: then
-// AbortWithStatusJSON answers.
+// body of code and msg, as encoding/json encodes api.ErrorBody without
+// escaping <, > and & for HTML (a message reads "Bearer
+// <SECKILL_ADMIN_TOKEN>", not "Bearer \u003cSECKILL_ADMIN_TOKEN\u003e"),
+// with AbortWithStatusJSON's status and headers
+// (TestErrorBodyIsEncodingJSONs). The body is put together from its
+// constant parts, without reflection or boxing, unless code or msg has a
+// byte that encoding/json escapes: then it encodes it.
 func writeErrorBody(c *gin.Context, status int, code, msg string) {
 	body, ok := appendErrorBody(make([]byte, 0, len(errorBodyStart+errorBodyMiddle+errorBodyEnd)+len(code)+len(msg)), code, msg)
 	if !ok {
-		c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
-		return
+		var err error
+		if body, err = encodeErrorBody(code, msg); err != nil {
+			c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+			_ = c.Error(err)
+			return
+		}
 	}
 	// What AbortWithStatusJSON does: abort, set the status, set the
 	// Content-Type unless set already, write the body, and keep an error
@@ -121,6 +130,19 @@ func writeErrorBody(c *gin.Context, status int, code, msg string) {
 	if _, err := c.Writer.Write(body); err != nil {
 		_ = c.Error(err)
 	}
+}
+
+// encodeErrorBody is the error body of code and msg as encoding/json
+// encodes it without escaping for HTML, and without the newline its
+// Encoder ends with.
+func encodeErrorBody(code, msg string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(api.ErrorBody{Error: api.Error{Code: code, Message: msg}}); err != nil {
+		return nil, fmt.Errorf("encode an error body: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // The constant parts of an error body.
@@ -144,13 +166,13 @@ func appendErrorBody(b []byte, code, msg string) (_ []byte, ok bool) {
 	return append(b, errorBodyEnd...), true
 }
 
-// jsonPlain says whether encoding/json writes s as it is between quotes:
-// ASCII from the space on (DEL included), but the quote, the backslash and
-// the three characters it escapes for HTML (<, > and &).
+// jsonPlain says whether encoding/json, not escaping for HTML, writes s
+// as it is between quotes: ASCII from the space on (DEL included), but the
+// quote and the backslash.
 func jsonPlain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
-		case c < ' ' || c >= utf8.RuneSelf, c == '"', c == '\\', c == '<', c == '>', c == '&':
+		case c < ' ' || c >= utf8.RuneSelf, c == '"', c == '\\':
 			return false
 		}
 	}

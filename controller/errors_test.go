@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -62,15 +63,26 @@ func FuzzErrorBody(f *testing.F) {
 		if !ok {
 			return
 		}
-		want, err := json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+		want, err := htmlUnescapedJSON(code, msg)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("appendErrorBody(%q, %q) = %s; encoding/json: %s, %v", code, msg, got, want, err)
 		}
 	})
 }
 
-// wantErrorBodyAsGins fails unless writeErrorBody and AbortWithStatusJSON
-// answer the same.
+// htmlUnescapedJSON is api.ErrorBody of code and msg as encoding/json
+// encodes it when told not to escape <, > and & for HTML.
+func htmlUnescapedJSON(code, msg string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
+}
+
+// wantErrorBodyAsGins fails unless writeErrorBody answers what
+// AbortWithStatusJSON does (status, headers, aborted), with the body
+// encoding/json makes without escaping for HTML.
 func wantErrorBodyAsGins(t *testing.T, status int, code, msg string) {
 	t.Helper()
 	answer := func(write func(*gin.Context)) (*httptest.ResponseRecorder, bool) {
@@ -84,10 +96,17 @@ func wantErrorBodyAsGins(t *testing.T, status int, code, msg string) {
 	want, wantAborted := answer(func(c *gin.Context) {
 		c.AbortWithStatusJSON(status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
 	})
-	if got.Code != want.Code || got.Body.String() != want.Body.String() || !maps.EqualFunc(got.Header(), want.Header(), equalStrings) ||
+	body, err := htmlUnescapedJSON(code, msg)
+	if err != nil {
+		t.Fatalf("encode %q, %q: %v", code, msg, err)
+	}
+	if got.Code != want.Code || got.Body.String() != string(body) || !maps.EqualFunc(got.Header(), want.Header(), equalStrings) ||
 		gotAborted != wantAborted {
-		t.Errorf("writeErrorBody(%q, %q) = %d %v %s, aborted %t; AbortWithStatusJSON: %d %v %s, aborted %t", code, msg,
-			got.Code, got.Header(), got.Body, gotAborted, want.Code, want.Header(), want.Body, wantAborted)
+		t.Errorf("writeErrorBody(%q, %q) = %d %v %s, aborted %t; want AbortWithStatusJSON's %d %v, aborted %t, and the body %s", code, msg,
+			got.Code, got.Header(), got.Body, gotAborted, want.Code, want.Header(), wantAborted, body)
+	}
+	if strings.Contains(got.Body.String(), `\u003c`) {
+		t.Errorf("writeErrorBody(%q, %q) = %s: < escaped for HTML", code, msg, got.Body)
 	}
 }
 
