@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,18 +89,31 @@ func TestDemoRejectsBadInput(t *testing.T) {
 }
 
 // TestDemoScenario plays one scenario as `seckill demo -scenario` does:
-// its table is printed within 100 columns, the instances' logs go to the
-// -log file and not to the screen, and it exits 0.
+// its table is printed within 100 columns, the instances' logs go to a
+// file of the run's own, named on the screen, and not to the screen, and
+// it exits 0.
 func TestDemoScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plays a scenario")
 	}
-	logPath := filepath.Join(t.TempDir(), "demo.log")
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"demo", "-scenario", "setnx-clock", "-log", logPath}, noEnv, &out); err != nil {
+	if err := run(t.Context(), []string{"demo", "-scenario", "setnx-clock"}, noEnv, &out); err != nil {
 		t.Fatalf("run(demo -scenario setnx-clock) = %v\n%s", err, out.String())
 	}
 	text := out.String()
+	named := regexp.MustCompile(`The instances' logs: (\S+)\n`).FindAllStringSubmatch(text, -1)
+	if len(named) != 2 || named[0][1] != named[1][1] {
+		t.Fatalf("demo output names its log %q; want one file, named at the start and at the end:\n%s", named, text)
+	}
+	logPath := named[0][1]
+	t.Cleanup(func() {
+		if err := os.Remove(logPath); err != nil {
+			t.Errorf("remove the demo's log: %v", err)
+		}
+	})
+	if dir, name := filepath.Split(logPath); filepath.Clean(dir) != filepath.Clean(os.TempDir()) || !strings.HasPrefix(name, "seckill-demo-") || name == "seckill-demo.log" {
+		t.Errorf("the demo's log is %s; want a file of the run's own in %s", logPath, os.TempDir())
+	}
 	for _, want := range []string{"SETNX AND A CLOCK", "OVERSOLD: B took A's live lock", "All as the articles say", logPath} {
 		if !strings.Contains(text, want) {
 			t.Errorf("demo output has no %q:\n%s", want, text)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/term"
@@ -32,8 +31,8 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	list := fs.Bool("list", false, "list the scenarios, one per line: its name, then what it shows")
 	only := fs.String("scenario", "", "play only these scenarios (comma-separated names; default: all)")
 	web := fs.String("web", "", "serve the workshop page at this address (e.g. 127.0.0.1:8088) instead")
-	logPath := fs.String("log", filepath.Join(os.TempDir(), "seckill-demo.log"),
-		"where the instances' logs go")
+	logPath := fs.String("log", "",
+		"where the instances' logs go (default: a file of the run's own in the temporary directory, named at the start)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -56,10 +55,11 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	logFile, err := os.Create(*logPath)
+	logFile, err := openLog(*logPath)
 	if err != nil {
-		return fmt.Errorf("demo: -log: %w", err)
+		return err
 	}
+	fmt.Fprintf(stdout, "The instances' logs: %s\n", logFile.Name())
 	defer func() {
 		if cerr := logFile.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("demo: -log: %w", cerr))
@@ -81,8 +81,26 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 		Colour: tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
 		Live:   tty,
 	})
-	fmt.Fprintf(stdout, "The instances' logs: %s\n", *logPath)
+	fmt.Fprintf(stdout, "The instances' logs: %s\n", logFile.Name())
 	return err
+}
+
+// openLog creates the instances' log file: path, or when it is empty a
+// file of the run's own in the temporary directory, so that two runs at
+// once do not write over each other's.
+func openLog(path string) (*os.File, error) {
+	if path == "" {
+		f, err := os.CreateTemp("", "seckill-demo-*.log")
+		if err != nil {
+			return nil, fmt.Errorf("demo: the instances' log: %w", err)
+		}
+		return f, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("demo: -log: %w", err)
+	}
+	return f, nil
 }
 
 // fileLog is go-redis's logger in the demo: lines into the log file.
