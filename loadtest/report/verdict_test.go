@@ -30,6 +30,10 @@ func TestFailures(t *testing.T) {
 		res.Promises = &p
 		return res
 	}
+	// Ten promises, five kept in the drain's time and three still pending,
+	// two of which the audit, read after it, counted as orders.
+	drainedShort := promised(true, report.Promises{Made: 10, Kept: 5, Failed: 2, Pending: 3, DrainLimit: time.Second})
+	drainedShort.Successes, drainedShort.RunOrders, drainedShort.CountsAgree = 10, 7, false
 	for _, tc := range []struct {
 		name string
 		res  report.Result
@@ -45,6 +49,7 @@ func TestFailures(t *testing.T) {
 		{"a promise lost, unsafe", promised(false, report.Promises{Made: 10, Kept: 9, Lost: 1}), "1 lost (purchase_not_found)"},
 		{"a promise still pending", promised(true, report.Promises{Made: 10, Kept: 9, Pending: 1, DrainLimit: time.Second}),
 			"1 still pending when the drain of 1s ran out"},
+		{"promises written after the drain", drainedShort, "2 of the 3 promises still pending when the drain of 1s ran out became orders after it"},
 	} {
 		rep := &report.Report{Results: []report.Result{tc.res}}
 		got := strings.Join(rep.Failures(), "; ")
