@@ -169,13 +169,7 @@ func (m *mysqlSales) sendTrips(ctx context.Context) {
 // once more, as a group of their own, and are otherwise not sent.
 func (m *mysqlSales) sendGroup(group []*tripRequest) {
 	slices.SortStableFunc(group, func(a, b *tripRequest) int { return cmp.Compare(a.trip.product, b.trip.product) })
-	deadline := group[0].deadline
-	for _, p := range group[1:] {
-		if p.deadline.Before(deadline) {
-			deadline = p.deadline
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), groupDeadline(group))
 	defer cancel()
 	for attempt := 1; len(group) > 0; attempt++ {
 		outs, err := m.sendTripsOnce(ctx, group)
@@ -191,6 +185,21 @@ func (m *mysqlSales) sendGroup(group []*tripRequest) {
 		}
 		group = again
 	}
+}
+
+// groupDeadline bounds a group's transaction: the latest of its
+// purchases' deadlines. Every purchase waits for its group's outcome,
+// and one whose own deadline passes meanwhile is still answered the truth
+// (its order, once committed); the earliest deadline would fail the whole
+// group for the sake of one buyer in a hurry.
+func groupDeadline(group []*tripRequest) time.Time {
+	deadline := group[0].deadline
+	for _, p := range group[1:] {
+		if p.deadline.After(deadline) {
+			deadline = p.deadline
+		}
+	}
+	return deadline
 }
 
 // sendTripsOnce sends the group's purchases as one multi-statement on a
