@@ -32,7 +32,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	only := fs.String("scenario", "", "play only these scenarios (comma-separated names; default: all)")
 	web := fs.String("web", "", "serve the workshop page at this address (e.g. 127.0.0.1:8088) instead")
 	logPath := fs.String("log", "",
-		"where the instances' logs go (default: a file of the run's own in the temporary directory, named at the start)")
+		"where the instances' logs go (default: a new file in the temporary directory)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -62,7 +62,7 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	fmt.Fprintf(stdout, "The instances' logs: %s\n", logFile.Name())
 	defer func() {
 		if cerr := logFile.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("demo: -log: %w", cerr))
+			err = errors.Join(err, fmt.Errorf("demo: close the instances' log %s: %w", logFile.Name(), cerr))
 		}
 	}()
 	// go-redis reports the nodes the demo stops on purpose on its own

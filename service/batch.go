@@ -91,17 +91,22 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 		return nil, err
 	}
 	if d.final {
-		// The stock the sale left is of the version it read under the row
-		// lock, when that is older than the cache's at its start: on a
-		// Galera Cluster the row lock is the node's own, and a return of
-		// units that another node has announced (a newer version) and not
-		// yet committed does not wait for it, nor it for the return.
-		if d.read.Before(v) {
-			v = d.read
-		}
-		s.wrote(id, d.left, v)
+		s.wroteSale(id, d, v)
 	}
 	return d.answers, nil
+}
+
+// wroteSale tells the stock cache what sale d left of the product, whose
+// version the cache held at the sale's start (at): in the version the
+// sale read under the row lock, when that is older. On a Galera Cluster
+// the row lock is the node's own, and a return of units that another node
+// has announced (a newer version) and not yet committed does not wait for
+// it, nor it for the return.
+func (s *Seckill) wroteSale(id int64, d decided, at stockcache.Version) {
+	if d.read.Before(at) {
+		at = d.read
+	}
+	s.wrote(id, d.left, at)
 }
 
 // conflicted answers purchases of a product that sells under another

@@ -53,7 +53,7 @@ func scanInts(vs []driver.Value, dest ...*int64) error {
 		switch v := vs[i].(type) {
 		case int64:
 			*d = v
-		case uint64: // a system variable's value, read as a text row
+		case uint64: // an unsigned value, as the driver reads one (a system variable's)
 			if v > math.MaxInt64 {
 				return fmt.Errorf("column %d: %d is out of range", i+1, v)
 			}

@@ -292,6 +292,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 	err = retryDeadlocks(ctx, s.saleCfg, func() error {
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var err error
+			first = false // an attempt that deadlocked decided nothing
 			if p, err = lockProduct(tx, id); err != nil {
 				return err
 			}
@@ -413,7 +414,7 @@ func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reserva
 		return nil, err
 	}
 	if d.final {
-		s.wrote(id, d.left, cacheAt)
+		s.wroteSale(id, d, cacheAt)
 	}
 	return d.answers, nil
 }

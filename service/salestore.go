@@ -294,7 +294,8 @@ const maxAttempts = 5
 func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Duration, once func(context.Context) (decided, error)) (decided, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.dbTimeout+extra)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
+	deadlocks, others := 0, 0
+	for {
 		d, err := once(ctx)
 		switch {
 		case uncommitted(err):
@@ -305,12 +306,17 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 			// DBTimeout bounds a sale, not each of its attempts.
 			return decided{}, err
 		case isDeadlock(err):
-			if werr := deadlockPause(ctx, attempt); werr != nil {
+			deadlocks++
+			if werr := deadlockPause(ctx, deadlocks); werr != nil {
 				return decided{}, errors.Join(err, werr)
 			}
 			b.cfg.retry(retryDeadlock)
-		case attempt >= maxAttempts:
+			continue
+		}
+		if others++; others >= maxAttempts {
 			return decided{}, err
+		}
+		switch {
 		case errors.Is(err, errConnLost):
 			b.cfg.retry(retryConnLost)
 		default:

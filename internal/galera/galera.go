@@ -185,6 +185,8 @@ func osUser() string {
 // mariadbd create its files 0666 and its directories 0777 (it sets its umask
 // from UMASK), so that a joiner's rsync daemon, which runs as nobody when
 // mariadbd runs as root, can write into any of them at a later full copy.
+// Anyone on the machine can then write the nodes' data: a cluster of a test
+// or of the workshop, never one that holds anything worth keeping.
 func openToAll() []string { return append(os.Environ(), "UMASK=0666", "UMASK_DIR=0777") }
 
 // install makes the node's directories and its data directory.
@@ -240,12 +242,16 @@ func (n *Node) wait(ctx context.Context, size int) error {
 // waitFor waits until the node's wsrep_ready and wsrep_cluster_size satisfy
 // ok; its error, when the node exits first or two minutes pass, ends with
 // the tail of the node's error log.
-func (n *Node) waitFor(ctx context.Context, what string, ok func(ready string, size int) bool) error {
+func (n *Node) waitFor(ctx context.Context, what string, ok func(ready string, size int) bool) (err error) {
 	db, err := sql.Open("mysql", n.DSN)
 	if err != nil {
 		return fmt.Errorf("galera: %s: %w", n, err)
 	}
-	defer db.Close()
+	defer func() {
+		if cerr := db.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("galera: %s: close: %w", n, cerr))
+		}
+	}()
 	err = until(ctx, 2*time.Minute, func() error {
 		select {
 		case <-n.done:
@@ -400,12 +406,16 @@ func (n *Node) Status(ctx context.Context, name string) (string, error) {
 
 // query runs do on a connection of the node's own, 10 s at most; what
 // names it in the error.
-func (n *Node) query(ctx context.Context, do func(context.Context, *sql.DB) error, what string) error {
+func (n *Node) query(ctx context.Context, do func(context.Context, *sql.DB) error, what string) (err error) {
 	db, err := sql.Open("mysql", n.DSN)
 	if err != nil {
 		return fmt.Errorf("galera: %s: %w", n, err)
 	}
-	defer db.Close()
+	defer func() {
+		if cerr := db.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("galera: %s: close: %w", n, cerr))
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := do(ctx, db); err != nil {

@@ -68,11 +68,11 @@ func (r Result) failures() []string {
 			msg = fmt.Sprintf("%s: counts disagree: the audit gained %d orders (%d units) during the run, the driver saw %d 201s and %d promises kept",
 				name, r.RunOrders, r.RunUnits, created, p.Kept)
 			if late := r.RunOrders - int64(created+p.Kept); p.Pending > 0 && late > 0 && late <= int64(p.Pending) {
-				// Not a count gone wrong: the audit, read after the drain
-				// ended, found promises written after it.
-				msg = fmt.Sprintf("%s: the audit counted %d orders the driver did not see kept: %d of the %d promises still "+
-					"pending when the drain of %s ran out became orders after it (a longer -drain sees them kept)",
-					name, late, late, p.Pending, p.DrainLimit)
+				// Most likely not a count gone wrong: the audit, read after
+				// the drain ended, found promises written after it.
+				msg += fmt.Sprintf("; the %d it did not see kept are as many as %d of the %d promises still pending "+
+					"when the drain of %s ran out, which became orders after it if so (a longer -drain sees them kept)",
+					late, late, p.Pending, p.DrainLimit)
 			}
 		}
 		if n := r.Outcomes[OutcomeTransport]; n > 0 {

@@ -49,7 +49,7 @@ func TestFailures(t *testing.T) {
 		{"a promise lost, unsafe", promised(false, report.Promises{Made: 10, Kept: 9, Lost: 1}), "1 lost (purchase_not_found)"},
 		{"a promise still pending", promised(true, report.Promises{Made: 10, Kept: 9, Pending: 1, DrainLimit: time.Second}),
 			"1 still pending when the drain of 1s ran out"},
-		{"promises written after the drain", drainedShort, "2 of the 3 promises still pending when the drain of 1s ran out became orders after it"},
+		{"promises written after the drain", drainedShort, "2 of the 3 promises still pending when the drain of 1s ran out, which became orders after it if so"},
 	} {
 		rep := &report.Report{Results: []report.Result{tc.res}}
 		got := strings.Join(rep.Failures(), "; ")
