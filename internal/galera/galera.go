@@ -181,12 +181,11 @@ func osUser() string {
 	return "root"
 }
 
-// openToAll is this process's environment plus the variables that have
-// mariadbd create its files 0666 and its directories 0777 (it sets its umask
-// from UMASK), so that a joiner's rsync daemon, which runs as nobody when
-// mariadbd runs as root, can write into any of them at a later full copy.
-// Anyone on the machine can then write the nodes' data: a cluster of a test
-// or of the workshop, never one that holds anything worth keeping.
+// openToAll is this process's environment plus UMASK variables that have
+// mariadbd create files 0666 and directories 0777, so that a joiner's rsync
+// daemon (nobody, when mariadbd runs as root) can write into any of them.
+// Anyone on the machine can then write the nodes' data: fit for a test's
+// or the workshop's cluster, never for one holding anything worth keeping.
 func openToAll() []string { return append(os.Environ(), "UMASK=0666", "UMASK_DIR=0777") }
 
 // install makes the node's directories and its data directory.
