@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/galera"
 )
 
@@ -55,7 +54,7 @@ func runGalera(w *world) (*Result, error) {
 		return nil, err
 	}
 	dsn := func(node int) string { return cl.Nodes[node].DatabaseDSN(galeraDatabase) }
-	a, err := w.startOn(setup{mysqlDSN: dsn(0)})
+	a, err := w.startOwn(setup{mysqlDSN: dsn(0)})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +62,7 @@ func runGalera(w *world) (*Result, error) {
 		key, on string
 		node    int // the second instance's node
 	}{{"one node", "0 and 0", 0}, {"two nodes", "0 and 2", 2}} {
-		b, err := w.startOn(setup{mysqlDSN: dsn(run.node)})
+		b, err := w.startOwn(setup{mysqlDSN: dsn(run.node)})
 		if err != nil {
 			return nil, err
 		}
@@ -105,25 +104,6 @@ func (w *world) startGalera() (*galera.Cluster, error) {
 		return nil, err
 	}
 	return cl, nil
-}
-
-// startOn starts an instance set up as s on stores of its own, opened with
-// s.mysqlDSN: the world's stores may be the embedded SQLite, which Share
-// would open again. Its Redis nodes are the world's.
-func (w *world) startOn(s setup) (*instance, error) {
-	cfg, opts := w.apply(s)
-	own, err := app.OpenStores(w.ctx, cfg, w.lab.log)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	in, err := w.serve(cfg, own, opts)
-	if err != nil {
-		return nil, errors.Join(err, own.Close())
-	}
-	w.mu.Lock()
-	w.closers = append(w.closers, own.Close)
-	w.mu.Unlock()
-	return in, nil
 }
 
 // galeraRun sells a product of galeraStock units under pessimistic on ins

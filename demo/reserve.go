@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/store"
 )
 
@@ -203,10 +204,17 @@ func (w *world) reserveRestart(label, addr string, restart func() error, keeps b
 }
 
 // startOwn starts an instance set up as s on connections of its own to
-// the world's stores (its own reserve Redis, when s names one).
+// the world's stores (its own reserve Redis, when s names one), or, when
+// s names a MySQL DSN, on stores of its own opened with it (the world's
+// may be the embedded SQLite, which Share would open again) and the
+// world's Redis nodes.
 func (w *world) startOwn(s setup) (*instance, error) {
 	cfg, opts := w.apply(s)
-	own, err := w.stores.Share(w.ctx, cfg)
+	open := func() (*app.Stores, error) { return w.stores.Share(w.ctx, cfg) }
+	if s.mysqlDSN != "" {
+		open = func() (*app.Stores, error) { return app.OpenStores(w.ctx, cfg, w.lab.log) }
+	}
+	own, err := open()
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
