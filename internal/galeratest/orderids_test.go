@@ -19,7 +19,7 @@ import (
 // TestOrderIDsStepped runs every strategy on a MariaDB of the test's own
 // that steps its IDs by 3 from 2, as a three-node Galera Cluster's second
 // node does (auto_increment_increment, auto_increment_offset), in the
-// interleaved lock mode Galera runs: 200 buyers of 150 units, each with a
+// interleaved lock mode Galera runs: 60 buyers of 40 units, each with a
 // request ID of its own, over two instances, and every order_id answered
 // (201, the replay's 200 on the other instance, GET /purchases) must be the
 // row of that very purchase.
@@ -36,7 +36,7 @@ func TestOrderIDsStepped(t *testing.T) {
 // checkOrderIDs sells a product under st from both instances and checks
 // every order_id answered against the database.
 func checkOrderIDs(t *testing.T, st string, a, b *apptest.Instance) {
-	const stock, buyers, concurrency = 150, 200, 32
+	const stock, buyers, concurrency = 40, 60, 12
 	id := a.Create(t, "stepped IDs "+st, stock)
 	ins := []*apptest.Instance{a, b}
 	answers := make([]apptest.Answer, buyers)
