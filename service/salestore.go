@@ -327,9 +327,9 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 
 // retryDeadlocks runs fn, a transaction that may run again from its
 // start, until it ends in anything but a deadlock or ctx ends, pausing
-// between attempts (deadlockPause) and counting them (cfg.retry). On a Galera Cluster, a write to a row
-// another node has just written is refused with a deadlock error, at any
-// statement or at COMMIT.
+// between attempts (deadlockPause) and counting them (cfg.retry). On a
+// Galera Cluster, a write to a row another node has just written is
+// refused with a deadlock error, at any statement or at COMMIT.
 func retryDeadlocks(ctx context.Context, cfg saleConfig, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()

@@ -241,27 +241,20 @@ func (n *Node) wait(ctx context.Context, size int) error {
 // waitFor waits until the node's wsrep_ready and wsrep_cluster_size satisfy
 // ok; its error, when the node exits first or two minutes pass, ends with
 // the tail of the node's error log.
-func (n *Node) waitFor(ctx context.Context, what string, ok func(ready string, size int) bool) (err error) {
-	db, err := sql.Open("mysql", n.DSN)
-	if err != nil {
-		return fmt.Errorf("galera: %s: %w", n, err)
-	}
-	defer func() {
-		if cerr := db.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("galera: %s: close: %w", n, cerr))
-		}
-	}()
-	err = until(ctx, 2*time.Minute, func() error {
-		select {
-		case <-n.done:
-			return errExited
-		default:
-		}
-		ready, size, err := WsrepStatus(ctx, db)
-		if err == nil && !ok(ready, size) {
-			err = fmt.Errorf("wsrep_ready %s, wsrep_cluster_size %d", ready, size)
-		}
-		return err
+func (n *Node) waitFor(ctx context.Context, what string, ok func(ready string, size int) bool) error {
+	err := n.withDB(func(db *sql.DB) error {
+		return until(ctx, 2*time.Minute, func() error {
+			select {
+			case <-n.done:
+				return errExited
+			default:
+			}
+			ready, size, err := WsrepStatus(ctx, db)
+			if err == nil && !ok(ready, size) {
+				err = fmt.Errorf("wsrep_ready %s, wsrep_cluster_size %d", ready, size)
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("galera: %s was not %s: %w; its error log ends:\n%s", n, what, err, n.logTail())
@@ -405,7 +398,18 @@ func (n *Node) Status(ctx context.Context, name string) (string, error) {
 
 // query runs do on a connection of the node's own, 10 s at most; what
 // names it in the error.
-func (n *Node) query(ctx context.Context, do func(context.Context, *sql.DB) error, what string) (err error) {
+func (n *Node) query(ctx context.Context, do func(context.Context, *sql.DB) error, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := n.withDB(func(db *sql.DB) error { return do(ctx, db) })
+	if err != nil {
+		return fmt.Errorf("galera: %s: %s: %w", n, what, err)
+	}
+	return nil
+}
+
+// withDB runs do on a pool of the node's own, closed afterwards.
+func (n *Node) withDB(do func(*sql.DB) error) (err error) {
 	db, err := sql.Open("mysql", n.DSN)
 	if err != nil {
 		return fmt.Errorf("galera: %s: %w", n, err)
@@ -415,12 +419,7 @@ func (n *Node) query(ctx context.Context, do func(context.Context, *sql.DB) erro
 			err = errors.Join(err, fmt.Errorf("galera: %s: close: %w", n, cerr))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := do(ctx, db); err != nil {
-		return fmt.Errorf("galera: %s: %s: %w", n, what, err)
-	}
-	return nil
+	return do(db)
 }
 
 // lowPorts returns count distinct ports of the loopback address that
