@@ -190,13 +190,23 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	if !isResult || !wroteSale(rows, len(d.orders)) {
 		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.orders), id), rollback(ctx, c))
 	}
+	commit := m.commitCounting
 	if m.cfg.readBackIDs {
-		if err := m.commitReadingIDs(ctx, c, d.orders); err != nil {
-			return d, err
-		}
-		d.finish()
-		return d, nil
+		commit = m.commitReadingIDs
 	}
+	if err := commit(ctx, c, d.orders, rows.AllLastInsertIds(), read.step); err != nil {
+		return d, err
+	}
+	d.finish()
+	return d, nil
+}
+
+// commitCounting sends a sale's last trip, COMMIT, once it has given its
+// orders their IDs from those the INSERT reported (ids: the last
+// statement's is the first of its rows) and the session's step. A COMMIT
+// refused with a deadlock rolled back; any other error leaves its outcome
+// unknown (a *commitError).
+func (m *mysqlSales) commitCounting(ctx context.Context, c conn, orders []model.Order, ids []int64, step int64) error {
 	// InnoDB reserves the IDs of one multi-row INSERT (a simple insert:
 	// its rows are known before it runs) in one block, stepped by the
 	// session's auto_increment_increment, which the first trip read: the
@@ -206,22 +216,20 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	// statement of this service is one). A Galera node, whose step changes
 	// with the cluster's size, takes the portable form, which reads them
 	// back.
-	ids := rows.AllLastInsertIds()
 	first := ids[len(ids)-1]
-	for i := range d.orders {
-		d.orders[i].ID = first + int64(i)*read.step
+	for i := range orders {
+		orders[i].ID = first + int64(i)*step
 	}
-	d.finish()
 	if _, err := c.ExecContext(ctx, stmtCommit, nil); err != nil {
+		err = fmt.Errorf("commit %d orders of product %d: %w", len(orders), orders[0].ProductID, err)
 		if isDeadlock(err) {
 			// The server's word that it rolled back (a write conflict found
 			// at COMMIT): the sale decides again.
-			return d, fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), id, err)
+			return err
 		}
-		cerr := &commitError{err: fmt.Errorf("commit %d orders of product %d: %w", len(d.orders), id, err)}
-		return d, fmt.Errorf("%w (%w)", cerr, driver.ErrBadConn)
+		return fmt.Errorf("%w (%w)", &commitError{err: err}, driver.ErrBadConn)
 	}
-	return d, nil
+	return nil
 }
 
 // commitReadingIDs sends a sale's last trip where the server may leave
@@ -229,7 +237,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 // caches of its own): the IDs of its orders, read back by request ID, then
 // COMMIT. An error after the trip was sent is a *commitError, unless the
 // server refused the read (it then ran no COMMIT).
-func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []model.Order) (err error) {
+func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []model.Order, _ []int64, _ int64) (err error) {
 	query, args := stmtOrderIDs+sqlList(len(orders))+"; "+stmtCommit, make([]any, len(orders))
 	for i := range orders {
 		if orders[i].RequestID == nil {

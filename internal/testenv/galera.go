@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"testing"
@@ -61,11 +60,6 @@ func StartGalera(t testing.TB) *Galera {
 		g.Nodes = append(g.Nodes, &GaleraNode{DSN: n.DSN, n: n})
 	}
 	return g
-}
-
-// galeraStatus reads a node's wsrep_ready and wsrep_cluster_size.
-func galeraStatus(db *sql.DB) (ready string, size int, err error) {
-	return galera.WsrepStatus(context.Background(), db)
 }
 
 // Kill kills the node's mariadbd at once (SIGKILL), as a crash would, and

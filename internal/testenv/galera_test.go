@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/seckill/seckill/internal/galera"
 )
 
 // TestGaleraCluster starts a Galera, checks that a write on one node
@@ -55,7 +57,7 @@ func TestGaleraCluster(t *testing.T) {
 		var ready string
 		var size int
 		if !Until(time.Minute, func() bool {
-			ready, size, err = galeraStatus(dbs[i])
+			ready, size, err = galera.WsrepStatus(t.Context(), dbs[i])
 			return err == nil && ready == "ON" && size == 2
 		}) {
 			t.Fatalf("node %d after node 2's kill: wsrep_ready %s, wsrep_cluster_size %d, %v; want ON, 2", i, ready, size, err)
@@ -71,7 +73,7 @@ func TestGaleraCluster(t *testing.T) {
 		t.Fatalf("rows read on node 2 after its restart = %v; want %v", got, want)
 	}
 	for i, db := range dbs[:2] {
-		if ready, size, err := galeraStatus(db); err != nil || ready != "ON" || size != 3 {
+		if ready, size, err := galera.WsrepStatus(t.Context(), db); err != nil || ready != "ON" || size != 3 {
 			t.Fatalf("node %d after node 2's restart: wsrep_ready %s, wsrep_cluster_size %d, %v; want ON, 3", i, ready, size, err)
 		}
 	}
