@@ -260,121 +260,159 @@ func (s *Seckill) reannounce(ctx context.Context, product int64) {
 
 // returnUnits returns, for reason, the units of those of the product's
 // orders ids that are still unpaid (and, for an expiry, due), in one
-// transaction under the product's row lock, and tells the stock cache and
-// the other instances the stock it left. It returns how many orders gave
-// their units back.
+// transaction under the product's row lock (returnTx), and tells the stock
+// cache and the other instances the stock it left. It returns how many
+// orders gave their units back.
+//
+// A cancel first holds the product's sold-out answers on every instance
+// (HoldHeard), before its units can be bought (the COMMIT; under reserve
+// the refund after it): no instance answers a purchase sold out from what
+// it saw before them, so a buyer answered 200 finds the units on sale
+// anywhere, and so does any who buys after one that bought them. It waits
+// for the instances outside the transaction: the row lock, which every
+// sale of the product takes, is held only for the transaction's own
+// statements.
 func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, reason string) (int, error) {
-	status := model.StatusCancelled
-	if reason == returnExpiry {
-		status = model.StatusExpired
-	}
-	var (
-		p        model.Product
-		returned []model.Order
-		units    int64
-		outbox   []model.ReserveReturn
-		heard    bool
-	)
 	caller := ctx // the wait for the refreshers below is not the database's
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
-	err := retryDeadlocks(ctx, s.saleCfg, func() error {
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var err error
-			returned, units, outbox = nil, 0, nil
-			if p, err = lockProduct(tx, product); err != nil {
-				return err
-			}
-			// By primary key: a locking read of a range would lock the gaps
-			// that other products' new orders go into.
-			var orders []model.Order
-			err = forUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error
-			if err != nil {
-				return fmt.Errorf("lock the orders: %w", err)
-			}
-			now := s.now()
-			byUser := map[string]int64{}
-			var back []int64
-			for _, o := range orders {
-				if o.Status != model.StatusUnpaid || reason == returnExpiry && !due(o, now) {
-					continue
-				}
-				returned = append(returned, o)
-				back = append(back, o.ID)
-				units += o.Quantity
-				byUser[string(o.UserID)] += o.Quantity
-			}
-			if len(back) == 0 {
-				return nil
-			}
-			res := tx.Model(&model.Order{}).Where("id IN ? AND status = ?", back, model.StatusUnpaid).
-				Updates(map[string]any{"status": status, "expires_at": nil})
-			if res.Error != nil {
-				return fmt.Errorf("mark %d orders %s: %w", len(back), status, res.Error)
-			}
-			if res.RowsAffected != int64(len(back)) {
-				return fmt.Errorf("mark %d orders %s: %d changed under their row locks", len(back), status, res.RowsAffected)
-			}
-			err = tx.Model(&p).Updates(map[string]any{"stock": gorm.Expr("stock + ?", units), "returns": gorm.Expr("returns + 1")}).Error
-			if err != nil {
-				return fmt.Errorf("put %d units back: %w", units, err)
-			}
-			if err := takeUnits(tx, product, byUser); err != nil {
-				return err
-			}
-			if p.Reserve {
-				// The counter in Redis takes the units back after the COMMIT
-				// (refund); until it has, the outbox says they are coming.
-				outbox = make([]model.ReserveReturn, len(returned))
-				for i, o := range returned {
-					outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: product, Generation: p.Generation,
-						Returns: p.Returns + 1, UserID: o.UserID, Quantity: o.Quantity}
-				}
-				if err := tx.Create(&outbox).Error; err != nil {
-					return fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
-				}
-			}
-			p.Stock, p.Returns = p.Stock+units, p.Returns+1
-			if reason == returnCancel {
-				// Before the units can be bought (the COMMIT here; under
-				// reserve the refund after it), every instance hears that a
-				// new version of the stock begins, and answers no purchase
-				// sold out from what it saw before: a buyer who was answered
-				// 200 finds the units on sale anywhere, and so does any who
-				// buys after one that bought them.
-				heard = s.cache.ReopenHeard(ctx, product, stockcache.Of(p), announceWait)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return 0, storeErr(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
+	hold, heard := "", true
+	if reason == returnCancel {
+		// As long as the return may take, and a refresh after it.
+		deadline, _ := ctx.Deadline()
+		hold, heard = s.cache.HoldHeard(ctx, product, time.Until(deadline)+2*stockcache.Refresh, announceWait)
 	}
-	if len(returned) == 0 {
+	var r returned
+	err := retryDeadlocks(ctx, s.saleCfg, func() error {
+		var err error
+		r, err = s.returnTx(ctx, product, ids, reason)
+		return err
+	})
+	if err != nil || len(r.orders) == 0 {
+		if hold != "" {
+			s.cache.Unhold(ctx, product, hold)
+		}
+		if err != nil {
+			return 0, storeErr(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
+		}
 		return 0, nil
 	}
 	if h := s.cfg.hooks.returned; h != nil && h(product) {
-		return len(returned), nil // a test's crash between the two stores
+		return len(r.orders), nil // a test's crash between the two stores
 	}
-	if len(outbox) > 0 {
-		if err := s.refund(ctx, outbox); err != nil {
+	if len(r.outbox) > 0 {
+		if err := s.refund(ctx, r.outbox); err != nil {
 			// The units are back in the database; the counter gets them
 			// from the outbox, at the next sweep (finishReturns).
 			s.log.WarnContext(ctx, "reserve: give returned units back to the counter", "product", product, "err", err)
 		}
 	}
-	s.metrics.returned(reason, len(returned))
+	s.metrics.returned(reason, len(r.orders))
 	// What is left, so that the instances answer sold_out again once it is
 	// gone (under reserve, the database's stock: at least the counter's).
-	s.cache.Saw(product, p.Stock, stockcache.Of(p))
-	s.cache.Announce(ctx, product, p.Stock, stockcache.Of(p))
-	if reason == returnCancel && !heard {
+	if hold != "" {
+		s.cache.Returned(ctx, product, r.product.Stock, stockcache.Of(r.product), hold)
+	} else {
+		s.cache.Saw(product, r.product.Stock, stockcache.Of(r.product))
+		s.cache.Announce(ctx, product, r.product.Stock, stockcache.Of(r.product))
+	}
+	if !heard {
 		// Some instance did not say it heard: its refresher reads the
 		// new version by then.
 		sleep(caller, 2*stockcache.Refresh)
 	}
-	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(returned), "units", units, "stock", p.Stock)
-	return len(returned), nil
+	s.log.DebugContext(ctx, "units returned", "product", product, "reason", reason, "orders", len(r.orders), "units", r.units, "stock", r.product.Stock)
+	return len(r.orders), nil
+}
+
+// returned is what a return's transaction did: the product as it left it,
+// the orders that gave their units back, how many units, and, under
+// reserve, the returns on their way to the counter.
+type returned struct {
+	product model.Product
+	orders  []model.Order
+	units   int64
+	outbox  []model.ReserveReturn
+}
+
+// returnTx is returnUnits' transaction: it locks the product's row, then
+// its orders ids by primary key (a locking read of a range would lock the
+// gaps that other products' new orders go into), keeps those still unpaid
+// (and, for an expiry, due), marks them, puts their units back, takes them
+// off their buyers' and counts one more return on the product.
+func (s *Seckill) returnTx(ctx context.Context, product int64, ids []int64, reason string) (r returned, err error) {
+	status := model.StatusCancelled
+	if reason == returnExpiry {
+		status = model.StatusExpired
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if r.product, err = lockProduct(tx, product); err != nil {
+			return err
+		}
+		var orders []model.Order
+		if err := forUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error; err != nil {
+			return fmt.Errorf("lock the orders: %w", err)
+		}
+		now := s.now()
+		byUser := map[string]int64{}
+		var back []int64
+		for _, o := range orders {
+			if o.Status != model.StatusUnpaid || reason == returnExpiry && !due(o, now) {
+				continue
+			}
+			r.orders = append(r.orders, o)
+			back = append(back, o.ID)
+			r.units += o.Quantity
+			byUser[string(o.UserID)] += o.Quantity
+		}
+		if len(back) == 0 {
+			return nil
+		}
+		res := tx.Model(&model.Order{}).Where("id IN ? AND status = ?", back, model.StatusUnpaid).
+			Updates(map[string]any{"status": status, "expires_at": nil})
+		if res.Error != nil {
+			return fmt.Errorf("mark %d orders %s: %w", len(back), status, res.Error)
+		}
+		if res.RowsAffected != int64(len(back)) {
+			return fmt.Errorf("mark %d orders %s: %d changed under their row locks", len(back), status, res.RowsAffected)
+		}
+		err := tx.Model(&r.product).Updates(map[string]any{"stock": gorm.Expr("stock + ?", r.units), "returns": gorm.Expr("returns + 1")}).Error
+		if err != nil {
+			return fmt.Errorf("put %d units back: %w", r.units, err)
+		}
+		if err := takeUnits(tx, product, byUser); err != nil {
+			return err
+		}
+		if r.outbox, err = writeOutbox(tx, r.product, r.orders); err != nil {
+			return err
+		}
+		r.product.Stock, r.product.Returns = r.product.Stock+r.units, r.product.Returns+1
+		return nil
+	})
+	if err != nil {
+		return returned{}, err
+	}
+	return r, nil
+}
+
+// writeOutbox writes, for a product under reserve, the returns of orders
+// on their way to its counter in Redis, in the return's transaction tx:
+// the counter takes the units back after the COMMIT (refund), and until it
+// has, the outbox says they are coming. p is the product as locked, before
+// the return.
+func writeOutbox(tx *gorm.DB, p model.Product, orders []model.Order) ([]model.ReserveReturn, error) {
+	if !p.Reserve {
+		return nil, nil
+	}
+	outbox := make([]model.ReserveReturn, len(orders))
+	for i, o := range orders {
+		outbox[i] = model.ReserveReturn{OrderID: o.ID, ProductID: p.ID, Generation: p.Generation,
+			Returns: p.Returns + 1, UserID: o.UserID, Quantity: o.Quantity}
+	}
+	if err := tx.Create(&outbox).Error; err != nil {
+		return nil, fmt.Errorf("write %d returns on their way to Redis: %w", len(outbox), err)
+	}
+	return outbox, nil
 }
 
 // takeUnits takes the units byUser gives back off their buyers' units of

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/reserve"
+	"gorm.io/gorm"
 )
 
 // returns is how many orders' units an instance put back, by reason.
@@ -435,4 +436,45 @@ func TestReserveExpiry(t *testing.T) {
 	if err != nil || r.Reservation == nil {
 		t.Errorf("the buyer of an expired order buys again = %+v, %v; want a reservation", r, err)
 	}
+}
+
+// TestCancelAnnouncesOutsideTheRowLock: while a cancel waits for the
+// instances to hear that its units come back, the product's row is free,
+// so a sale of the product does not wait behind the cancel's Redis calls.
+// A listener on the channel that never answers holds the cancel in that
+// wait for as long as it lets it.
+func TestCancelAnnouncesOutsideTheRowLock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	in := f.instance(settings{PaymentTimeout: time.Minute})
+	p := in.product(t, 5)
+	o := sell(t, in, p.ID, "u", 1)[0]
+
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	mute := f.clients[0].Subscribe(ctx, f.prefix+"stock")
+	defer mute.Close()
+	if _, err := mute.Receive(ctx); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.svc.Cancel(ctx, o.ID, string(o.UserID))
+		done <- err
+	}()
+	msg, err := mute.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatalf("the cancel's announcement: %v", err)
+	}
+	// The cancel waits on this listener now: the row must be free.
+	err = in.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return tx.Exec("SELECT id FROM products WHERE id = ? FOR UPDATE NOWAIT", p.ID).Error
+	})
+	if err != nil {
+		t.Errorf("lock product %d while its cancel announces %q: %v; want its row free", p.ID, msg.Payload, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	in.wantAudit(t, service.Audit{ProductID: p.ID, InitialStock: 5, Stock: 5, Orders: 1, UnitsReturned: 1, Consistent: true})
 }

@@ -108,6 +108,9 @@ type Cache struct {
 	mu         sync.RWMutex
 	m          map[int64]*entry
 	ordersOnce singleflight.Group
+	// holds are the running holds of each product's sold-out answers, by
+	// token, until when (Hold), guarded by mu as m is.
+	holds map[int64]map[string]time.Time
 }
 
 // entry is what the cache knows of one product.
@@ -129,29 +132,31 @@ type entry struct {
 
 // New returns an empty cache; Run keeps it fresh.
 func New(cfg Config) *Cache {
-	return &Cache{cfg: cfg, m: make(map[int64]*entry)}
+	return &Cache{cfg: cfg, m: make(map[int64]*entry), holds: make(map[int64]map[string]time.Time)}
 }
 
 // SoldOut reports whether a purchase of q units of the product is sure to
-// be sold out, and the stock the cache has seen.
+// be sold out (never while it is held: Hold), and the stock the cache has
+// seen.
 func (c *Cache) SoldOut(product, q int64) (stock int64, out bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if e, ok := c.m[product]; ok {
-		return e.stock, q > e.stock
+		return e.stock, q > e.stock && !c.heldLocked(product)
 	}
 	return 0, false
 }
 
 // SoldOutAnswer returns the answer to a purchase of q units of the product
-// when the cache is sure it is sold out, nil otherwise: Config.SoldOut's
-// for the stock the cache has seen, made once per stock.
+// when the cache is sure it is sold out (never while it is held: Hold),
+// nil otherwise: Config.SoldOut's for the stock the cache has seen, made
+// once per stock.
 func (c *Cache) SoldOutAnswer(product, q int64) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.m[product]
 	switch {
-	case !ok || q <= e.stock:
+	case !ok || q <= e.stock || c.heldLocked(product):
 		return nil
 	case e.out != nil:
 		return e.out

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/api"
 )
@@ -117,6 +118,54 @@ func TestMessage(t *testing.T) {
 	for _, bad := range []string{"", "7:1", "7:1:2:3:4:5", "7:x:2", "7::2", "7:1:2:y", "7:1:2:3:"} {
 		if _, _, _, _, err := parseMessage(bad); err == nil {
 			t.Errorf("parseMessage(%q) = nil error; want one", bad)
+		}
+	}
+}
+
+// TestHold: while a return of units holds a product, nothing of it is sold
+// out, whatever the cache saw of it, until every hold ends or runs out;
+// then what it saw answers again.
+func TestHold(t *testing.T) {
+	m := newTestCache()
+	m.Saw(1, 0, Version{})
+	m.Hold(1, "a", time.Minute)
+	m.Hold(1, "b", time.Minute)
+	m.Hold(2, "c", time.Nanosecond) // runs out at once
+	if err := m.SoldOutAnswer(1, 1); err != nil {
+		t.Errorf("SoldOutAnswer while held = %v; want nil", err)
+	}
+	if _, out := m.SoldOut(1, 1); out {
+		t.Error("SoldOut while held = true; want false")
+	}
+	m.release(1, "a")
+	if err := m.SoldOutAnswer(1, 1); err != nil {
+		t.Errorf("SoldOutAnswer while one of two holds runs = %v; want nil", err)
+	}
+	m.release(1, "b")
+	if err := m.SoldOutAnswer(1, 1); err == nil {
+		t.Error("SoldOutAnswer once both holds ended = nil; want sold out")
+	}
+	m.Saw(2, 0, Version{})
+	if _, out := m.SoldOut(2, 1); !out {
+		t.Error("SoldOut after its hold ran out = false; want true")
+	}
+}
+
+// TestParseHold: a hold's and a release's announcements read back; other
+// announcements are not theirs, and a broken one is refused.
+func TestParseHold(t *testing.T) {
+	if h, ok, err := parseHold("hold:7:1500:tok"); !ok || err != nil || h != (holdMessage{product: 7, hold: 1500 * time.Millisecond, token: "tok"}) {
+		t.Errorf("parseHold(hold) = %+v, %v, %v; want product 7, 1.5s, tok", h, ok, err)
+	}
+	if h, ok, err := parseHold("release:7:tok"); !ok || err != nil || h != (holdMessage{product: 7, token: "tok"}) {
+		t.Errorf("parseHold(release) = %+v, %v, %v; want product 7, tok", h, ok, err)
+	}
+	if _, ok, _ := parseHold(Message(7, 1, Version{})); ok {
+		t.Error("parseHold(a stock announcement) says it is a hold's")
+	}
+	for _, bad := range []string{"hold:7:1500", "hold:7:0:tok", "hold:x:5:tok", "hold:7:5:", "release:7", "release:7:a:b", "release::tok"} {
+		if _, ok, err := parseHold(bad); !ok || err == nil {
+			t.Errorf("parseHold(%q) = %v, %v; want its form, refused", bad, ok, err)
 		}
 	}
 }

@@ -114,31 +114,91 @@ const ackTTL = 10 * time.Second
 // Reopen says that version v of the product's stock begins, its stock
 // not known yet: the cache answers no purchase of it sold out until a
 // reading of v (or a newer version) says what is left, and what it learns
-// of an older version changes nothing. A return of units announces it
-// before its units go on sale (ReopenHeard).
+// of an older version changes nothing. A cancel that finds its order
+// cancelled by another call announces it (ReopenHeard).
 func (c *Cache) Reopen(product int64, v Version) {
 	c.observe(product, math.MaxInt64, v)
 }
 
 // ReopenHeard tells every instance, through every Redis node, that version
-// v of the product's stock begins (Reopen), and waits, at most wait,
-// until every instance the announcement reached on some node has applied
-// it: each listener pushes to a list of the announcement's own once it
-// has, and the announcer pops as many as PUBLISH said it reached, node by
-// node. It says whether all of them did: an instance that did not (its
-// subscription down, or slow) falls back on its refresher, within
-// Refresh. A return announces it before its units can be bought, so that
-// no instance answers sold_out from what it saw before them.
+// v of the product's stock begins (Reopen), and waits, at most wait, until
+// every instance it reached has applied it (publishHeard). It says whether
+// all of them did: an instance that did not (its subscription down, or
+// slow) falls back on its refresher, within Refresh.
 func (c *Cache) ReopenHeard(ctx context.Context, product int64, v Version, wait time.Duration) bool {
 	c.Reopen(product, v)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
-	defer cancel()
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
+	token, err := newToken()
+	if err != nil {
 		return false
 	}
-	token := hex.EncodeToString(b)
-	msg := message(product, unknownStock, v) + ":" + token
+	return c.publishHeard(ctx, product, message(product, unknownStock, v)+":"+token, token, wait)
+}
+
+// HoldHeard holds the product's sold-out answers on every instance
+// (Hold) for at most hold, through every Redis node, and waits, at most
+// wait, until every instance it reached has applied it (publishHeard). It
+// returns the hold's token, for Returned or Unhold, and whether every
+// instance heard. A return of units holds them before its units can be
+// bought, so that no instance answers sold_out from what it saw before
+// them, and without the product's row lock, which no sale then waits on.
+func (c *Cache) HoldHeard(ctx context.Context, product int64, hold, wait time.Duration) (token string, heard bool) {
+	token, err := newToken()
+	if err != nil {
+		return "", false
+	}
+	c.Hold(product, token, hold)
+	msg := holdPrefix + strconv.FormatInt(product, 10) + ":" + strconv.FormatInt(hold.Milliseconds(), 10) + ":" + token
+	return token, c.publishHeard(ctx, product, msg, token, wait)
+}
+
+// Returned tells every instance, through every Redis node, that the
+// product's stock is stock in version v after a return of units, and ends
+// its hold token (HoldHeard): on each node the stock comes first, so an
+// instance that ends the hold knows the new version.
+func (c *Cache) Returned(ctx context.Context, product, stock int64, v Version, token string) {
+	c.Saw(product, stock, v)
+	c.Unhold(ctx, product, token, Message(product, stock, v))
+}
+
+// Unhold ends the product's hold token on every instance, after msgs, for
+// a return that gave nothing back or failed.
+func (c *Cache) Unhold(ctx context.Context, product int64, token string, msgs ...string) {
+	c.release(product, token)
+	msgs = append(msgs, releasePrefix+strconv.FormatInt(product, 10)+":"+token)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	for i, node := range c.cfg.Redis {
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, msg := range msgs {
+				p.Publish(ctx, c.cfg.Channel, msg)
+			}
+			return nil
+		})
+		if err != nil {
+			// Its instances' holds run out by themselves.
+			c.cfg.Log.WarnContext(ctx, "announce a product's stock", "node", i, "product", product, "err", err)
+		}
+	}
+}
+
+// newToken is an announcement's own token, for its acknowledgements.
+func newToken() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("draw an announcement's token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// publishHeard publishes msg, which asks for acknowledgements under
+// token, on every node, and waits, at most wait, until every instance the
+// announcement reached on some node has applied it: each listener pushes
+// to a list of the announcement's own once it has, and the announcer pops
+// as many as PUBLISH said it reached, node by node. It says whether all of
+// them did.
+func (c *Cache) publishHeard(ctx context.Context, product int64, msg, token string, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+	defer cancel()
 	heard := true
 	for i, node := range c.cfg.Redis {
 		reached, err := node.Publish(ctx, c.cfg.Channel, msg).Result()
@@ -216,21 +276,39 @@ func (c *Cache) listen(ctx context.Context, node redis.UniversalClient) {
 	})
 	defer stop()
 	for msg := range sub.Channel() {
-		product, stock, v, ack, err := parseMessage(msg.Payload)
-		if err != nil {
+		c.apply(ctx, node, msg.Payload)
+	}
+}
+
+// apply applies one announcement heard on node, and acknowledges it when
+// it asks.
+func (c *Cache) apply(ctx context.Context, node redis.UniversalClient, payload string) {
+	if h, ok, err := parseHold(payload); ok {
+		switch {
+		case err != nil:
 			c.cfg.Log.WarnContext(ctx, "a stock announcement that does not parse", "err", err)
-			continue
+		case h.hold > 0:
+			c.Hold(h.product, h.token, h.hold)
+			c.acknowledge(ctx, node, h.token)
+		default:
+			c.release(h.product, h.token)
 		}
-		if stock == math.MaxInt64 {
-			c.Reopen(product, v)
-		} else {
-			c.Saw(product, stock, v)
-		}
-		if ack != "" {
-			c.acknowledge(ctx, node, ack)
-		}
-		if h := c.cfg.ResetHeard; h != nil {
-			h(product, v.Gen)
-		}
+		return
+	}
+	product, stock, v, ack, err := parseMessage(payload)
+	if err != nil {
+		c.cfg.Log.WarnContext(ctx, "a stock announcement that does not parse", "err", err)
+		return
+	}
+	if stock == math.MaxInt64 {
+		c.Reopen(product, v)
+	} else {
+		c.Saw(product, stock, v)
+	}
+	if ack != "" {
+		c.acknowledge(ctx, node, ack)
+	}
+	if h := c.cfg.ResetHeard; h != nil {
+		h(product, v.Gen)
 	}
 }
