@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // FuzzDecodePurchase feeds decodePurchase any body and query. It must never
@@ -43,7 +44,7 @@ func FuzzDecodePurchase(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, query string, override, admin bool) {
 		p, err := decodePurchase(7, body, query, override, admin)
 		if err != nil {
-			if code := service.ErrorCode(err); code != service.CodeInvalid && code != codeOverrideDisabled && code != codeUnauthorized {
+			if code := failure.CodeOf(err); code != failure.CodeInvalid && code != codeOverrideDisabled && code != codeUnauthorized {
 				t.Fatalf("decodePurchase(%q, %q) = %v, code %s; want invalid_argument, strategy_override_disabled or unauthorized", body, query, err, code)
 			}
 			return

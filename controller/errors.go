@@ -13,48 +13,48 @@ import (
 	"github.com/gin-gonic/gin/render"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // The contract's codes that are the HTTP layer's own, not the service's.
 const (
-	codeUnauthorized     service.Code = "unauthorized"
-	codeOverrideDisabled service.Code = "strategy_override_disabled"
-	codePayloadTooLarge  service.Code = "payload_too_large"
-	codeRouteNotFound    service.Code = "not_found"
-	codeMethodNotAllowed service.Code = "method_not_allowed"
-	codeRateLimited      service.Code = "rate_limited"
+	codeUnauthorized     failure.Code = "unauthorized"
+	codeOverrideDisabled failure.Code = "strategy_override_disabled"
+	codePayloadTooLarge  failure.Code = "payload_too_large"
+	codeRouteNotFound    failure.Code = "not_found"
+	codeMethodNotAllowed failure.Code = "method_not_allowed"
+	codeRateLimited      failure.Code = "rate_limited"
 )
 
 // statusOf is the one table from a code to its HTTP status.
-func statusOf(code service.Code) int {
+func statusOf(code failure.Code) int {
 	switch code {
-	case service.CodeInvalid:
+	case failure.CodeInvalid:
 		return http.StatusBadRequest
 	case codeUnauthorized:
 		return http.StatusUnauthorized
 	case codeOverrideDisabled:
 		return http.StatusForbidden
-	case service.CodeNotFound, service.CodePurchaseNotFound, service.CodeOrderNotFound, codeRouteNotFound:
+	case failure.CodeNotFound, failure.CodePurchaseNotFound, failure.CodeOrderNotFound, codeRouteNotFound:
 		return http.StatusNotFound
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case service.CodeSoldOut, service.CodeLimitExceeded, service.CodeRequestIDReused, service.CodeStrategyConflict,
-		service.CodeOrderPaid, service.CodeOrderClosed:
+	case failure.CodeSoldOut, failure.CodeLimitExceeded, failure.CodeRequestIDReused, failure.CodeStrategyConflict,
+		failure.CodeOrderPaid, failure.CodeOrderClosed:
 		return http.StatusConflict
 	case codePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case codeRateLimited:
 		return http.StatusTooManyRequests
-	case service.CodeLockTimeout, service.CodeLockLost, service.CodeUnavailable, service.CodeOutcomeUnknown:
+	case failure.CodeLockTimeout, failure.CodeLockLost, failure.CodeUnavailable, failure.CodeOutcomeUnknown:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
 
 // apiError is an error of the HTTP layer with its code and message.
-func apiError(code service.Code, msg string) error {
-	return &service.Error{Code: code, Message: msg}
+func apiError(code failure.Code, msg string) error {
+	return &failure.Error{Code: code, Message: msg}
 }
 
 // writeError is the one place that turns an error into a status and the
@@ -69,21 +69,21 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 		// overruns look like, not a fault: a warning. The rest is an error.
 		level := slog.LevelError
 		switch code {
-		case service.CodeLockTimeout, service.CodeLockLost:
+		case failure.CodeLockTimeout, failure.CodeLockLost:
 			level = slog.LevelWarn
-		case service.CodeUnavailable:
+		case failure.CodeUnavailable:
 			msg = "a store the service needs is unavailable; retry later"
-		case service.CodeOutcomeUnknown:
+		case failure.CodeOutcomeUnknown:
 			// The message names the request ID to replay.
 		default:
-			code, msg = service.CodeInternal, "internal error"
+			code, msg = failure.CodeInternal, "internal error"
 		}
 		log.Log(c.Request.Context(), level, "request failed", "method", c.Request.Method,
 			"path", c.Request.URL.Path, "status", status, "code", code, "err", err)
 	}
 	switch status {
 	case http.StatusServiceUnavailable:
-		if code == service.CodeLockTimeout || code == service.CodeOutcomeUnknown {
+		if code == failure.CodeLockTimeout || code == failure.CodeOutcomeUnknown {
 			c.Header("Retry-After", "1")
 		}
 	case http.StatusUnauthorized:
@@ -92,15 +92,15 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 	writeErrorBody(c, status, string(code), msg)
 }
 
-// codeAndMessage returns service.ErrorCode(err) and
-// service.ErrorMessage(err). An *service.Error in err's chain, the common
+// codeAndMessage returns failure.CodeOf(err) and
+// failure.MessageOf(err). An *failure.Error in err's chain, the common
 // case, gives both at once through errors.AsType, which, unlike the
 // errors.As of those two, allocates nothing.
-func codeAndMessage(err error) (service.Code, string) {
-	if e, ok := errors.AsType[*service.Error](err); ok {
+func codeAndMessage(err error) (failure.Code, string) {
+	if e, ok := errors.AsType[*failure.Error](err); ok {
 		return e.Code, e.Message
 	}
-	return service.ErrorCode(err), service.ErrorMessage(err)
+	return failure.CodeOf(err), failure.MessageOf(err)
 }
 
 // writeErrorBody aborts c and answers status with the contract's error

@@ -4,31 +4,31 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestStatusOf: every code of the contract maps to the status the contract
 // gives it, and a code it does not know is a 500.
 func TestStatusOf(t *testing.T) {
-	for code, want := range map[service.Code]int{
-		service.CodeInvalid:          http.StatusBadRequest,
+	for code, want := range map[failure.Code]int{
+		failure.CodeInvalid:          http.StatusBadRequest,
 		codeUnauthorized:             http.StatusUnauthorized,
 		codeOverrideDisabled:         http.StatusForbidden,
-		service.CodeNotFound:         http.StatusNotFound,
-		service.CodePurchaseNotFound: http.StatusNotFound,
+		failure.CodeNotFound:         http.StatusNotFound,
+		failure.CodePurchaseNotFound: http.StatusNotFound,
 		codeRouteNotFound:            http.StatusNotFound,
 		codeMethodNotAllowed:         http.StatusMethodNotAllowed,
-		service.CodeSoldOut:          http.StatusConflict,
-		service.CodeLimitExceeded:    http.StatusConflict,
-		service.CodeRequestIDReused:  http.StatusConflict,
-		service.CodeStrategyConflict: http.StatusConflict,
+		failure.CodeSoldOut:          http.StatusConflict,
+		failure.CodeLimitExceeded:    http.StatusConflict,
+		failure.CodeRequestIDReused:  http.StatusConflict,
+		failure.CodeStrategyConflict: http.StatusConflict,
 		codePayloadTooLarge:          http.StatusRequestEntityTooLarge,
 		codeRateLimited:              http.StatusTooManyRequests,
-		service.CodeLockTimeout:      http.StatusServiceUnavailable,
-		service.CodeLockLost:         http.StatusServiceUnavailable,
-		service.CodeUnavailable:      http.StatusServiceUnavailable,
-		service.CodeOutcomeUnknown:   http.StatusServiceUnavailable,
-		service.CodeInternal:         http.StatusInternalServerError,
+		failure.CodeLockTimeout:      http.StatusServiceUnavailable,
+		failure.CodeLockLost:         http.StatusServiceUnavailable,
+		failure.CodeUnavailable:      http.StatusServiceUnavailable,
+		failure.CodeOutcomeUnknown:   http.StatusServiceUnavailable,
+		failure.CodeInternal:         http.StatusInternalServerError,
 		"no_such_code":               http.StatusInternalServerError,
 	} {
 		if got := statusOf(code); got != want {

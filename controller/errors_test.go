@@ -14,7 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // errorTexts are codes and messages for the error body: the contract's
@@ -112,21 +112,21 @@ func wantErrorBodyAsGins(t *testing.T, status int, code, msg string) {
 
 func equalStrings(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
-// TestCodeAndMessage: codeAndMessage answers service.ErrorCode and
-// service.ErrorMessage, for errors that carry a code, wrapped or not, and
+// TestCodeAndMessage: codeAndMessage answers failure.CodeOf and
+// failure.MessageOf, for errors that carry a code, wrapped or not, and
 // errors that do not.
 func TestCodeAndMessage(t *testing.T) {
 	for _, err := range []error{
-		service.ErrSoldOut,
+		failure.ErrSoldOut,
 		apiError(codeRateLimited, "too many"),
-		fmt.Errorf("purchase 7: %w", &service.Error{Code: service.CodeUnavailable, Message: "down", Err: errors.New("dial")}),
-		errors.Join(errors.New("first"), service.ErrLockLost),
+		fmt.Errorf("purchase 7: %w", &failure.Error{Code: failure.CodeUnavailable, Message: "down", Err: errors.New("dial")}),
+		errors.Join(errors.New("first"), failure.ErrLockLost),
 		errors.New("a bug"),
 		fmt.Errorf("read: %w", errors.New("reset")),
 	} {
 		code, msg := codeAndMessage(err)
-		if code != service.ErrorCode(err) || msg != service.ErrorMessage(err) {
-			t.Errorf("codeAndMessage(%v) = %q, %q; want %q, %q", err, code, msg, service.ErrorCode(err), service.ErrorMessage(err))
+		if code != failure.CodeOf(err) || msg != failure.MessageOf(err) {
+			t.Errorf("codeAndMessage(%v) = %q, %q; want %q, %q", err, code, msg, failure.CodeOf(err), failure.MessageOf(err))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 func toProduct(p model.Product) api.Product {
@@ -47,7 +48,7 @@ func handleReady(svc *service.Seckill, log *slog.Logger, drain *Drain) gin.Handl
 	return func(c *gin.Context) {
 		notReady := func(down, msg string) {
 			c.JSON(http.StatusServiceUnavailable, api.Ready{Status: "unavailable", Down: down,
-				Error: &api.Error{Code: string(service.CodeUnavailable), Message: msg}})
+				Error: &api.Error{Code: string(failure.CodeUnavailable), Message: msg}})
 		}
 		if drain.Started() {
 			notReady("instance", "the instance is shutting down")
@@ -214,7 +215,7 @@ func handlePurchase(svc *service.Seckill, log *slog.Logger, opts purchaseOptions
 
 // invalidf is a 400 invalid_argument with a formatted message.
 func invalidf(format string, args ...any) error {
-	return apiError(service.CodeInvalid, fmt.Sprintf(format, args...))
+	return apiError(failure.CodeInvalid, fmt.Sprintf(format, args...))
 }
 
 // overrideParams are the query parameters that only the strategy override

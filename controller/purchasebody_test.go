@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // purchaseBodies are bodies of every kind the decoders must agree on: the
@@ -129,7 +130,7 @@ func wantDecodePurchaseAsSlow(t *testing.T, body []byte) {
 	t.Helper()
 	got, gotErr := decodePurchase(7, body, "", false, false)
 	want, wantErr := decodePurchaseBefore(body)
-	if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || service.ErrorCode(gotErr) != service.ErrorCode(wantErr) {
+	if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || failure.CodeOf(gotErr) != failure.CodeOf(wantErr) {
 		t.Errorf("decodePurchase(%q) = %+v, %v; before the fast path %+v, %v", body, got, gotErr, want, wantErr)
 	}
 }
@@ -168,7 +169,7 @@ func TestReadBodyIntoIsMaxBytesReader(t *testing.T) {
 		} {
 			got, gotErr := readBodyInto(r(), make([]byte, 0, maxBody+1))
 			want, wantErr := readBodyBefore(r())
-			if !bytes.Equal(got, want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || service.ErrorCode(gotErr) != service.ErrorCode(wantErr) {
+			if !bytes.Equal(got, want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || failure.CodeOf(gotErr) != failure.CodeOf(wantErr) {
 				t.Errorf("%d bytes, %s: readBodyInto = %d bytes, %v; before %d bytes, %v", size, name, len(got), gotErr, len(want), wantErr)
 			}
 		}

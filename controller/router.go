@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/docs"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Options are the router's settings.
@@ -189,7 +190,7 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
 		log.ErrorContext(c.Request.Context(), "panic", "path", c.Request.URL.Path, "panic", v)
 		c.AbortWithStatusJSON(http.StatusInternalServerError,
-			api.ErrorBody{Error: api.Error{Code: string(service.CodeInternal), Message: "internal error"}})
+			api.ErrorBody{Error: api.Error{Code: string(failure.CodeInternal), Message: "internal error"}})
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -23,7 +24,7 @@ import (
 //     holder's token stale. Its sale writes only while the fence is still
 //     its token, read under the row lock with the stock it sells from: a
 //     hold overtaken by a later holder of its lock, or by a stock reset,
-//     writes nothing and gets ErrLockLost; one whose fence another lock
+//     writes nothing and gets failure.ErrLockLost; one whose fence another lock
 //     kind's holder moved sells again (overtaken). No decrement can
 //     take the stock below zero whoever else writes. A hold with nothing
 //     to do between its grant and its write (no Work, no Pause) folds the
@@ -84,7 +85,7 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
 		return s.decide(st, ps, expired, stock, used, units)
 	})
-	if errors.Is(err, ErrStrategyConflict) {
+	if errors.Is(err, failure.ErrStrategyConflict) {
 		return s.conflicted(ctx, ps, err), nil
 	}
 	if err != nil {
@@ -242,7 +243,7 @@ func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold, busy t
 	if timeout, ok := errors.AsType[*rowLockTimeout](err); ok {
 		s.metrics.lockWaited(st.Name, "timeout", timeout.waited)
 		s.metrics.lockFailed(st.Name, "timeout")
-		return nil, ErrLockTimeout.because(timeout)
+		return nil, failure.ErrLockTimeout.Because(timeout)
 	}
 	return as, err
 }

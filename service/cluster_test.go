@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/store"
 )
@@ -51,7 +52,7 @@ func TestReserveOnCluster(t *testing.T) {
 		switch {
 		case errs[i] == nil && r.Reservation != nil:
 			reserved[ps[i].ProductID]++
-		case errors.Is(errs[i], service.ErrSoldOut):
+		case errors.Is(errs[i], failure.ErrSoldOut):
 		default:
 			t.Errorf("Purchase(%s) = %+v, %v; want a reservation or sold_out", show(ps[i]), r, errs[i])
 		}
@@ -142,7 +143,7 @@ func failover(t *testing.T, acks reserve.Acks) {
 		for i := from; i < to; i++ {
 			p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprint("u-", i), Quantity: 1, RequestID: fmt.Sprint("r-", i)}
 			r, err := seller.svc.Purchase(ctx, p)
-			var e *service.Error
+			var e *failure.Error
 			switch {
 			case err == nil && r.Reservation != nil:
 				promised[p.RequestID] = true
@@ -187,7 +188,7 @@ func failover(t *testing.T, acks reserve.Acks) {
 	}
 	if acks.Replicas > 0 {
 		// Pending on the master alone is no promise: not "pending" either.
-		if a, err := seller.svc.PurchaseOf(ctx, "r-10"); !errors.Is(err, service.ErrUnavailable) {
+		if a, err := seller.svc.PurchaseOf(ctx, "r-10"); !errors.Is(err, failure.ErrUnavailable) {
 			t.Errorf("PurchaseOf(r-10), the replica lagging = %+v, %v; want unavailable", a, err)
 		}
 	}
@@ -238,7 +239,7 @@ func failover(t *testing.T, acks reserve.Acks) {
 	for rid := range promised {
 		a, err := seller.svc.PurchaseOf(ctx, rid)
 		switch {
-		case errors.Is(err, service.ErrPurchaseNotFound):
+		case errors.Is(err, failure.ErrPurchaseNotFound):
 			broken++
 		case err != nil || a.Order == nil && a.Reservation == nil:
 			t.Errorf("PurchaseOf(%s) = %+v, %v", rid, a, err)
@@ -252,7 +253,7 @@ func failover(t *testing.T, acks reserve.Acks) {
 		t.Errorf("%d of %d promises broken; want %d", broken, len(promised), wantBroken)
 	}
 	for i := 10; i < 15; i++ {
-		if _, err := seller.svc.PurchaseOf(ctx, fmt.Sprint("r-", i)); !errors.Is(err, service.ErrPurchaseNotFound) {
+		if _, err := seller.svc.PurchaseOf(ctx, fmt.Sprint("r-", i)); !errors.Is(err, failure.ErrPurchaseNotFound) {
 			t.Errorf("PurchaseOf(r-%d) = %v; want purchase_not_found: lost with the old master", i, err)
 		}
 	}

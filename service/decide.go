@@ -5,6 +5,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/sale"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -66,7 +67,7 @@ func (s *Seckill) decide(st Strategy, ps []Purchase, expired []bool, stock int64
 	in := make([]int, 0, len(ps)) // in[k] is rule[k]'s index in ps
 	for i, p := range ps {
 		if expired != nil && expired[i] {
-			d.answers[i].err = ErrLockTimeout.because(fmt.Errorf("row lock of product %d: its wait ran out", id))
+			d.answers[i].err = failure.ErrLockTimeout.Because(fmt.Errorf("row lock of product %d: its wait ran out", id))
 			continue
 		}
 		rule = append(rule, sale.Purchase{RequestID: p.RequestID, User: p.UserID, Quantity: p.Quantity})
@@ -138,7 +139,7 @@ func (s *Seckill) refusal(p Purchase, d sale.Decision, prior model.Order) (Recei
 	case sale.SoldOut:
 		return Receipt{}, soldOut(p.ProductID, d.Left)
 	case sale.OverLimit:
-		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, d.Units, p.ProductID, s.cfg.PerUserLimit)
+		return Receipt{}, failure.Errorf(failure.CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, d.Units, p.ProductID, s.cfg.PerUserLimit)
 	case sale.Reused:
 		return Receipt{}, requestIDReused(p)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestMixedStrategiesSellExactlyStock is a rolling change of SECKILL_LOCK
@@ -54,8 +55,8 @@ func TestMixedStrategiesSellExactlyStock(t *testing.T) {
 					t.Errorf("round %d: Purchase(%s) left stock %d, as an earlier order did", round, show(res.p), res.r.Order.RemainingStock)
 				}
 				remaining[res.r.Order.RemainingStock] = true
-			case !errors.Is(res.err, service.ErrSoldOut):
-				t.Errorf("round %d: Purchase(%s) = %v; want nil or %v", round, show(res.p), res.err, service.ErrSoldOut)
+			case !errors.Is(res.err, failure.ErrSoldOut):
+				t.Errorf("round %d: Purchase(%s) = %v; want nil or %v", round, show(res.p), res.err, failure.ErrSoldOut)
 			}
 		}
 		if sold != stock {
@@ -102,8 +103,8 @@ func TestRollingChangeOfLockKind(t *testing.T) {
 			switch {
 			case res.err == nil:
 				bought[res.p.UserID]++
-			case !errors.Is(res.err, service.ErrLimitExceeded):
-				t.Errorf("%s: Purchase(%s) = %v; want nil or %v", run.name, show(res.p), res.err, service.ErrLimitExceeded)
+			case !errors.Is(res.err, failure.ErrLimitExceeded):
+				t.Errorf("%s: Purchase(%s) = %v; want nil or %v", run.name, show(res.p), res.err, failure.ErrLimitExceeded)
 			}
 		}
 		for u := range run.users {
@@ -154,8 +155,8 @@ func TestPerUserLimitRace(t *testing.T) {
 			switch {
 			case res.err == nil:
 				bought[res.p.UserID] += res.p.Quantity
-			case !errors.Is(res.err, service.ErrLimitExceeded):
-				t.Errorf("round %d: Purchase(%s) = %v; want nil or %v", round, show(res.p), res.err, service.ErrLimitExceeded)
+			case !errors.Is(res.err, failure.ErrLimitExceeded):
+				t.Errorf("round %d: Purchase(%s) = %v; want nil or %v", round, show(res.p), res.err, failure.ErrLimitExceeded)
 			}
 		}
 		for u := range users {
@@ -214,8 +215,8 @@ func TestIDsCompareByteForByte(t *testing.T) {
 			t.Errorf("Purchase(%s) again = %+v, %v; want the replayed order", show(again), r, err)
 		}
 		carol := service.Purchase{ProductID: prod.ID, UserID: "Carol", Quantity: 1}
-		if _, err := in.svc.Purchase(ctx, carol); !errors.Is(err, service.ErrLimitExceeded) {
-			t.Errorf("Purchase(%s) again = %v; want %v", show(carol), err, service.ErrLimitExceeded)
+		if _, err := in.svc.Purchase(ctx, carol); !errors.Is(err, failure.ErrLimitExceeded) {
+			t.Errorf("Purchase(%s) again = %v; want %v", show(carol), err, failure.ErrLimitExceeded)
 		}
 		in.wantAudit(t, consistentAudit(prod.ID, 100, 14))
 		twoUnits.wantAudit(t, consistentAudit(other.ID, 100, 2))
@@ -267,7 +268,7 @@ func TestHungUpBuyersLeaveNoLock(t *testing.T) {
 }
 
 // TestResetFencesOffHolder: a holder that read the product before a stock
-// reset writes nothing after it: it answers ErrLockLost and the new sale
+// reset writes nothing after it: it answers failure.ErrLockLost and the new sale
 // starts whole.
 func TestResetFencesOffHolder(t *testing.T) {
 	eachStrategy(t, []string{"token", "redlock"}, func(t *testing.T, strategy string) {
@@ -288,8 +289,8 @@ func TestResetFencesOffHolder(t *testing.T) {
 		if _, err := in.svc.SetStock(t.Context(), prod.ID, 10); err != nil {
 			t.Fatalf("SetStock(%d, 10) = %v; want nil", prod.ID, err)
 		}
-		if err := <-done; !errors.Is(err, service.ErrLockLost) {
-			t.Errorf("Purchase(%s) across a reset = %v; want %v", show(p), err, service.ErrLockLost)
+		if err := <-done; !errors.Is(err, failure.ErrLockLost) {
+			t.Errorf("Purchase(%s) across a reset = %v; want %v", show(p), err, failure.ErrLockLost)
 		}
 		in.wantAudit(t, consistentAudit(prod.ID, 10, 0))
 	})
@@ -332,7 +333,7 @@ func TestResetsUnderLoad(t *testing.T) {
 				}
 				p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("u-%d", i), Quantity: 1, Strategy: st}
 				_, err := ins[w%2].svc.Purchase(ctx, p)
-				if errors.Is(err, service.ErrUnavailable) {
+				if errors.Is(err, failure.ErrUnavailable) {
 					t.Errorf("Purchase(%s) during resets = %v; want no outage", show(p), err)
 				}
 			}

@@ -2,6 +2,8 @@ package service
 
 import (
 	"fmt"
+
+	"github.com/seckill/seckill/service/failure"
 )
 
 // fencing says whether p's stock write is fenced under st.
@@ -27,6 +29,6 @@ func (e *fenceMoved) Error() string {
 // lockLost is the answer of a hold whose token went stale.
 func (s *Seckill) lockLost(st Strategy, id, token int64) error {
 	s.metrics.lockFailed(st.Name, "lost")
-	return ErrLockLost.because(
+	return failure.ErrLockLost.Because(
 		fmt.Errorf("product %d: a later holder claimed its fence, or its stock was reset, after token %d", id, token))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestPurchaseFencing is the lease overrun: with a 300 ms lease, buyer A
@@ -18,7 +19,7 @@ import (
 // in line behind A's hold), takes the lock and buys the last unit while A
 // is frozen. Without fencing A's write lands too and the unit is sold
 // twice (the flaw, asserted); with fencing A's write is refused with
-// ErrLockLost and the stock stays whole (the fix).
+// failure.ErrLockLost and the stock stays whole (the fix).
 func TestPurchaseFencing(t *testing.T) {
 	const (
 		ttl     = 300 * time.Millisecond
@@ -55,8 +56,8 @@ func TestPurchaseFencing(t *testing.T) {
 						Orders: 2, UnitsSold: 2, OversoldUnits: 1, Consistent: false})
 					return
 				}
-				if !errors.Is(errA, service.ErrLockLost) {
-					t.Errorf("Purchase(%s) = %v; want %v", show(a), errA, service.ErrLockLost)
+				if !errors.Is(errA, failure.ErrLockLost) {
+					t.Errorf("Purchase(%s) = %v; want %v", show(a), errA, failure.ErrLockLost)
 				}
 				in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
 				if got := in.counter(t, strategy, "lock_lost"); got != 1 {
@@ -96,11 +97,11 @@ func TestWatchdogKeepsLongHold(t *testing.T) {
 				b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1}
 				errA, errB := overlap(t, strategy, in, a, other, b, arriveB)
 				if watchdog {
-					if errA != nil || !errors.Is(errB, service.ErrSoldOut) {
-						t.Errorf("with the watchdog: A = %v, B = %v; want A nil (it kept its lock), B %v", errA, errB, service.ErrSoldOut)
+					if errA != nil || !errors.Is(errB, failure.ErrSoldOut) {
+						t.Errorf("with the watchdog: A = %v, B = %v; want A nil (it kept its lock), B %v", errA, errB, failure.ErrSoldOut)
 					}
-				} else if !errors.Is(errA, service.ErrLockLost) || errB != nil {
-					t.Errorf("without the watchdog: A = %v, B = %v; want A %v (its lease ran out), B nil", errA, errB, service.ErrLockLost)
+				} else if !errors.Is(errA, failure.ErrLockLost) || errB != nil {
+					t.Errorf("without the watchdog: A = %v, B = %v; want A %v (its lease ran out), B nil", errA, errB, failure.ErrLockLost)
 				}
 				in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
 			})
@@ -141,8 +142,8 @@ func TestOvertakenHolderLosesToLaterHolder(t *testing.T) {
 		a := service.Purchase{ProductID: prod.ID, UserID: "u-a", Quantity: 1, Pause: 1200 * time.Millisecond}
 		b := service.Purchase{ProductID: prod.ID, UserID: "u-b", Quantity: 1, Pause: 1200 * time.Millisecond}
 		errA, errB := overlap(t, strategy, in, a, other, b, 600*time.Millisecond)
-		if !errors.Is(errA, service.ErrLockLost) || errB != nil {
-			t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, service.ErrLockLost)
+		if !errors.Is(errA, failure.ErrLockLost) || errB != nil {
+			t.Errorf("A (overtaken) = %v, B (the later holder) = %v; want A %v, B nil", errA, errB, failure.ErrLockLost)
 		}
 		in.wantAudit(t, consistentAudit(prod.ID, 1, 1))
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // The reset races: what an instance learnt of one sale (a generation of the
@@ -63,8 +64,8 @@ func TestReplayAfterSecondSellOut(t *testing.T) {
 	// A new request of the sold-out product: its request ID is looked up
 	// among the product's orders, which loads them (and runs the hook).
 	late := service.Purchase{ProductID: prod.ID, UserID: "u-3", Quantity: 1, RequestID: "r-3"}
-	if _, err := in.svc.Purchase(context.Background(), late); !errors.Is(err, service.ErrSoldOut) {
-		t.Fatalf("Purchase(%s) = %v; want %v", show(late), err, service.ErrSoldOut)
+	if _, err := in.svc.Purchase(context.Background(), late); !errors.Is(err, failure.ErrSoldOut) {
+		t.Fatalf("Purchase(%s) = %v; want %v", show(late), err, failure.ErrSoldOut)
 	}
 	if err := errors.Join(hookErrs...); err != nil {
 		t.Fatalf("the reset and second sale inside the hook: %v", err)
@@ -172,8 +173,8 @@ func TestRefreshReopensWithoutAnnouncement(t *testing.T) {
 	if err := buy(); err != nil {
 		t.Fatalf("the first purchase = %v; want nil", err)
 	}
-	if err := buy(); !errors.Is(err, service.ErrSoldOut) {
-		t.Fatalf("the second purchase = %v; want %v", err, service.ErrSoldOut)
+	if err := buy(); !errors.Is(err, failure.ErrSoldOut) {
+		t.Fatalf("the second purchase = %v; want %v", err, failure.ErrSoldOut)
 	}
 	err := f.db.Transaction(func(tx *gorm.DB) error {
 		for _, q := range []string{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestSoldOutMessage: the sold-out answer put together by hand reads
@@ -19,40 +20,40 @@ func TestSoldOutMessage(t *testing.T) {
 		for _, left := range []int64{0, 1, 99, -1, math.MaxInt64, math.MinInt64} {
 			err := soldOut(id, left)
 			want := fmt.Sprintf("product %d has %d left", id, max(left, 0))
-			if got := ErrorMessage(err); got != want {
+			if got := failure.MessageOf(err); got != want {
 				t.Errorf("soldOut(%d, %d) message = %q; want %q", id, left, got, want)
 			}
-			if !errors.Is(err, ErrSoldOut) || ErrorCode(err) != CodeSoldOut {
-				t.Errorf("soldOut(%d, %d) = %v (code %q); want %v, code %q", id, left, err, ErrorCode(err), ErrSoldOut, CodeSoldOut)
+			if !errors.Is(err, failure.ErrSoldOut) || failure.CodeOf(err) != failure.CodeSoldOut {
+				t.Errorf("soldOut(%d, %d) = %v (code %q); want %v, code %q", id, left, err, failure.CodeOf(err), failure.ErrSoldOut, failure.CodeSoldOut)
 			}
 		}
 	}
 }
 
 // TestErrorCodeAndMessage: the code and message are those of the first
-// *Error in the chain, however deep; a context's end is unavailable and
+// *failure.Error in the chain, however deep; a context's end is unavailable and
 // anything else internal, with its own text.
 func TestErrorCodeAndMessage(t *testing.T) {
-	wrapped := fmt.Errorf("purchase product 3: %w", errors.Join(errors.New("other"), ErrLockTimeout.because(errors.New("cause"))))
+	wrapped := fmt.Errorf("purchase product 3: %w", errors.Join(errors.New("other"), failure.ErrLockTimeout.Because(errors.New("cause"))))
 	for _, tc := range []struct {
 		err  error
-		code Code
+		code failure.Code
 		msg  string
 	}{
 		{nil, "", ""},
-		{wrapped, CodeLockTimeout, ErrLockTimeout.Message},
-		{fmt.Errorf("read: %w", context.DeadlineExceeded), CodeUnavailable, "read: context deadline exceeded"},
-		{context.Canceled, CodeUnavailable, "context canceled"},
-		{errors.New("a bug"), CodeInternal, "a bug"},
+		{wrapped, failure.CodeLockTimeout, failure.ErrLockTimeout.Message},
+		{fmt.Errorf("read: %w", context.DeadlineExceeded), failure.CodeUnavailable, "read: context deadline exceeded"},
+		{context.Canceled, failure.CodeUnavailable, "context canceled"},
+		{errors.New("a bug"), failure.CodeInternal, "a bug"},
 	} {
-		if got := ErrorCode(tc.err); got != tc.code {
-			t.Errorf("ErrorCode(%v) = %q; want %q", tc.err, got, tc.code)
+		if got := failure.CodeOf(tc.err); got != tc.code {
+			t.Errorf("failure.CodeOf(%v) = %q; want %q", tc.err, got, tc.code)
 		}
 		if tc.err == nil {
 			continue
 		}
-		if got := ErrorMessage(tc.err); got != tc.msg {
-			t.Errorf("ErrorMessage(%v) = %q; want %q", tc.err, got, tc.msg)
+		if got := failure.MessageOf(tc.err); got != tc.msg {
+			t.Errorf("failure.MessageOf(%v) = %q; want %q", tc.err, got, tc.msg)
 		}
 	}
 }
@@ -104,7 +105,7 @@ func TestObservePurchaseSeries(t *testing.T) {
 			case "replayed":
 				r.Replayed = true
 			default:
-				err = fmt.Errorf("purchase: %w", &Error{Code: Code(o), Message: o})
+				err = fmt.Errorf("purchase: %w", &failure.Error{Code: failure.Code(o), Message: o})
 			}
 			// A different number of purchases per series, so that one
 			// counted in another's series shows.
@@ -115,7 +116,7 @@ func TestObservePurchaseSeries(t *testing.T) {
 		}
 	}
 	m.observePurchase("bogus", Receipt{}, context.Canceled, time.Millisecond)
-	want[pair{"bogus", string(CodeUnavailable)}] = 1
+	want[pair{"bogus", string(failure.CodeUnavailable)}] = 1
 
 	mfs, err := reg.Gather()
 	if err != nil {

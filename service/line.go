@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -48,15 +49,15 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	var gaveUp *combine.GaveUp
 	switch {
 	case errors.Is(err, combine.ErrClosed):
-		return Receipt{}, errorf(CodeUnavailable, "the instance is shutting down")
+		return Receipt{}, failure.Errorf(failure.CodeUnavailable, "the instance is shutting down")
 	case errors.As(err, &gaveUp) && errors.Is(err, combine.ErrWaitOver):
 		if gaveUp.Stalled {
 			// The line waited on a store, not on another holder.
-			return Receipt{}, ErrUnavailable.because(errors.New("the line waited on a store that does not answer"))
+			return Receipt{}, failure.ErrUnavailable.Because(errors.New("the line waited on a store that does not answer"))
 		}
 		s.metrics.lockWaited(st.Name, "timeout", gaveUp.Waited)
 		s.metrics.lockFailed(st.Name, "timeout")
-		return Receipt{}, ErrLockTimeout.because(nil)
+		return Receipt{}, failure.ErrLockTimeout.Because(nil)
 	case errors.As(err, &gaveUp):
 		return Receipt{}, gaveUp.Cause // the buyer hung up
 	case err != nil:
@@ -114,10 +115,10 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		rctx, cancel := s.dbCtx(ctx, 0)
 		prod, err := s.product(rctx, s.db, key.product)
 		cancel()
-		l.Stall(ErrorCode(storeErr("", err)) == CodeUnavailable, time.Time{})
+		l.Stall(failure.CodeOf(failure.Store("", err)) == failure.CodeUnavailable, time.Time{})
 		if err == nil {
 			s.cache.Saw(prod.ID, prod.Stock, stockcache.Of(prod))
-		} else if errors.Is(err, ErrNotFound) {
+		} else if errors.Is(err, failure.ErrNotFound) {
 			return l.AnswerIf(func(Purchase, time.Time) (answer, bool) { return answer{err: err}, true })
 		}
 		// A store error is left to the hold to meet and answer.
@@ -148,7 +149,7 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 	if err == nil {
 		return lease, nil
 	}
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, failure.ErrUnavailable) {
 		l.AnswerIf(func(_ Purchase, queued time.Time) (answer, bool) {
 			s.metrics.lockWaited(st.Name, "unavailable", time.Since(queued))
 			s.metrics.lockFailed(st.Name, "unavailable")
@@ -216,8 +217,8 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
 	}
 	s.metrics.held(st.Name, batch.Len(), time.Since(start))
-	l.Stall(ErrorCode(storeErr("", err)) == CodeUnavailable, time.Time{})
+	l.Stall(failure.CodeOf(failure.Store("", err)) == failure.CodeUnavailable, time.Time{})
 	if err != nil {
-		batch.AnswerAll(answer{err: storeErr("sell a batch", err)})
+		batch.AnswerAll(answer{err: failure.Store("sell a batch", err)})
 	}
 }

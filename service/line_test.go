@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // oneByOne is the reference: what purchases answer when sold one at a
@@ -34,16 +35,16 @@ func (m *oneByOne) apply(p service.Purchase) string {
 	if p.RequestID != "" {
 		if first, ok := m.orders[p.RequestID]; ok {
 			if first.UserID != p.UserID || first.Quantity != p.Quantity || first.ProductID != p.ProductID {
-				return string(service.CodeRequestIDReused)
+				return string(failure.CodeRequestIDReused)
 			}
 			return fmt.Sprintf("replayed left %d", m.left[p.RequestID])
 		}
 	}
 	if p.Quantity > m.stock {
-		return string(service.CodeSoldOut)
+		return string(failure.CodeSoldOut)
 	}
 	if m.units[p.UserID]+p.Quantity > m.limit {
-		return string(service.CodeLimitExceeded)
+		return string(failure.CodeLimitExceeded)
 	}
 	m.stock -= p.Quantity
 	m.units[p.UserID] += p.Quantity
@@ -57,7 +58,7 @@ func (m *oneByOne) apply(p service.Purchase) string {
 func outcomeOf(r service.Receipt, err error) string {
 	switch {
 	case err != nil:
-		return string(service.ErrorCode(err))
+		return string(failure.CodeOf(err))
 	case r.Replayed:
 		return fmt.Sprintf("replayed left %d", r.Order.RemainingStock)
 	}
@@ -327,8 +328,8 @@ func TestResetReopensEveryInstance(t *testing.T) {
 	if _, err := a.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "first", Quantity: 1}); err != nil {
 		t.Fatalf("Purchase on A = %v; want nil", err)
 	}
-	if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
-		t.Fatalf("Purchase on B = %v; want %v", err, service.ErrSoldOut)
+	if _, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: "late", Quantity: 1}); !errors.Is(err, failure.ErrSoldOut) {
+		t.Fatalf("Purchase on B = %v; want %v", err, failure.ErrSoldOut)
 	}
 	reset := time.Now()
 	if _, err := a.svc.SetStock(t.Context(), prod.ID, 3); err != nil {
@@ -338,13 +339,13 @@ func TestResetReopensEveryInstance(t *testing.T) {
 	sold := testenv.Until(time.Second-time.Since(reset), func() bool {
 		tries++
 		_, err := b.svc.Purchase(t.Context(), service.Purchase{ProductID: prod.ID, UserID: fmt.Sprintf("again-%d", tries), Quantity: 1})
-		if err != nil && !errors.Is(err, service.ErrSoldOut) {
-			t.Fatalf("Purchase on B after the reset = %v; want nil or %v", err, service.ErrSoldOut)
+		if err != nil && !errors.Is(err, failure.ErrSoldOut) {
+			t.Fatalf("Purchase on B after the reset = %v; want nil or %v", err, failure.ErrSoldOut)
 		}
 		return err == nil
 	})
 	if !sold {
-		t.Fatalf("B still answers %v %v after a reset on A (%d tries); want it to sell again within 1 s", service.ErrSoldOut, time.Since(reset), tries)
+		t.Fatalf("B still answers %v %v after a reset on A (%d tries); want it to sell again within 1 s", failure.ErrSoldOut, time.Since(reset), tries)
 	}
 	a.wantAudit(t, consistentAudit(prod.ID, 3, 1))
 }
@@ -377,7 +378,7 @@ func TestSoldOutCostsNothing(t *testing.T) {
 		switch {
 		case i < 2 && err != nil:
 			t.Fatalf("purchase %d by %s = %v; want nil", i+1, u, err)
-		case i == 2 && service.ErrorCode(err) != service.CodeSoldOut:
+		case i == 2 && failure.CodeOf(err) != failure.CodeSoldOut:
 			t.Fatalf("purchase %d by %s = %v; want sold_out", i+1, u, err)
 		}
 	}
@@ -401,8 +402,8 @@ func TestSoldOutCostsNothing(t *testing.T) {
 		if i%2 == 0 {
 			p.RequestID = fmt.Sprintf("late-%d", i)
 		}
-		if _, err := in.svc.Purchase(t.Context(), p); !errors.Is(err, service.ErrSoldOut) {
-			t.Fatalf("Purchase(%s) = %v; want %v", show(p), err, service.ErrSoldOut)
+		if _, err := in.svc.Purchase(t.Context(), p); !errors.Is(err, failure.ErrSoldOut) {
+			t.Fatalf("Purchase(%s) = %v; want %v", show(p), err, failure.ErrSoldOut)
 		}
 	}
 	if n := locks.Load(); n != 0 {
@@ -466,8 +467,8 @@ func TestPessimisticBatchKeepsEachDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]chan error{"x": x, "a": a} {
-		if err := <-c; !errors.Is(err, service.ErrLockTimeout) {
-			t.Errorf("%s's Purchase = %v; want %v", name, err, service.ErrLockTimeout)
+		if err := <-c; !errors.Is(err, failure.ErrLockTimeout) {
+			t.Errorf("%s's Purchase = %v; want %v", name, err, failure.ErrLockTimeout)
 		}
 	}
 	if err := <-b; err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // lockKey is the Redis key (or local key) of a product's lock under a
@@ -23,16 +24,16 @@ func (s *Seckill) lockKey(kind string, productID int64) string {
 func (s *Seckill) lock(ctx context.Context, st Strategy, productID int64) (locker.Lease, error) {
 	lk, ok := s.lockers[st.Name]
 	if !ok {
-		return nil, ErrUnavailable.because(fmt.Errorf("strategy %s has no lock configured", st.Name))
+		return nil, failure.ErrUnavailable.Because(fmt.Errorf("strategy %s has no lock configured", st.Name))
 	}
 	lease, err := lk.Lock(ctx, s.lockKey(st.Name, productID))
 	switch {
 	case err == nil:
 		return lease, nil
 	case errors.Is(err, locker.ErrUnavailable):
-		return nil, errorf(CodeUnavailable, "too few Redis nodes answer for the strategy's lock").because(err)
+		return nil, failure.Errorf(failure.CodeUnavailable, "too few Redis nodes answer for the strategy's lock").Because(err)
 	}
-	return nil, ErrLockTimeout.because(err)
+	return nil, failure.ErrLockTimeout.Because(err)
 }
 
 // unlockBudget bounds giving a lock back.

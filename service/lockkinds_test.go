@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestLockKindsDoNotBlockEachOther: a setnx holder that died mid-hold
@@ -29,8 +30,8 @@ func TestLockKindsDoNotBlockEachOther(t *testing.T) {
 		}
 	}
 	p := service.Purchase{ProductID: prod.ID, UserID: "u-setnx", Quantity: 1, Strategy: "setnx"}
-	if _, err := in.svc.Purchase(context.Background(), p); !errors.Is(err, service.ErrLockTimeout) {
-		t.Errorf("Purchase(%s) = %v; want %v: setnx itself still waits on its dead holder", show(p), err, service.ErrLockTimeout)
+	if _, err := in.svc.Purchase(context.Background(), p); !errors.Is(err, failure.ErrLockTimeout) {
+		t.Errorf("Purchase(%s) = %v; want %v: setnx itself still waits on its dead holder", show(p), err, failure.ErrLockTimeout)
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 10, 2))
 }

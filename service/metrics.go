@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Metrics are the service's Prometheus instruments. Every series a
@@ -67,9 +68,9 @@ type purchaseSeries struct {
 // them: ok (201), reserved (202 under reserve), replayed (200, or a 202
 // of a reservation made before), or the code of the error it answered.
 func PurchaseOutcomes() []string {
-	return []string{"ok", "reserved", "replayed", string(CodeInvalid), string(CodeNotFound), string(CodeSoldOut),
-		string(CodeLimitExceeded), string(CodeRequestIDReused), string(CodeStrategyConflict), string(CodeLockTimeout), string(CodeLockLost),
-		string(CodeUnavailable), string(CodeOutcomeUnknown), string(CodeInternal)}
+	return []string{"ok", "reserved", "replayed", string(failure.CodeInvalid), string(failure.CodeNotFound), string(failure.CodeSoldOut),
+		string(failure.CodeLimitExceeded), string(failure.CodeRequestIDReused), string(failure.CodeStrategyConflict), string(failure.CodeLockTimeout), string(failure.CodeLockLost),
+		string(failure.CodeUnavailable), string(failure.CodeOutcomeUnknown), string(failure.CodeInternal)}
 }
 
 // NewMetrics makes the instruments and registers them with reg.
@@ -158,7 +159,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.reserveMoved.WithLabelValues("down")
 	m.reserveMoved.WithLabelValues("up")
 	reg.MustRegister(m.reserveMoved, m.reserveLost)
-	for _, code := range []Code{CodeSoldOut, CodeLimitExceeded, CodeRequestIDReused} {
+	for _, code := range []failure.Code{failure.CodeSoldOut, failure.CodeLimitExceeded, failure.CodeRequestIDReused} {
 		m.reserveFailed.WithLabelValues(string(code))
 	}
 	reg.MustRegister(m.reservePending, m.reserveWritten, m.reserveFailed, m.reserveDead, m.reserveRecoveries)
@@ -194,7 +195,7 @@ func (m *Metrics) observePurchase(strategy string, r Receipt, err error, d time.
 	outcome := "ok"
 	switch {
 	case err != nil:
-		outcome = string(ErrorCode(err))
+		outcome = string(failure.CodeOf(err))
 	case r.Replayed:
 		outcome = "replayed"
 	case r.Reservation != nil:

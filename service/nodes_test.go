@@ -7,12 +7,13 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestRedlockNodesDown runs redlock on three redis-server processes of the
 // test's own: with one node down it still sells exactly its stock and is
-// ready; with two down a purchase answers ErrUnavailable (an outage, not
-// contention: not ErrLockTimeout) and writes nothing, and Ready names
+// ready; with two down a purchase answers failure.ErrUnavailable (an outage, not
+// contention: not failure.ErrLockTimeout) and writes nothing, and Ready names
 // redis; once the nodes are back it sells again.
 func TestRedlockNodesDown(t *testing.T) {
 	t.Parallel()
@@ -35,8 +36,8 @@ func TestRedlockNodesDown(t *testing.T) {
 			switch {
 			case res.err == nil:
 				sold++
-			case !errors.Is(res.err, service.ErrSoldOut):
-				t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+			case !errors.Is(res.err, failure.ErrSoldOut):
+				t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, failure.ErrSoldOut)
 			}
 		}
 		if sold != stock {
@@ -51,8 +52,8 @@ func TestRedlockNodesDown(t *testing.T) {
 	nodes[1].Stop()
 	prod := in.product(t, 3)
 	p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
-	if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrUnavailable) || errors.Is(err, service.ErrLockTimeout) {
-		t.Errorf("Purchase(%s) with two of three nodes down = %v; want %v", show(p), err, service.ErrUnavailable)
+	if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrUnavailable) || errors.Is(err, failure.ErrLockTimeout) {
+		t.Errorf("Purchase(%s) with two of three nodes down = %v; want %v", show(p), err, failure.ErrUnavailable)
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 3, 0))
 	if got, err := in.svc.Product(ctx, prod.ID); err != nil || got.Fence != prod.Fence {

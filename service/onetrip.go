@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // One purchase in two round trips: the MySQL form's buy sends its whole
@@ -82,7 +83,7 @@ func (m *mysqlSales) buy(ctx context.Context, p Purchase, claim bool) (o model.O
 		o.RemainingStock, o.ID = out.left, out.id
 		return o, true, nil
 	case ctx.Err() != nil:
-		return model.Order{}, false, storeErr(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
+		return model.Order{}, false, failure.Store(fmt.Sprintf("buy product %d", p.ProductID), ctx.Err())
 	case err != nil:
 		// Its group found no connection, or the connection dropped before
 		// COMMIT or its ROLLBACK failed (it is closed, and the server rolls
@@ -209,7 +210,7 @@ func (m *mysqlSales) sendTripsOnce(ctx context.Context, group []*tripRequest) (o
 	outs = make([]tripOutcome, len(group))
 	conn, err := m.pool.Conn(ctx)
 	if err != nil {
-		return outs, storeErr("take a connection", err)
+		return outs, failure.Store("take a connection", err)
 	}
 	defer func() {
 		// A connection that went (driver.ErrBadConn) is closed already.

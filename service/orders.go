@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Reading orders: one order, to its buyer or to the admin; a product's
@@ -24,14 +25,14 @@ const (
 // order_not_found for an order that is not there and for another user's
 // alike, so that an order ID reveals nothing.
 func (s *Seckill) Order(ctx context.Context, id int64, user string, admin bool) (model.Order, error) {
-	notThere := errorf(CodeOrderNotFound, "order %d not found", id)
+	notThere := failure.Errorf(failure.CodeOrderNotFound, "order %d not found", id)
 	switch {
 	case id <= 0:
-		return model.Order{}, errorf(CodeInvalid, "order id must be a positive integer")
+		return model.Order{}, failure.Errorf(failure.CodeInvalid, "order id must be a positive integer")
 	case !admin && user == "":
 		return model.Order{}, notThere
 	case !admin && checkID(user) != nil:
-		return model.Order{}, errorf(CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
+		return model.Order{}, failure.Errorf(failure.CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
@@ -41,7 +42,7 @@ func (s *Seckill) Order(ctx context.Context, id int64, user string, admin bool) 
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return model.Order{}, notThere
 	case err != nil:
-		return model.Order{}, storeErr(fmt.Sprintf("read order %d", id), err)
+		return model.Order{}, failure.Store(fmt.Sprintf("read order %d", id), err)
 	case !admin && string(o.UserID) != user:
 		return model.Order{}, notThere
 	}
@@ -64,16 +65,16 @@ func (s *Seckill) Orders(ctx context.Context, id int64, page OrdersPage) ([]mode
 	var after int64
 	switch {
 	case id <= 0:
-		return nil, "", errorf(CodeInvalid, "product id must be a positive integer")
+		return nil, "", failure.Errorf(failure.CodeInvalid, "product id must be a positive integer")
 	case page.Status != "" && page.Status != model.StatusUnpaid && page.Status != model.StatusPaid &&
 		page.Status != model.StatusCancelled && page.Status != model.StatusExpired:
-		return nil, "", errorf(CodeInvalid, "status must be unpaid, paid, cancelled or expired")
+		return nil, "", failure.Errorf(failure.CodeInvalid, "status must be unpaid, paid, cancelled or expired")
 	case page.Limit < 0 || page.Limit > MaxOrdersPage:
-		return nil, "", errorf(CodeInvalid, "limit must be from 1 to %d", MaxOrdersPage)
+		return nil, "", failure.Errorf(failure.CodeInvalid, "limit must be from 1 to %d", MaxOrdersPage)
 	case page.After != "":
 		var err error
 		if after, err = strconv.ParseInt(page.After, 10, 64); err != nil || after < 0 {
-			return nil, "", errorf(CodeInvalid, "after must be the next of a page before")
+			return nil, "", failure.Errorf(failure.CodeInvalid, "after must be the next of a page before")
 		}
 	}
 	if page.Limit == 0 {
@@ -91,7 +92,7 @@ func (s *Seckill) Orders(ctx context.Context, id int64, page OrdersPage) ([]mode
 	var orders []model.Order
 	// One more than the page: whether there is a next one.
 	if err := q.Order("id").Limit(page.Limit + 1).Find(&orders).Error; err != nil {
-		return nil, "", storeErr(fmt.Sprintf("read the orders of product %d", id), err)
+		return nil, "", failure.Store(fmt.Sprintf("read the orders of product %d", id), err)
 	}
 	next := ""
 	if len(orders) > page.Limit {

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Answers that do not lie. Every purchase carries a request ID (one made by
@@ -124,7 +125,7 @@ func (b *sqlBase) lookUp(ctx context.Context, requestIDs []string) (orders []mod
 // outcomeUnknown is the answer to a purchase whose COMMIT was sent and
 // whose outcome could not be looked up.
 func outcomeUnknown(p Purchase, cause error) error {
-	return &Error{Code: CodeOutcomeUnknown, Err: cause, Message: fmt.Sprintf(
+	return &failure.Error{Code: failure.CodeOutcomeUnknown, Err: cause, Message: fmt.Sprintf(
 		"the purchase may or may not have been made: replay request_id %q to learn which", p.RequestID)}
 }
 
@@ -137,7 +138,7 @@ func (b *sqlBase) settleOne(ctx context.Context, p Purchase, cause error) (o mod
 	case err != nil:
 		return model.Order{}, false, outcomeUnknown(p, errors.Join(cause, err))
 	case !committed:
-		return model.Order{}, false, storeErr(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
+		return model.Order{}, false, failure.Store(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
 	}
 	return found[p.RequestID], true, nil
 }
@@ -172,7 +173,7 @@ func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cau
 		d.finish()
 		return d, nil
 	case err == nil:
-		return decided{}, storeErr(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
+		return decided{}, failure.Store(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
 	}
 	writes := d.writes()
 	for i, a := range d.answers {
@@ -181,7 +182,7 @@ func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cau
 			d.answers[i] = answer{err: outcomeUnknown(ps[i], errors.Join(cause, err))}
 		case a.r.Replayed:
 		default:
-			d.answers[i] = answer{err: ErrUnavailable.because(cause)}
+			d.answers[i] = answer{err: failure.ErrUnavailable.Because(cause)}
 		}
 	}
 	return d, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Every answer is true: a purchase whose COMMIT was sent and whose reply
@@ -113,8 +114,8 @@ func TestOutcomeUnknown(t *testing.T) {
 	proxy.HoldReplies()
 	proxy.DropHeldAndCut()
 	err := <-done
-	if !errors.Is(err, service.ErrOutcomeUnknown) {
-		t.Fatalf("Purchase(%s) = %v; want %v", show(p), err, service.ErrOutcomeUnknown)
+	if !errors.Is(err, failure.ErrOutcomeUnknown) {
+		t.Fatalf("Purchase(%s) = %v; want %v", show(p), err, failure.ErrOutcomeUnknown)
 	}
 	proxy.Pass()
 	r, err := in.svc.Purchase(ctx, p)
@@ -139,7 +140,7 @@ func TestOutageIsNotALockTimeout(t *testing.T) {
 	proxy.Partition()
 	defer proxy.Heal()
 	p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
-	if _, err := in.svc.Purchase(context.Background(), p); service.ErrorCode(err) != service.CodeUnavailable {
-		t.Fatalf("Purchase(%s) with the database cut off = %v; want %s", show(p), err, service.CodeUnavailable)
+	if _, err := in.svc.Purchase(context.Background(), p); failure.CodeOf(err) != failure.CodeUnavailable {
+		t.Fatalf("Purchase(%s) with the database cut off = %v; want %s", show(p), err, failure.CodeUnavailable)
 	}
 }

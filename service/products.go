@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -36,7 +37,7 @@ func (s *Seckill) Products(ctx context.Context) ([]model.Product, error) {
 	defer cancel()
 	var ps []model.Product
 	if err := s.db.WithContext(ctx).Order("id").Find(&ps).Error; err != nil {
-		return nil, storeErr("list products", err)
+		return nil, failure.Store("list products", err)
 	}
 	return ps, nil
 }
@@ -50,15 +51,15 @@ func (s *Seckill) Product(ctx context.Context, id int64) (model.Product, error) 
 
 func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Product, error) {
 	if id <= 0 {
-		return model.Product{}, errorf(CodeInvalid, "product id must be a positive integer")
+		return model.Product{}, failure.Errorf(failure.CodeInvalid, "product id must be a positive integer")
 	}
 	var p model.Product
 	err := db.WithContext(ctx).Take(&p, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return model.Product{}, notFound(id)
+		return model.Product{}, failure.NotFound(id)
 	}
 	if err != nil {
-		return model.Product{}, storeErr(fmt.Sprintf("read product %d", id), err)
+		return model.Product{}, failure.Store(fmt.Sprintf("read product %d", id), err)
 	}
 	return p, nil
 }
@@ -66,7 +67,7 @@ func (s *Seckill) product(ctx context.Context, db *gorm.DB, id int64) (model.Pro
 // CreateProduct puts a new product on sale with stock units.
 func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (model.Product, error) {
 	if n := utf8.RuneCountInString(name); n < 1 || n > 128 || !utf8.ValidString(name) {
-		return model.Product{}, errorf(CodeInvalid, "name must be 1 to 128 characters")
+		return model.Product{}, failure.Errorf(failure.CodeInvalid, "name must be 1 to 128 characters")
 	}
 	if err := checkStock(stock); err != nil {
 		return model.Product{}, err
@@ -75,7 +76,7 @@ func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	if err := s.db.WithContext(ctx).Create(&p).Error; err != nil {
-		return model.Product{}, storeErr("create product", err)
+		return model.Product{}, failure.Store("create product", err)
 	}
 	return p, nil
 }
@@ -84,7 +85,7 @@ func (s *Seckill) CreateProduct(ctx context.Context, name string, stock int64) (
 // its orders, so that a sale can be run again.
 func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product, error) {
 	if id <= 0 {
-		return model.Product{}, errorf(CodeInvalid, "product id must be a positive integer")
+		return model.Product{}, failure.Errorf(failure.CodeInvalid, "product id must be a positive integer")
 	}
 	if err := checkStock(stock); err != nil {
 		return model.Product{}, err
@@ -101,7 +102,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 				return err
 			}
 			// The fence moves on: a lock holder from before the reset writes
-			// nothing into the new sale (it gets ErrLockLost).
+			// nothing into the new sale (it gets failure.ErrLockLost).
 			// So does the generation: what any instance learnt of the sale
 			// before it counts for nothing in the new one.
 			// And the stock is the database's again, whatever strategy
@@ -136,7 +137,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		err = reset()
 	}
 	if err != nil {
-		return model.Product{}, storeErr(fmt.Sprintf("set stock of product %d", id), err)
+		return model.Product{}, failure.Store(fmt.Sprintf("set stock of product %d", id), err)
 	}
 	s.cache.Saw(id, stock, stockcache.Of(p))
 	if s.reserve != nil {
@@ -158,13 +159,13 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 }
 
 // lockProduct reads product id under its row lock (SELECT ... FOR
-// UPDATE) in transaction tx: a *Error product_not_found when there is none.
+// UPDATE) in transaction tx: a *failure.Error product_not_found when there is none.
 func lockProduct(tx *gorm.DB, id int64) (model.Product, error) {
 	var p model.Product
 	err := forUpdate(tx).Take(&p, id).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return p, notFound(id)
+		return p, failure.NotFound(id)
 	case err != nil:
 		return p, fmt.Errorf("lock product %d: %w", id, err)
 	}
@@ -173,7 +174,7 @@ func lockProduct(tx *gorm.DB, id int64) (model.Product, error) {
 
 func checkStock(stock int64) error {
 	if stock < 0 || stock > MaxStock {
-		return errorf(CodeInvalid, "stock must be an integer from 0 to %d", MaxStock)
+		return failure.Errorf(failure.CodeInvalid, "stock must be an integer from 0 to %d", MaxStock)
 	}
 	return nil
 }
@@ -215,7 +216,7 @@ func (s *Seckill) Audit(ctx context.Context, id int64) (Audit, error) {
 		return nil
 	})
 	if err != nil {
-		return Audit{}, storeErr(fmt.Sprintf("audit product %d", id), err)
+		return Audit{}, failure.Store(fmt.Sprintf("audit product %d", id), err)
 	}
 	return a, nil
 }
@@ -229,16 +230,16 @@ type Attempt struct {
 	// Reservation is the reservation waiting to be written.
 	Reservation *Reservation
 	// Failed is why the database refused the reservation.
-	Failed *Error
+	Failed *failure.Error
 }
 
 // PurchaseOf returns what became of the purchase attempt with requestID,
-// under any strategy: ErrPurchaseNotFound when no order and no
+// under any strategy: failure.ErrPurchaseNotFound when no order and no
 // reservation carries it (never made, refused, discarded by a reset, or
 // lost by a Redis that lost what it acknowledged).
 func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, error) {
 	if checkID(requestID) != nil {
-		return Attempt{}, errorf(CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
+		return Attempt{}, failure.Errorf(failure.CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
 	dbCtx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
@@ -248,18 +249,18 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	case err == nil:
 		return Attempt{Order: &o}, nil
 	case !errors.Is(err, gorm.ErrRecordNotFound):
-		return Attempt{}, storeErr("look up request_id", err)
+		return Attempt{}, failure.Store("look up request_id", err)
 	case s.reserve == nil:
-		return Attempt{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+		return Attempt{}, failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
 	}
 	product, rec, ok, err := s.reserve.Find(dbCtx, requestID)
 	switch {
 	case err != nil:
-		return Attempt{}, storeErr("look up request_id among the reservations", err)
+		return Attempt{}, failure.Store("look up request_id among the reservations", err)
 	case !ok:
-		return Attempt{}, errorf(CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+		return Attempt{}, failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
 	case !rec.Pending():
-		return Attempt{Failed: refusal(requestID, Code(rec.Code))}, nil
+		return Attempt{Failed: refusal(requestID, failure.Code(rec.Code))}, nil
 	}
 	// Written between the two looks? The order says so.
 	if err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error; err == nil {
@@ -269,9 +270,9 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	// replicas have the reservation (a failover would lose it before).
 	switch replicated, err := s.reserve.Replicated(dbCtx, product); {
 	case err != nil:
-		return Attempt{}, storeErr("ask reserve's replicas for request_id", err)
+		return Attempt{}, failure.Store("ask reserve's replicas for request_id", err)
 	case !replicated:
-		return Attempt{}, ErrUnavailable.because(fmt.Errorf("the reservation of request_id %q is on reserve's master alone, not yet on %d replicas", requestID, s.cfg.ReserveAcks.Replicas))
+		return Attempt{}, failure.ErrUnavailable.Because(fmt.Errorf("the reservation of request_id %q is on reserve's master alone, not yet on %d replicas", requestID, s.cfg.ReserveAcks.Replicas))
 	}
 	return Attempt{Reservation: &Reservation{Purchase: Purchase{ProductID: product, UserID: rec.User, Quantity: rec.Quantity,
 		RequestID: requestID, Strategy: reserveStrategy}, Left: rec.Left}}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestSetStock: SetStock sets stock and initial stock and deletes the
@@ -23,8 +24,8 @@ func TestSetStock(t *testing.T) {
 	prod, other := in.product(t, 3), in.product(t, 3)
 	for _, id := range []int64{prod.ID, prod.ID, other.ID} {
 		p := service.Purchase{ProductID: id, UserID: "u-1", Quantity: 1}
-		if _, err := in.svc.Purchase(ctx, p); err != nil && !errors.Is(err, service.ErrLimitExceeded) {
-			t.Fatalf("Purchase(%s) = %v; want nil or %v", show(p), err, service.ErrLimitExceeded)
+		if _, err := in.svc.Purchase(ctx, p); err != nil && !errors.Is(err, failure.ErrLimitExceeded) {
+			t.Fatalf("Purchase(%s) = %v; want nil or %v", show(p), err, failure.ErrLimitExceeded)
 		}
 	}
 	in.wantAudit(t, consistentAudit(prod.ID, 3, 1))
@@ -48,18 +49,18 @@ func TestSetStock(t *testing.T) {
 		t.Fatalf("SetStock(%d, 0) = %v; want nil", prod.ID, err)
 	}
 	p.UserID = "u-2"
-	if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
-		t.Errorf("Purchase(%s) after SetStock 0 = %v; want %v", show(p), err, service.ErrSoldOut)
+	if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrSoldOut) {
+		t.Errorf("Purchase(%s) after SetStock 0 = %v; want %v", show(p), err, failure.ErrSoldOut)
 	}
 
 	for _, tc := range []struct {
 		id, stock int64
 		want      error
 	}{
-		{prod.ID, -1, service.ErrInvalid},
-		{prod.ID, service.MaxStock + 1, service.ErrInvalid},
-		{0, 5, service.ErrInvalid},
-		{424242, 5, service.ErrNotFound},
+		{prod.ID, -1, failure.ErrInvalid},
+		{prod.ID, service.MaxStock + 1, failure.ErrInvalid},
+		{0, 5, failure.ErrInvalid},
+		{424242, 5, failure.ErrNotFound},
 	} {
 		if _, err := in.svc.SetStock(ctx, tc.id, tc.stock); !errors.Is(err, tc.want) {
 			t.Errorf("SetStock(%d, %d) = %v; want %v", tc.id, tc.stock, err, tc.want)
@@ -70,7 +71,7 @@ func TestSetStock(t *testing.T) {
 
 // TestCreateProduct: names of 1 to 128 characters of valid UTF-8 and stocks
 // from 0 to MaxStock are accepted and read back; anything else is
-// ErrInvalid and creates nothing.
+// failure.ErrInvalid and creates nothing.
 func TestCreateProduct(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -84,11 +85,11 @@ func TestCreateProduct(t *testing.T) {
 		{"widget", 100, nil},
 		{strings.Repeat("é", 128), 0, nil},
 		{"w", service.MaxStock, nil},
-		{"", 1, service.ErrInvalid},
-		{strings.Repeat("é", 129), 1, service.ErrInvalid},
-		{"bad \xff", 1, service.ErrInvalid},
-		{"widget", -1, service.ErrInvalid},
-		{"widget", service.MaxStock + 1, service.ErrInvalid},
+		{"", 1, failure.ErrInvalid},
+		{strings.Repeat("é", 129), 1, failure.ErrInvalid},
+		{"bad \xff", 1, failure.ErrInvalid},
+		{"widget", -1, failure.ErrInvalid},
+		{"widget", service.MaxStock + 1, failure.ErrInvalid},
 	} {
 		p, err := in.svc.CreateProduct(ctx, tc.name, tc.stock)
 		if !errors.Is(err, tc.want) {
@@ -113,8 +114,8 @@ func TestCreateProduct(t *testing.T) {
 			t.Errorf("Products()[%d].ID = %d; want %d (by id)", i, p.ID, created[i])
 		}
 	}
-	if _, err := in.svc.Product(ctx, 424242); !errors.Is(err, service.ErrNotFound) {
-		t.Errorf("Product(424242) = %v; want %v", err, service.ErrNotFound)
+	if _, err := in.svc.Product(ctx, 424242); !errors.Is(err, failure.ErrNotFound) {
+		t.Errorf("Product(424242) = %v; want %v", err, failure.ErrNotFound)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/sale"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Limits of a purchase request.
@@ -81,21 +82,21 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 	userBlank, userErr := scanID(p.UserID)
 	switch {
 	case p.ProductID <= 0:
-		return st, errorf(CodeInvalid, "product id must be a positive integer")
+		return st, failure.Errorf(failure.CodeInvalid, "product id must be a positive integer")
 	case userErr != nil || userBlank:
-		return st, errorf(CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, not blank, without control characters", maxIDLength)
+		return st, failure.Errorf(failure.CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, not blank, without control characters", maxIDLength)
 	case p.Quantity < 1 || p.Quantity > MaxQuantity:
-		return st, errorf(CodeInvalid, "quantity must be an integer from 1 to %d", MaxQuantity)
+		return st, failure.Errorf(failure.CodeInvalid, "quantity must be an integer from 1 to %d", MaxQuantity)
 	case p.RequestID != "" && checkID(p.RequestID) != nil:
-		return st, errorf(CodeInvalid, "request_id must be at most %d characters of valid UTF-8, without control characters", maxIDLength)
+		return st, failure.Errorf(failure.CodeInvalid, "request_id must be at most %d characters of valid UTF-8, without control characters", maxIDLength)
 	case !known:
-		return st, errorf(CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
+		return st, failure.Errorf(failure.CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
 	case p.Work < 0 || p.Work > MaxHold:
-		return st, errorf(CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
+		return st, failure.Errorf(failure.CodeInvalid, "hold_ms must be from 0 to %d", MaxHold.Milliseconds())
 	case p.Pause < 0 || p.Pause > MaxHold:
-		return st, errorf(CodeInvalid, "pause_ms must be from 0 to %d", MaxHold.Milliseconds())
+		return st, failure.Errorf(failure.CodeInvalid, "pause_ms must be from 0 to %d", MaxHold.Milliseconds())
 	case p.Batch < 0 || p.Batch > MaxBatch:
-		return st, errorf(CodeInvalid, "batch must be from 1 to %d", MaxBatch)
+		return st, failure.Errorf(failure.CodeInvalid, "batch must be from 1 to %d", MaxBatch)
 	}
 	return st, nil
 }
@@ -146,7 +147,7 @@ func scanID(id string) (blank bool, err error) {
 // Purchase sells p.Quantity units of a product to a user under the
 // purchase's strategy: it checks the stock and the per-user limit,
 // decrements the stock and writes the order. A product this instance has
-// seen sold out answers ErrSoldOut at once, from its stock cache.
+// seen sold out answers failure.ErrSoldOut at once, from its stock cache.
 func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err error) {
 	st, err := s.validate(p)
 	if err != nil {
@@ -180,7 +181,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		// used in view.
 		r, err = s.sellInLine(ctx, st, p)
 		if err != nil {
-			return r, storeErr(purchaseOp(p), err)
+			return r, failure.Store(purchaseOp(p), err)
 		}
 		return r, nil
 	case st.Conditional:
@@ -191,7 +192,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	if err != nil {
 		rctx, cancel := s.dbCtx(ctx, 0)
 		defer cancel()
-		return s.replayRaced(rctx, p, storeErr(purchaseOp(p), err))
+		return s.replayRaced(rctx, p, failure.Store(purchaseOp(p), err))
 	}
 	return r, nil
 }
@@ -210,7 +211,7 @@ func soldOut(productID, left int64) error {
 	msg := strconv.AppendInt(append(buf[:0], "product "...), productID, 10)
 	msg = strconv.AppendInt(append(msg, " has "...), max(left, 0), 10)
 	msg = append(msg, " left"...)
-	return &Error{Code: CodeSoldOut, Message: string(msg)}
+	return &failure.Error{Code: failure.CodeSoldOut, Message: string(msg)}
 }
 
 // replayRaced answers with the order of another purchase with p's request
@@ -219,7 +220,7 @@ func soldOut(productID, left int64) error {
 // after p's own replay check. Otherwise it returns err.
 func (s *Seckill) replayRaced(ctx context.Context, p Purchase, err error) (Receipt, error) {
 	if p.RequestID == "" || p.serverRequestID ||
-		!(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, ErrSoldOut) || errors.Is(err, ErrLimitExceeded)) {
+		!(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, failure.ErrSoldOut) || errors.Is(err, failure.ErrLimitExceeded)) {
 		return Receipt{}, err
 	}
 	if r, ok, rerr := s.replay(ctx, s.db, p); ok || rerr != nil {
@@ -236,14 +237,14 @@ func (s *Seckill) replay(ctx context.Context, db *gorm.DB, p Purchase) (Receipt,
 		return Receipt{}, false, nil
 	}
 	if err != nil {
-		return Receipt{}, false, storeErr("look up request_id", err)
+		return Receipt{}, false, failure.Store("look up request_id", err)
 	}
 	r, err := replayOf(p, o)
 	return r, true, err
 }
 
 // replayOf answers p with o, the order its request ID already made: o
-// itself when p asks for the same thing, ErrRequestIDReused otherwise.
+// itself when p asks for the same thing, failure.ErrRequestIDReused otherwise.
 func replayOf(p Purchase, o model.Order) (Receipt, error) {
 	prior := sale.Prior{Product: o.ProductID, User: string(o.UserID), Quantity: o.Quantity}
 	if !sale.Replays(prior, p.ProductID, sale.Purchase{RequestID: p.RequestID, User: p.UserID, Quantity: p.Quantity}) {
@@ -255,7 +256,7 @@ func replayOf(p Purchase, o model.Order) (Receipt, error) {
 // requestIDReused is the answer to p, whose request ID made an order for
 // another purchase.
 func requestIDReused(p Purchase) error {
-	return errorf(CodeRequestIDReused, "request_id %q was used by another purchase", p.RequestID)
+	return failure.Errorf(failure.CodeRequestIDReused, "request_id %q was used by another purchase", p.RequestID)
 }
 
 // doWork does the simulated business work: it waits d or until ctx ends.

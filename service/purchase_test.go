@@ -15,12 +15,13 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 )
 
 // TestPurchaseSellsExactlyStock: many more concurrent buyers than units
 // under every correct strategy (local on one instance) give exactly as many
-// orders as units, stock 0, a consistent audit, and ErrSoldOut for everyone
+// orders as units, stock 0, a consistent audit, and failure.ErrSoldOut for everyone
 // else; every unit is sold once (each order left a different stock).
 func TestPurchaseSellsExactlyStock(t *testing.T) {
 	const stock, buyersN = 10, 60
@@ -41,8 +42,8 @@ func TestPurchaseSellsExactlyStock(t *testing.T) {
 				if res.r.Order.Strategy != strategy {
 					t.Errorf("Purchase(%s) made an order of strategy %q; want %q", show(res.p), res.r.Order.Strategy, strategy)
 				}
-			case !errors.Is(res.err, service.ErrSoldOut):
-				t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+			case !errors.Is(res.err, failure.ErrSoldOut):
+				t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, failure.ErrSoldOut)
 			}
 		}
 		if sold != stock {
@@ -73,8 +74,8 @@ func TestPurchaseNoneOversells(t *testing.T) {
 		switch {
 		case res.err == nil:
 			sold++
-		case !errors.Is(res.err, service.ErrSoldOut):
-			t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+		case !errors.Is(res.err, failure.ErrSoldOut):
+			t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, failure.ErrSoldOut)
 		}
 	}
 	a := in.audit(t, prod.ID)
@@ -117,8 +118,8 @@ func TestPurchaseLocalInstances(t *testing.T) {
 				switch {
 				case res.err == nil:
 					sold++
-				case !errors.Is(res.err, service.ErrSoldOut):
-					t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, service.ErrSoldOut)
+				case !errors.Is(res.err, failure.ErrSoldOut):
+					t.Errorf("Purchase(%s) = %v; want nil or %v", show(res.p), res.err, failure.ErrSoldOut)
 				}
 			}
 			a := ins[0].audit(t, prod.ID)
@@ -182,7 +183,7 @@ func TestPurchaseStrategyConflict(t *testing.T) {
 			{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "req-2"},
 			{ProductID: prod.ID, UserID: "u-3", Quantity: 1, Batch: 1},
 		} {
-			if r, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrStrategyConflict) {
+			if r, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrStrategyConflict) {
 				t.Errorf("Purchase(%s) of a product under reserve = %+v, %v; want strategy_conflict", show(p), r, err)
 			}
 		}
@@ -246,7 +247,7 @@ func TestWriteReservations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WriteReservations of refused ones = %v", err)
 	}
-	for i, want := range []error{service.ErrSoldOut, service.ErrLimitExceeded, service.ErrRequestIDReused} {
+	for i, want := range []error{failure.ErrSoldOut, failure.ErrLimitExceeded, failure.ErrRequestIDReused} {
 		if !errors.Is(errs[i], want) {
 			t.Errorf("reservation %s: %v; want %v", show(refused[i].Purchase), errs[i], want)
 		}
@@ -402,7 +403,7 @@ func waitWritten(t *testing.T, f *fixture, store *reserve.Store, products []int6
 }
 
 // TestPurchaseRequestIDReused: a request ID already used by a purchase of
-// another product, user or quantity answers ErrRequestIDReused and sells
+// another product, user or quantity answers failure.ErrRequestIDReused and sells
 // nothing.
 func TestPurchaseRequestIDReused(t *testing.T) {
 	t.Parallel()
@@ -419,7 +420,7 @@ func TestPurchaseRequestIDReused(t *testing.T) {
 		{ProductID: prod.ID, UserID: "u-1", Quantity: 2, RequestID: "req-1"},
 		{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "req-1", Strategy: "redlock"}, // the strategy is not part of it
 	} {
-		var want error = service.ErrRequestIDReused
+		var want error = failure.ErrRequestIDReused
 		if p.Strategy != "" {
 			want = nil
 		}
@@ -466,7 +467,7 @@ func TestPurchaseConcurrentReplay(t *testing.T) {
 }
 
 // TestPurchasePerUserLimit: with a limit of one unit, a user's second
-// purchase, or a first one of two units, answers ErrLimitExceeded and sells
+// purchase, or a first one of two units, answers failure.ErrLimitExceeded and sells
 // nothing, under every strategy.
 func TestPurchasePerUserLimit(t *testing.T) {
 	eachStrategy(t, strategies, func(t *testing.T, strategy string) {
@@ -478,8 +479,8 @@ func TestPurchasePerUserLimit(t *testing.T) {
 			want error
 		}{
 			{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, nil},
-			{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, service.ErrLimitExceeded},
-			{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 2}, service.ErrLimitExceeded},
+			{service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}, failure.ErrLimitExceeded},
+			{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 2}, failure.ErrLimitExceeded},
 			{service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1}, nil},
 		} {
 			if _, err := in.svc.Purchase(ctx, tc.p); !errors.Is(err, tc.want) {
@@ -493,7 +494,7 @@ func TestPurchasePerUserLimit(t *testing.T) {
 	})
 }
 
-// TestPurchaseValidation: malformed purchases answer ErrInvalid before
+// TestPurchaseValidation: malformed purchases answer failure.ErrInvalid before
 // anything is read or locked; the limits themselves are accepted.
 func TestPurchaseValidation(t *testing.T) {
 	t.Parallel()
@@ -507,19 +508,19 @@ func TestPurchaseValidation(t *testing.T) {
 		p    service.Purchase
 		want error
 	}{
-		{"product id 0", service.Purchase{ProductID: 0, UserID: "u", Quantity: 1}, service.ErrInvalid},
-		{"negative product id", service.Purchase{ProductID: -1, UserID: "u", Quantity: 1}, service.ErrInvalid},
-		{"empty user", service.Purchase{ProductID: id, UserID: "", Quantity: 1}, service.ErrInvalid},
-		{"blank user", service.Purchase{ProductID: id, UserID: "  ", Quantity: 1}, service.ErrInvalid},
-		{"65-character user", service.Purchase{ProductID: id, UserID: long, Quantity: 1}, service.ErrInvalid},
-		{"user not UTF-8", service.Purchase{ProductID: id, UserID: "u\xff", Quantity: 1}, service.ErrInvalid},
-		{"quantity 0", service.Purchase{ProductID: id, UserID: "u", Quantity: 0}, service.ErrInvalid},
-		{"quantity 101", service.Purchase{ProductID: id, UserID: "u", Quantity: 101}, service.ErrInvalid},
-		{"negative quantity", service.Purchase{ProductID: id, UserID: "u", Quantity: -1}, service.ErrInvalid},
-		{"65-character request id", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, RequestID: long}, service.ErrInvalid},
-		{"unknown strategy", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Strategy: "mutex"}, service.ErrInvalid},
-		{"work above MaxHold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: service.MaxHold + time.Millisecond}, service.ErrInvalid},
-		{"negative work", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: -time.Millisecond}, service.ErrInvalid},
+		{"product id 0", service.Purchase{ProductID: 0, UserID: "u", Quantity: 1}, failure.ErrInvalid},
+		{"negative product id", service.Purchase{ProductID: -1, UserID: "u", Quantity: 1}, failure.ErrInvalid},
+		{"empty user", service.Purchase{ProductID: id, UserID: "", Quantity: 1}, failure.ErrInvalid},
+		{"blank user", service.Purchase{ProductID: id, UserID: "  ", Quantity: 1}, failure.ErrInvalid},
+		{"65-character user", service.Purchase{ProductID: id, UserID: long, Quantity: 1}, failure.ErrInvalid},
+		{"user not UTF-8", service.Purchase{ProductID: id, UserID: "u\xff", Quantity: 1}, failure.ErrInvalid},
+		{"quantity 0", service.Purchase{ProductID: id, UserID: "u", Quantity: 0}, failure.ErrInvalid},
+		{"quantity 101", service.Purchase{ProductID: id, UserID: "u", Quantity: 101}, failure.ErrInvalid},
+		{"negative quantity", service.Purchase{ProductID: id, UserID: "u", Quantity: -1}, failure.ErrInvalid},
+		{"65-character request id", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, RequestID: long}, failure.ErrInvalid},
+		{"unknown strategy", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Strategy: "mutex"}, failure.ErrInvalid},
+		{"work above MaxHold", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: service.MaxHold + time.Millisecond}, failure.ErrInvalid},
+		{"negative work", service.Purchase{ProductID: id, UserID: "u", Quantity: 1, Work: -time.Millisecond}, failure.ErrInvalid},
 		{"64-character user", service.Purchase{ProductID: id, UserID: strings.Repeat("é", 64), Quantity: 1}, nil},
 		{"quantity 100", service.Purchase{ProductID: id, UserID: "u-100", Quantity: 100}, nil},
 		{"64-character request id", service.Purchase{ProductID: id, UserID: "u-r", Quantity: 1, RequestID: strings.Repeat("r", 64)}, nil},
@@ -531,20 +532,20 @@ func TestPurchaseValidation(t *testing.T) {
 	in.wantAudit(t, service.Audit{ProductID: id, InitialStock: 1000, Stock: 898, Orders: 3, UnitsSold: 102, Consistent: true})
 }
 
-// TestPurchaseNotFound: a product that does not exist answers ErrNotFound
+// TestPurchaseNotFound: a product that does not exist answers failure.ErrNotFound
 // under every strategy.
 func TestPurchaseNotFound(t *testing.T) {
 	t.Parallel()
 	in := newFixture(t, nil).instance(settings{Fencing: true})
 	for _, strategy := range strategies {
 		p := service.Purchase{ProductID: 424242, UserID: "u-1", Quantity: 1, Strategy: strategy}
-		if _, err := in.svc.Purchase(t.Context(), p); !errors.Is(err, service.ErrNotFound) {
-			t.Errorf("Purchase(%s) = %v; want %v", show(p), err, service.ErrNotFound)
+		if _, err := in.svc.Purchase(t.Context(), p); !errors.Is(err, failure.ErrNotFound) {
+			t.Errorf("Purchase(%s) = %v; want %v", show(p), err, failure.ErrNotFound)
 		}
 	}
 }
 
-// TestPurchaseSoldOutSkipsLock: a sold-out product answers ErrSoldOut
+// TestPurchaseSoldOutSkipsLock: a sold-out product answers failure.ErrSoldOut
 // without waiting for its lock. The lock is held by someone else
 // throughout; the same purchase of the product while it still had stock
 // shows that the lock held is the one a purchase would wait for.
@@ -574,8 +575,8 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 		p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1}
 
 		release := hold()
-		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrLockTimeout) {
-			t.Errorf("Purchase(%s) with stock 1 and the lock held = %v; want %v", show(p), err, service.ErrLockTimeout)
+		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrLockTimeout) {
+			t.Errorf("Purchase(%s) with stock 1 and the lock held = %v; want %v", show(p), err, failure.ErrLockTimeout)
 		}
 		release()
 		if _, err := in.svc.SetStock(ctx, prod.ID, 0); err != nil {
@@ -583,8 +584,8 @@ func TestPurchaseSoldOutSkipsLock(t *testing.T) {
 		}
 		release = hold()
 		defer release()
-		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
-			t.Errorf("Purchase(%s) with stock 0 and the lock held = %v; want %v", show(p), err, service.ErrSoldOut)
+		if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrSoldOut) {
+			t.Errorf("Purchase(%s) with stock 0 and the lock held = %v; want %v", show(p), err, failure.ErrSoldOut)
 		}
 	})
 }
@@ -710,7 +711,7 @@ func BenchmarkSoldOut(b *testing.B) {
 			p := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: bc.requestID}
 			// The first answer reads the stock; from then on the memory
 			// answers.
-			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+			if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrSoldOut) {
 				b.Fatalf("Purchase(%s) = %v; want sold out", show(p), err)
 			}
 			var failures atomic.Int64
@@ -718,7 +719,7 @@ func BenchmarkSoldOut(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrSoldOut) {
+					if _, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrSoldOut) {
 						failures.Add(1)
 					}
 				}

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // Reconciling reserve's counters with the database. A product's counter in
@@ -101,7 +102,7 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 		return nil
 	})
 	if err != nil {
-		return reconciled{}, storeErr(fmt.Sprintf("reconcile the counter of product %d", id), err)
+		return reconciled{}, failure.Store(fmt.Sprintf("reconcile the counter of product %d", id), err)
 	}
 	return r, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
 )
@@ -37,16 +38,16 @@ import (
 // once however many purchases ask at once.
 func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) {
 	if s.reserve == nil {
-		return Receipt{}, errorf(CodeUnavailable, "reserve has no Redis on this instance")
+		return Receipt{}, failure.Errorf(failure.CodeUnavailable, "reserve has no Redis on this instance")
 	}
 	a, err := s.reserveLines.Do(ctx, p.ProductID, p, s.cfg.LockWait)
 	var gaveUp *combine.GaveUp
 	switch {
 	case errors.Is(err, combine.ErrClosed):
-		return Receipt{}, errorf(CodeUnavailable, "the instance is shutting down")
+		return Receipt{}, failure.Errorf(failure.CodeUnavailable, "the instance is shutting down")
 	case errors.As(err, &gaveUp) && errors.Is(err, combine.ErrWaitOver):
 		// Never sent: the calls before it held the line that long.
-		return Receipt{}, ErrUnavailable.because(errors.New("the reserve line waited on a Redis that does not answer"))
+		return Receipt{}, failure.ErrUnavailable.Because(errors.New("the reserve line waited on a Redis that does not answer"))
 	case errors.As(err, &gaveUp):
 		return Receipt{}, gaveUp.Cause // the buyer hung up before it was sent
 	case err != nil:
@@ -73,13 +74,13 @@ func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) 
 			// Read from reservations the replicas may not have: a failover
 			// could undo them, and the answer would not hold. Nothing was
 			// written.
-			return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the stock Redis read is not on %d replicas yet", purchaseOp(p), s.cfg.ReserveAcks.Replicas))
+			return Receipt{}, failure.ErrUnavailable.Because(fmt.Errorf("%s: the stock Redis read is not on %d replicas yet", purchaseOp(p), s.cfg.ReserveAcks.Replicas))
 		case res.Verdict == reserve.SoldOut:
 			return Receipt{}, soldOut(id, res.Left)
 		}
-		return Receipt{}, errorf(CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
+		return Receipt{}, failure.Errorf(failure.CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
 	}
-	return Receipt{}, ErrUnavailable.because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+	return Receipt{}, failure.ErrUnavailable.Because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
 }
 
 // unacked is the answer to p whose reservation the master made and too
@@ -164,7 +165,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		b.Answer(out)
 		return
 	}
-	b.AnswerAll(reserveAnswer{err: ErrUnavailable.because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, maxAttempts))})
+	b.AnswerAll(reserveAnswer{err: failure.ErrUnavailable.Because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, maxAttempts))})
 }
 
 // scriptErr is the answer to p when the script's call failed: unavailable
@@ -178,7 +179,7 @@ func (s *Seckill) scriptErr(p Purchase, err error) error {
 		// One node, no retry: the dial that failed was the only try. (A
 		// cluster's client retries, and a retry's failed dial says
 		// nothing of the try before it.)
-		return ErrUnavailable.because(err)
+		return failure.ErrUnavailable.Because(err)
 	}
 	return outcomeUnknown(p, err)
 }
@@ -199,7 +200,7 @@ func (s *Seckill) replayReservation(ctx context.Context, p Purchase, rec reserve
 		return Receipt{}, requestIDReused(p)
 	}
 	if !rec.Pending() {
-		return Receipt{}, refusal(p.RequestID, Code(rec.Code))
+		return Receipt{}, refusal(p.RequestID, failure.Code(rec.Code))
 	}
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
@@ -216,19 +217,19 @@ func (s *Seckill) replayReservation(ctx context.Context, p Purchase, rec reserve
 }
 
 // refusal is the error of a reservation the database refused with code.
-func refusal(requestID string, code Code) *Error {
+func refusal(requestID string, code failure.Code) *failure.Error {
 	var why string
 	switch code {
-	case CodeSoldOut:
+	case failure.CodeSoldOut:
 		why = "the database had fewer units left than Redis counted"
-	case CodeLimitExceeded:
+	case failure.CodeLimitExceeded:
 		why = "the database's orders took the buyer past the per-user limit"
-	case CodeRequestIDReused:
+	case failure.CodeRequestIDReused:
 		why = "the database holds an order of another purchase with this request_id"
 	default:
 		why = "the database would not write it, and it was moved to the dead letters"
 	}
-	return errorf(code, "the reservation of request_id %q was refused: %s; its units went back on sale", requestID, why)
+	return failure.Errorf(code, "the reservation of request_id %q was refused: %s; its units went back on sale", requestID, why)
 }
 
 // loadReserve moves a product's stock into Redis for the generation the
@@ -257,14 +258,14 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 	for range maxAttempts {
 		gen, marked, err := s.loadMarked(ctx, id)
 		if err != nil {
-			return 0, storeErr(fmt.Sprintf("move product %d to reserve", id), err)
+			return 0, failure.Store(fmt.Sprintf("move product %d to reserve", id), err)
 		}
 		if marked {
 			return gen, nil
 		}
 		// A counter of a newer generation (a reset since): look again.
 	}
-	return 0, ErrUnavailable.because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
+	return 0, failure.ErrUnavailable.Because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
 }
 
 // loadMarked moves a product into Redis and returns its generation.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // TestScriptErr: a reserve purchase whose call to Redis failed answers
@@ -25,20 +26,20 @@ func TestScriptErr(t *testing.T) {
 	for _, c := range []struct {
 		rdb  redis.UniversalClient
 		err  error
-		want Code
+		want failure.Code
 	}{
-		{node, dial, CodeUnavailable},
-		{node, io.ErrUnexpectedEOF, CodeOutcomeUnknown},
-		{node, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}, CodeOutcomeUnknown},
-		{cluster, dial, CodeOutcomeUnknown},
+		{node, dial, failure.CodeUnavailable},
+		{node, io.ErrUnexpectedEOF, failure.CodeOutcomeUnknown},
+		{node, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}, failure.CodeOutcomeUnknown},
+		{cluster, dial, failure.CodeOutcomeUnknown},
 	} {
 		s := &Seckill{cfg: Config{ReserveRedis: c.rdb}}
 		err := s.scriptErr(p, c.err)
-		if got := ErrorCode(err); got != c.want {
+		if got := failure.CodeOf(err); got != c.want {
 			t.Errorf("scriptErr(%T, %v) = %s; want %s", c.rdb, c.err, got, c.want)
 		}
-		var e *Error
-		if c.want == CodeOutcomeUnknown && (!errors.As(err, &e) || !strings.Contains(e.Message, `"r-9"`)) {
+		var e *failure.Error
+		if c.want == failure.CodeOutcomeUnknown && (!errors.As(err, &e) || !strings.Contains(e.Message, `"r-9"`)) {
 			t.Errorf("scriptErr(%v) = %v; want a message naming request_id r-9", c.err, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 )
 
@@ -55,7 +56,7 @@ func TestReserveTwoInstances(t *testing.T) {
 		switch {
 		case errs[i] == nil && r.Reservation != nil && !r.Replayed:
 			lefts = append(lefts, r.Reservation.Left)
-		case errors.Is(errs[i], service.ErrSoldOut):
+		case errors.Is(errs[i], failure.ErrSoldOut):
 		default:
 			t.Errorf("Purchase(%s) = %+v, %v; want a reservation or sold_out", show(ps[i]), r, errs[i])
 		}
@@ -73,7 +74,7 @@ func TestReserveTwoInstances(t *testing.T) {
 			if err != nil || a.Order == nil || a.Order.RemainingStock != r.Reservation.Left || a.Order.Strategy != "reserve" {
 				t.Errorf("PurchaseOf(%s) = %+v, %v; want its order, leaving %d", ps[i].RequestID, a, err, r.Reservation.Left)
 			}
-		case !errors.Is(err, service.ErrPurchaseNotFound):
+		case !errors.Is(err, failure.ErrPurchaseNotFound):
 			t.Errorf("PurchaseOf(%s), sold out = %+v, %v; want purchase_not_found", ps[i].RequestID, a, err)
 		}
 	}
@@ -131,17 +132,17 @@ func TestReserveReplaysAndLimits(t *testing.T) {
 		{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "r-1"},
 		{ProductID: prod.ID, UserID: "u-1", Quantity: 2, RequestID: "r-1"},
 	} {
-		if r, err := seller.svc.Purchase(ctx, bad); !errors.Is(err, service.ErrRequestIDReused) {
+		if r, err := seller.svc.Purchase(ctx, bad); !errors.Is(err, failure.ErrRequestIDReused) {
 			t.Errorf("Purchase(%s) = %+v, %v; want request_id_reused", show(bad), r, err)
 		}
 	}
 	more := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "r-2"}
-	if r, err := seller.svc.Purchase(ctx, more); !errors.Is(err, service.ErrLimitExceeded) {
+	if r, err := seller.svc.Purchase(ctx, more); !errors.Is(err, failure.ErrLimitExceeded) {
 		t.Errorf("Purchase(%s), past the limit of 1 = %+v, %v; want limit_exceeded", show(more), r, err)
 	}
 	for _, st := range strategies {
 		other := service.Purchase{ProductID: prod.ID, UserID: "u-3", Quantity: 1, Strategy: st}
-		if r, err := seller.svc.Purchase(ctx, other); !errors.Is(err, service.ErrStrategyConflict) {
+		if r, err := seller.svc.Purchase(ctx, other); !errors.Is(err, failure.ErrStrategyConflict) {
 			t.Errorf("Purchase(%s) of a product under reserve = %+v, %v; want strategy_conflict", show(other), r, err)
 		}
 	}
@@ -188,10 +189,10 @@ func TestReserveRefusedIsFailed(t *testing.T) {
 	}) {
 		t.Fatalf("the record of the reservation after 30 s = %+v; want it failed", rec)
 	}
-	if rec.Code != string(service.CodeRequestIDReused) {
+	if rec.Code != string(failure.CodeRequestIDReused) {
 		t.Errorf("the reservation failed with %q; want request_id_reused", rec.Code)
 	}
-	if r, err := in.svc.Purchase(ctx, p); !errors.Is(err, service.ErrRequestIDReused) {
+	if r, err := in.svc.Purchase(ctx, p); !errors.Is(err, failure.ErrRequestIDReused) {
 		t.Errorf("a replay of the refused reservation = %+v, %v; want request_id_reused", r, err)
 	}
 	again := service.Purchase{ProductID: prod.ID, UserID: "u-2", Quantity: 1, RequestID: "r-2"}
@@ -225,11 +226,11 @@ func TestReserveFailedState(t *testing.T) {
 	if err != nil || len(es) != 1 {
 		t.Fatalf("Read = %v, %v", es, err)
 	}
-	if err := store.Fail(ctx, es[0], string(service.CodeLimitExceeded)); err != nil {
+	if err := store.Fail(ctx, es[0], string(failure.CodeLimitExceeded)); err != nil {
 		t.Fatal(err)
 	}
 	a, err := in.svc.PurchaseOf(ctx, "r-f")
-	if err != nil || a.Failed == nil || a.Failed.Code != service.CodeLimitExceeded || a.Failed.Message == "" {
+	if err != nil || a.Failed == nil || a.Failed.Code != failure.CodeLimitExceeded || a.Failed.Message == "" {
 		t.Errorf("PurchaseOf a refused reservation = %+v, %v; want failed, limit_exceeded, with a message", a, err)
 	}
 }
@@ -260,7 +261,7 @@ func TestReserveResetWhilePending(t *testing.T) {
 	f.instance(reserveSettings("w", false))
 	waitOrders(t, f, prod.ID, 1)
 	seller.wantAudit(t, consistentAudit(prod.ID, 2, 1))
-	if a, err := seller.svc.PurchaseOf(ctx, "old-1"); !errors.Is(err, service.ErrPurchaseNotFound) {
+	if a, err := seller.svc.PurchaseOf(ctx, "old-1"); !errors.Is(err, failure.ErrPurchaseNotFound) {
 		t.Errorf("PurchaseOf(old-1), discarded by the reset = %+v, %v; want purchase_not_found", a, err)
 	}
 }
@@ -322,14 +323,14 @@ func TestReserveRedisLost(t *testing.T) {
 			}
 			for i := 4; i < stock+4; i++ { // 5 units left, 6 buyers
 				p := service.Purchase{ProductID: prod.ID, UserID: fmt.Sprint("u-", i), Quantity: 1, RequestID: fmt.Sprint("r-", i)}
-				if _, err := seller.svc.Purchase(ctx, p); err != nil && !errors.Is(err, service.ErrSoldOut) {
+				if _, err := seller.svc.Purchase(ctx, p); err != nil && !errors.Is(err, failure.ErrSoldOut) {
 					t.Fatalf("Purchase(%s) = %v", show(p), err)
 				}
 			}
 			waitOrders(t, f, prod.ID, stock)
 			writer.wantAudit(t, consistentAudit(prod.ID, stock, stock))
 			for i := range 3 {
-				if a, err := seller.svc.PurchaseOf(ctx, fmt.Sprint("r-", i)); !errors.Is(err, service.ErrPurchaseNotFound) {
+				if a, err := seller.svc.PurchaseOf(ctx, fmt.Sprint("r-", i)); !errors.Is(err, failure.ErrPurchaseNotFound) {
 					t.Errorf("PurchaseOf(r-%d), lost with the Redis = %+v, %v; want purchase_not_found", i, a, err)
 				}
 			}
@@ -357,7 +358,7 @@ func TestReserveLoadsOrdersSoldBefore(t *testing.T) {
 		t.Errorf("the first reserve purchase = %+v, %v; want a reservation leaving 2", r, err)
 	}
 	more := service.Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "r-3"}
-	if r, err := in.svc.Purchase(ctx, more); !errors.Is(err, service.ErrLimitExceeded) {
+	if r, err := in.svc.Purchase(ctx, more); !errors.Is(err, failure.ErrLimitExceeded) {
 		t.Errorf("u-1, who bought under optimistic, under reserve = %+v, %v; want limit_exceeded", r, err)
 	}
 	replay := before

@@ -3,10 +3,12 @@ package service
 import (
 	"context"
 	"errors"
-	"github.com/go-sql-driver/mysql"
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 )
 
@@ -170,7 +172,7 @@ func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) erro
 		if e.Bad != nil {
 			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
 				"stream", e.Stream, "id", e.ID, "err", e.Bad)
-			if err := s.reserve.Dead(ctx, e, string(CodeUnavailable), e.Bad.Error()); err != nil {
+			if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), e.Bad.Error()); err != nil {
 				return err
 			}
 			s.metrics.reserveDead.Inc()
@@ -238,7 +240,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		w.forget(e.ID)
 		s.log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
 			"request_id", e.RequestID, "product", e.Product, "attempts", writerMaxFailures, "err", err)
-		if err := s.reserve.Dead(ctx, e, string(CodeUnavailable), err.Error()); err != nil {
+		if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), err.Error()); err != nil {
 			return err
 		}
 		s.metrics.reserveDead.Inc()
@@ -248,7 +250,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	}
 	written := 0
 	for i, a := range as {
-		switch code := ErrorCode(a.err); {
+		switch code := failure.CodeOf(a.err); {
 		case a.err == nil:
 			w.forget(group[i].ID)
 			written++
@@ -311,8 +313,8 @@ const (
 // wrote nothing and never will: the only answers a reservation is
 // recorded as failed for. Any other (unavailable, outcome_unknown) leaves
 // it pending, to be written again: it may have been written.
-func refused(code Code) bool {
-	return code == CodeSoldOut || code == CodeLimitExceeded || code == CodeRequestIDReused
+func refused(code failure.Code) bool {
+	return code == failure.CodeSoldOut || code == failure.CodeLimitExceeded || code == failure.CodeRequestIDReused
 }
 
 // sleep waits d or until ctx ends.

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -102,7 +103,7 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 		o, err = s.Order(ctx, id, user, false)
 	}
 	switch {
-	case err != nil && res.Error != nil && ErrorCode(err) != CodeOrderNotFound:
+	case err != nil && res.Error != nil && failure.CodeOf(err) != failure.CodeOrderNotFound:
 		return model.Order{}, settleErr(fmt.Sprintf("pay order %d", id), res.Error, err)
 	case err != nil && res.RowsAffected == 1:
 		// Paid now, and not read back: a retry answers it.
@@ -110,7 +111,7 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 	case err != nil:
 		return model.Order{}, err
 	case res.Error != nil && o.Status == model.StatusUnpaid:
-		return model.Order{}, storeErr(fmt.Sprintf("pay order %d", id), res.Error) // it did not take
+		return model.Order{}, failure.Store(fmt.Sprintf("pay order %d", id), res.Error) // it did not take
 	case o.Status == model.StatusUnpaid:
 		// Its time has come and the sweep has not been by.
 		if o, _, err = s.returnOrder(ctx, o, returnExpiry); err != nil {
@@ -123,9 +124,9 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 	case model.StatusUnpaid:
 		// Not paid, and not due by this clock (another instance's ran
 		// ahead): nothing changed, and asking again settles it.
-		return model.Order{}, ErrUnavailable.because(fmt.Errorf("order %d is still unpaid after its payment", id))
+		return model.Order{}, failure.ErrUnavailable.Because(fmt.Errorf("order %d is still unpaid after its payment", id))
 	}
-	return model.Order{}, errorf(CodeOrderClosed, "order %d is %s", id, o.Status)
+	return model.Order{}, failure.Errorf(failure.CodeOrderClosed, "order %d is %s", id, o.Status)
 }
 
 // Cancel cancels order id for its buyer user and puts its units back on
@@ -161,20 +162,20 @@ func (s *Seckill) Cancel(ctx context.Context, id int64, user string) (model.Orde
 		}
 		return o, nil
 	case model.StatusPaid:
-		return model.Order{}, errorf(CodeOrderPaid, "order %d is paid", id)
+		return model.Order{}, failure.Errorf(failure.CodeOrderPaid, "order %d is paid", id)
 	case model.StatusExpired:
-		return model.Order{}, errorf(CodeOrderClosed, "order %d is expired", id)
+		return model.Order{}, failure.Errorf(failure.CodeOrderClosed, "order %d is expired", id)
 	}
-	return model.Order{}, ErrUnavailable.because(fmt.Errorf("order %d is still %s after its cancel", id, o.Status))
+	return model.Order{}, failure.ErrUnavailable.Because(fmt.Errorf("order %d is still %s after its cancel", id, o.Status))
 }
 
 // checkOrderAction checks what a buyer's action on an order names.
 func checkOrderAction(id int64, user string) error {
 	switch {
 	case id <= 0:
-		return errorf(CodeInvalid, "order id must be a positive integer")
+		return failure.Errorf(failure.CodeInvalid, "order id must be a positive integer")
 	case checkID(user) != nil:
-		return errorf(CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
+		return failure.Errorf(failure.CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func (s *Seckill) orderSettled(ctx context.Context, id int64, user string) (mode
 	})
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound) || err == nil && user != "" && string(o.UserID) != user:
-		return model.Order{}, errorf(CodeOrderNotFound, "order %d not found", id)
+		return model.Order{}, failure.Errorf(failure.CodeOrderNotFound, "order %d not found", id)
 	case err != nil:
 		return model.Order{}, fmt.Errorf("read order %d: %w", id, err)
 	}
@@ -237,7 +238,7 @@ func (s *Seckill) orderSettled(ctx context.Context, id int64, user string) (mode
 // whose order could not be read back to learn whether it took (read):
 // outcome_unknown, whose retry answers the truth.
 func settleErr(op string, err, read error) error {
-	return &Error{Code: CodeOutcomeUnknown, Message: op + ": the outcome is not known; ask again",
+	return &failure.Error{Code: failure.CodeOutcomeUnknown, Message: op + ": the outcome is not known; ask again",
 		Err: errors.Join(err, fmt.Errorf("read the order back: %w", read))}
 }
 
@@ -293,7 +294,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 			s.cache.Unhold(ctx, product, hold)
 		}
 		if err != nil {
-			return 0, storeErr(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
+			return 0, failure.Store(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
 		}
 		return 0, nil
 	}
@@ -490,7 +491,7 @@ func (s *Seckill) finishReturns(ctx context.Context) error {
 	cancel()
 	switch {
 	case err != nil:
-		return storeErr("read the returns on their way to Redis", err)
+		return failure.Store("read the returns on their way to Redis", err)
 	case len(rs) < sweepBatch:
 		s.outboxAfter.Store(0) // round again from the start next time
 	default:
@@ -553,7 +554,7 @@ func (s *Seckill) SweepOnce(ctx context.Context) (int, error) {
 		Order("expires_at").Limit(sweepBatch).Find(&dueOrders).Error
 	cancel()
 	if err != nil {
-		return 0, storeErr("find the unpaid orders due", err)
+		return 0, failure.Store("find the unpaid orders due", err)
 	}
 	byProduct := map[int64][]int64{}
 	var products []int64
@@ -568,7 +569,7 @@ func (s *Seckill) SweepOnce(ctx context.Context) (int, error) {
 	for _, id := range products {
 		n, err := s.returnUnits(ctx, id, byProduct[id], returnExpiry)
 		expired += n
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, failure.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
 	"gorm.io/gorm"
 )
@@ -102,9 +103,9 @@ func TestPaymentRacesItsEnd(t *testing.T) {
 		var paid int64
 		for i := range orders {
 			switch {
-			case payErrs[i] == nil && service.ErrorCode(cancelErrs[i]) == service.CodeOrderPaid:
+			case payErrs[i] == nil && failure.CodeOf(cancelErrs[i]) == failure.CodeOrderPaid:
 				paid++
-			case cancelErrs[i] == nil && service.ErrorCode(payErrs[i]) == service.CodeOrderClosed:
+			case cancelErrs[i] == nil && failure.CodeOf(payErrs[i]) == failure.CodeOrderClosed:
 			default:
 				t.Errorf("order %d: Pay = %v, Cancel = %v; want exactly one to win", orders[i].ID, payErrs[i], cancelErrs[i])
 			}
@@ -135,7 +136,7 @@ func TestPaymentRacesItsEnd(t *testing.T) {
 				t.Fatalf("Order(%d) = %v", o.ID, err)
 			case payErrs[i] == nil && got.Status == model.StatusPaid:
 				paid++
-			case service.ErrorCode(payErrs[i]) == service.CodeOrderClosed && got.Status == model.StatusExpired:
+			case failure.CodeOf(payErrs[i]) == failure.CodeOrderClosed && got.Status == model.StatusExpired:
 			default:
 				t.Errorf("order %d: Pay = %v, and it is %s; want paid, or expired and order_closed", o.ID, payErrs[i], got.Status)
 			}
@@ -205,7 +206,7 @@ func TestCancelsDuringSale(t *testing.T) {
 					r, err := in.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: fmt.Sprintf("b-%d", i), Quantity: 1})
 					if err == nil {
 						sold <- r.Order
-					} else if !errors.Is(err, service.ErrSoldOut) && !errors.Is(err, service.ErrLimitExceeded) {
+					} else if !errors.Is(err, failure.ErrSoldOut) && !errors.Is(err, failure.ErrLimitExceeded) {
 						t.Errorf("purchase: %v", err)
 					}
 				}
@@ -252,7 +253,7 @@ func TestCancelsDuringSale(t *testing.T) {
 		// What the last cancels gave back sells out.
 		for i := 0; ; i++ {
 			r, err := a.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: fmt.Sprintf("rest-%d", i), Quantity: 1})
-			if errors.Is(err, service.ErrSoldOut) {
+			if errors.Is(err, failure.ErrSoldOut) {
 				break
 			}
 			if err != nil || i > stock {
@@ -262,7 +263,7 @@ func TestCancelsDuringSale(t *testing.T) {
 		}
 		// Sold out on both: once a cancel is answered, the other instance
 		// sells its unit (it heard of the return before the answer).
-		if _, err := b.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+		if _, err := b.svc.Purchase(ctx, service.Purchase{ProductID: p.ID, UserID: "late", Quantity: 1}); !errors.Is(err, failure.ErrSoldOut) {
 			t.Fatalf("a purchase before the cancel = %v; want sold_out", err)
 		}
 		o := live[0]
@@ -384,7 +385,7 @@ func TestReserveReturns(t *testing.T) {
 	if got, want := counter(); got != 0 || want != 0 {
 		t.Errorf("the counter after the loss and the sweep = %d (it must be %d); want 0", got, want)
 	}
-	if _, err := a.svc.Purchase(ctx, service.Purchase{ProductID: prod.ID, UserID: "late", Quantity: 1}); !errors.Is(err, service.ErrSoldOut) {
+	if _, err := a.svc.Purchase(ctx, service.Purchase{ProductID: prod.ID, UserID: "late", Quantity: 1}); !errors.Is(err, failure.ErrSoldOut) {
 		t.Errorf("a purchase of a sold-out product = %v; want sold_out", err)
 	}
 	au := a.audit(t, prod.ID)

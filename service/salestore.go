@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // The sale store: where a sale meets the database. Every way of selling (a
@@ -110,7 +111,7 @@ func (r stockRead) owner(id, gen int64, reserve bool) error {
 	case r.reserveGen != nil && (!reserve || gen != *r.reserveGen):
 		return &generationGone{product: id, gen: *r.reserveGen, now: gen}
 	case r.reserveGen == nil && reserve:
-		return strategyConflict(id)
+		return failure.StrategyConflict(id)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -63,18 +64,18 @@ func (m *mysqlSales) claim(ctx context.Context, id int64) (int64, error) {
 	defer cancel()
 	res, err := m.pool.ExecContext(ctx, stmtClaimFence, id)
 	if err != nil {
-		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+		return 0, failure.Store(fmt.Sprintf("claim the fence of product %d", id), err)
 	}
 	n, err := res.RowsAffected()
 	switch {
 	case err != nil:
-		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+		return 0, failure.Store(fmt.Sprintf("claim the fence of product %d", id), err)
 	case n == 0:
-		return 0, notFound(id)
+		return 0, failure.NotFound(id)
 	}
 	token, err := res.LastInsertId()
 	if err != nil {
-		return 0, storeErr(fmt.Sprintf("read the fence of product %d", id), err)
+		return 0, failure.Store(fmt.Sprintf("read the fence of product %d", id), err)
 	}
 	return token, nil
 }
@@ -95,7 +96,7 @@ func (m *mysqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decid
 func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (d decided, err error) {
 	c, err := m.pool.Conn(ctx)
 	if err != nil {
-		return d, storeErr("take a connection", err)
+		return d, failure.Store("take a connection", err)
 	}
 	defer func() {
 		// A connection that went (driver.ErrBadConn) is closed already.
@@ -115,7 +116,7 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 	var moved *fenceMoved
 	var timeout *rowLockTimeout
 	var gone *generationGone
-	var answer *Error
+	var answer *failure.Error
 	switch {
 	case err == nil, uncommitted(err), ctx.Err() != nil,
 		errors.As(err, &my), errors.As(err, &moved), errors.As(err, &timeout), errors.As(err, &gone), errors.As(err, &answer),
@@ -153,7 +154,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	case err != nil:
 		return decided{}, errors.Join(err, rollback(ctx, c))
 	case !read.found:
-		return decided{}, errors.Join(notFound(id), rollback(ctx, c))
+		return decided{}, errors.Join(failure.NotFound(id), rollback(ctx, c))
 	}
 	if err := r.owner(id, read.generation, read.reserve != 0); err != nil {
 		return decided{}, errors.Join(err, rollback(ctx, c))

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -41,13 +42,13 @@ func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error)
 				return res.Error
 			}
 			if res.RowsAffected == 0 {
-				return notFound(id)
+				return failure.NotFound(id)
 			}
 			return tx.Model(&model.Product{}).Where("id = ?", id).Select("fence").Scan(&token).Error
 		})
 	})
-	if err != nil && ErrorCode(err) != CodeNotFound {
-		return 0, storeErr(fmt.Sprintf("claim the fence of product %d", id), err)
+	if err != nil && failure.CodeOf(err) != failure.CodeNotFound {
+		return 0, failure.Store(fmt.Sprintf("claim the fence of product %d", id), err)
 	}
 	return token, err
 }
@@ -74,7 +75,7 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 	case lockCtx.Err() != nil && ctx.Err() == nil:
 		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return decided{}, notFound(id)
+		return decided{}, failure.NotFound(id)
 	case err != nil:
 		return decided{}, fmt.Errorf("read the stock of product %d: %w", id, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 )
 
 // The answers the stock cache (package stockcache) gives without a lock or
@@ -29,7 +30,7 @@ func (s *Seckill) answerOut(ctx context.Context, p Purchase, out error) (Receipt
 	}
 	id, known, err := s.cache.OrderOf(ctx, p.ProductID, p.RequestID)
 	if err != nil {
-		return Receipt{}, storeErr("look up a sold-out product's orders", err)
+		return Receipt{}, failure.Store("look up a sold-out product's orders", err)
 	}
 	if known && id == 0 {
 		return Receipt{}, out // among the product's final orders: not there
@@ -43,7 +44,7 @@ func (s *Seckill) answerOut(ctx context.Context, p Purchase, out error) (Receipt
 			return Receipt{}, out // a reset deleted it meanwhile
 		}
 		if err != nil {
-			return Receipt{}, storeErr("read a replayed order", err)
+			return Receipt{}, failure.Store("read a replayed order", err)
 		}
 		return replayOf(p, o)
 	}

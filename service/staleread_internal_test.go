@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -35,7 +36,7 @@ func TestStaleSaleLowersNoNewVersion(t *testing.T) {
 			st, _ := LookupStrategy("pessimistic")
 			p := Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "r-1", Strategy: st.Name}
 			as, err := s.sellBatch(ctx, st, hold{ps: []Purchase{p}, arrived: []time.Time{time.Now()}})
-			if err != nil || len(as) != 1 || !(as[0].soldOut || errors.Is(as[0].err, ErrSoldOut)) {
+			if err != nil || len(as) != 1 || !(as[0].soldOut || errors.Is(as[0].err, failure.ErrSoldOut)) {
 				t.Fatalf("sellBatch = %+v, %v; want sold out from the stock read before the return", as, err)
 			}
 			s.cache.Saw(prod.ID, 2, returned) // the return commits: 2 units back

@@ -1,4 +1,9 @@
-package service
+// Package failure is how the service says no: the contract's error codes
+// (Code), the error that carries one with a message for the buyer and a
+// cause for the log (Error), and the errors a caller tells apart (ErrSoldOut
+// and the others, compared with errors.Is). The controller maps a code to
+// an HTTP status; the metrics count purchases by it.
+package failure
 
 import (
 	"context"
@@ -92,36 +97,36 @@ var (
 	ErrOutcomeUnknown   = &Error{Code: CodeOutcomeUnknown, Message: "the purchase may or may not have been made"}
 )
 
-// because returns an *Error of e's code and message whose cause, for the
-// log, is cause: ErrLockTimeout.because(err).
-func (e *Error) because(cause error) *Error {
+// Because returns an *Error of e's code and message whose cause, for the
+// log, is cause: ErrLockTimeout.Because(err).
+func (e *Error) Because(cause error) *Error {
 	return &Error{Code: e.Code, Message: e.Message, Err: cause}
 }
 
-// notFound is the answer about a product that does not exist.
-// strategyConflict is the answer to a purchase of product id under a
+// StrategyConflict is the answer to a purchase of product id under a
 // strategy the product does not sell under now.
-func strategyConflict(id int64) *Error {
-	return errorf(CodeStrategyConflict, "product %d sells under reserve until its stock is reset", id)
+func StrategyConflict(id int64) *Error {
+	return Errorf(CodeStrategyConflict, "product %d sells under reserve until its stock is reset", id)
 }
 
-func notFound(id int64) *Error {
-	return errorf(CodeNotFound, "product %d not found", id)
+// NotFound is the answer about product id, which does not exist.
+func NotFound(id int64) *Error {
+	return Errorf(CodeNotFound, "product %d not found", id)
 }
 
-// errorf makes an *Error of code whose message is formatted.
-func errorf(code Code, format string, args ...any) *Error {
+// Errorf makes an *Error of code whose message is formatted.
+func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code err carries. A context that ended is
+// CodeOf returns the code err carries. A context that ended is
 // CodeUnavailable (the purchase was not decided); anything else without a
 // code is CodeInternal.
 //
 // It looks for the *Error with errors.AsType, which, unlike errors.As with
 // a pointer that escapes, allocates nothing: the metrics ask on every
 // failed purchase.
-func ErrorCode(err error) Code {
+func CodeOf(err error) Code {
 	if err == nil {
 		return ""
 	}
@@ -134,23 +139,23 @@ func ErrorCode(err error) Code {
 	return CodeInternal
 }
 
-// ErrorMessage returns the message for a person: that of the first *Error
+// MessageOf returns the message for a person: that of the first *Error
 // in err's chain, without the operations around it.
-func ErrorMessage(err error) string {
+func MessageOf(err error) string {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return err.Error()
 }
 
-// storeErr makes a database error an ErrUnavailable that says what was
+// Store makes a database error an ErrUnavailable that says what was
 // being done, unless it already carries a code or is a context's end.
-func storeErr(op string, err error) error {
+func Store(op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if _, ok := errors.AsType[*Error](err); ok || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	return ErrUnavailable.because(fmt.Errorf("%s: %w", op, err))
+	return ErrUnavailable.Because(fmt.Errorf("%s: %w", op, err))
 }
