@@ -58,12 +58,7 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 	w.body = body
 	req.SetBody(body)
 	start := time.Now()
-	var err error
-	if deadline, ok := ctx.Deadline(); ok {
-		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
-	} else {
-		err = w.lc.hosts[k].Do(req, resp)
-	}
+	err := w.send(ctx, k, req)
 	end := time.Now()
 	status, code := 0, ""
 	if err == nil {

@@ -76,15 +76,8 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 		w.body = body
 		req.SetBody(body) // copies into the request's own buffer
 	}
-	var err error
-	deadline, ok := ctx.Deadline()
-	if ok {
-		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
-	} else {
-		err = w.lc.hosts[k].Do(req, resp)
-	}
-	if err != nil {
-		if ok && !time.Now().Before(deadline) {
+	if err := w.send(ctx, k, req); err != nil {
+		if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
 			// ctx's deadline cut the request short: wait for ctx to say so,
 			// so that the run does not count it (net/http ends such a
 			// request from ctx.Done, after ctx.Err is set).
@@ -93,6 +86,15 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 		return answer{out: outTransport, sample: transportMessage(err, p.Purchase, p.Targets[k])}
 	}
 	return p.classify(resp.StatusCode(), resp.Body(), captured)
+}
+
+// send sends req to instance k and reads its answer into w.resp, by ctx's
+// deadline when it has one (fasthttp knows no context).
+func (w *worker) send(ctx context.Context, k int, req *fasthttp.Request) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		return w.lc.hosts[k].DoDeadline(req, w.resp, deadline)
+	}
+	return w.lc.hosts[k].Do(req, w.resp)
 }
 
 var jsonContentType = []byte("application/json")
