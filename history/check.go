@@ -3,12 +3,8 @@ package history
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -24,7 +20,7 @@ import (
 // start to the end of its segment (a COMMIT whose reply was lost may take
 // after the client gave up); every other answer took nothing and asserts
 // nothing about the stock, so it is left out. Each segment is first
-// checked directly (see counter.go), which decides it but for some with
+// checked directly (checkCounter), which decides it but for some with
 // purchases of unknown outcome; those go to porcupine's search
 // (github.com/anishathalye/porcupine), one segment at a time, which finds
 // an order of the operations, within their real-time bounds, that the
@@ -121,7 +117,7 @@ func Check(lines []Line) (*Result, error) { return CheckTimeout(lines, DefaultTi
 
 // CheckTimeout is Check with a bound on the general search, which only a
 // segment with purchases of unknown outcome that the direct check cannot
-// place needs (see counter.go).
+// place needs (checkCounter).
 func CheckTimeout(lines []Line, timeout time.Duration) (*Result, error) {
 	segs, purchases, err := segments(lines)
 	if err != nil {
@@ -194,40 +190,6 @@ func cancelsOfOrders(s *segment) string {
 		}
 	}
 	return ""
-}
-
-// porcupineOf is segs as porcupine's model and operations: each segment
-// a partition that begins with a reset to its stock, after first (the
-// index of segs[0] among all, for the drawing's rows).
-func porcupineOf(segs []*segment, first int) (porcupine.Model, []porcupine.Operation) {
-	var ops []porcupine.Operation
-	for i, s := range segs {
-		ops = append(ops, porcupine.Operation{Input: input{reset: true, quantity: s.stock},
-			Call: s.start, Return: s.start, Output: output{}, Metadata: i})
-		for _, l := range s.purchase {
-			out, ok := outputOf(l)
-			if !ok {
-				continue
-			}
-			ret := l.EndNS
-			if out.outcome == maybe {
-				ret = s.end
-			}
-			ops = append(ops, porcupine.Operation{Input: input{quantity: l.Quantity, line: l},
-				Call: l.StartNS, Return: ret, Output: out, Metadata: i})
-		}
-		for _, l := range s.cancels {
-			out := output{outcome: returned}
-			ret := l.EndNS
-			if l.Indeterminate() {
-				out.outcome, ret = maybe, s.end
-			}
-			ops = append(ops, porcupine.Operation{Input: input{cancel: true, quantity: l.Quantity, line: l},
-				Call: l.StartNS, Return: ret, Output: out, Metadata: i})
-		}
-	}
-	assignClients(ops)
-	return counterModel(segs), ops
 }
 
 // segments cuts the history into its segments, by product, in time order;
@@ -308,160 +270,6 @@ func outputOf(l *Line) (output, bool) {
 	return output{}, false
 }
 
-// assignClients gives every operation a client ID (a row in porcupine's
-// drawing) such that a client's operations never overlap: the fewest rows
-// that hold them, greedily.
-func assignClients(ops []porcupine.Operation) {
-	idx := make([]int, len(ops))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return ops[idx[a]].Call < ops[idx[b]].Call })
-	var free []int64 // per client: when it is free again
-	for _, i := range idx {
-		c := slices.IndexFunc(free, func(at int64) bool { return at < ops[i].Call })
-		if c < 0 {
-			c = len(free)
-			free = append(free, 0)
-		}
-		free[c] = ops[i].Return
-		ops[i].ClientId = c
-	}
-}
-
-// counterState is a segment's counter: its stock, and the orders whose
-// units came back (their IDs in order, as text: comparable and cheap while
-// there are none).
-type counterState struct {
-	stock    int64
-	returned string
-}
-
-// hasReturned says order id's units came back in state st.
-func (st counterState) hasReturned(id int64) bool {
-	for rest := st.returned; rest != ""; {
-		var head string
-		head, rest, _ = strings.Cut(rest, ",")
-		if head == strconv.FormatInt(id, 10) {
-			return true
-		}
-	}
-	return false
-}
-
-// withReturn is st after order id put back q units.
-func (st counterState) withReturn(id, q int64) counterState {
-	ids := []int64{id}
-	for rest := st.returned; rest != ""; {
-		var head string
-		head, rest, _ = strings.Cut(rest, ",")
-		n, _ := strconv.ParseInt(head, 10, 64) // written below
-		ids = append(ids, n)
-	}
-	slices.Sort(ids)
-	text := make([]string, len(ids))
-	for i, n := range ids {
-		text[i] = strconv.FormatInt(n, 10)
-	}
-	return counterState{stock: st.stock + q, returned: strings.Join(text, ",")}
-}
-
-// counterModel is one stock counter per segment: the segment's reset sets
-// it; the purchases take from it and the cancels put back, once per order.
-// An operation whose outcome is unknown makes the state a set of states.
-func counterModel(segs []*segment) porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-			parts := make([][]porcupine.Operation, len(segs))
-			for _, op := range history {
-				i := op.Metadata.(int)
-				parts[i] = append(parts[i], op)
-			}
-			return parts
-		},
-		Init: func() []any { return []any{counterState{stock: unknownStock}} },
-		Step: func(state, in, out any) []any {
-			st, i, o := state.(counterState), in.(input), out.(output)
-			stock := st.stock
-			switch {
-			case i.reset:
-				return []any{counterState{stock: i.quantity}}
-			case stock == unknownStock:
-				return nil
-			case i.cancel:
-				id := *i.line.OrderID
-				if st.hasReturned(id) {
-					return []any{st} // a repeated cancel puts back nothing more
-				}
-				if o.outcome == maybe {
-					return []any{st.withReturn(id, i.quantity), st}
-				}
-				return []any{st.withReturn(id, i.quantity)}
-			}
-			switch o.outcome {
-			case took:
-				if stock >= i.quantity && stock-i.quantity == o.remaining {
-					return []any{counterState{stock: o.remaining, returned: st.returned}}
-				}
-			case soldOut:
-				if stock < i.quantity {
-					return []any{st}
-				}
-			case maybe:
-				if stock >= i.quantity {
-					return []any{counterState{stock: stock - i.quantity, returned: st.returned}, st}
-				}
-				return []any{st}
-			}
-			return nil
-		},
-		Equal: func(a, b any) bool { return a.(counterState) == b.(counterState) },
-		Hash: func(s any) uint64 {
-			st := s.(counterState)
-			h := fnv.New64a()
-			h.Write([]byte(st.returned))
-			return uint64(st.stock) ^ h.Sum64()
-		},
-		DescribeOperation: func(in, out any) string {
-			i, o := in.(input), out.(output)
-			if i.reset {
-				return fmt.Sprintf("stock set to %d", i.quantity)
-			}
-			return describeOp(i.line, o)
-		},
-		DescribeState: func(s any) string {
-			st := s.(counterState)
-			if st.returned == "" {
-				return fmt.Sprintf("stock %d", st.stock)
-			}
-			return fmt.Sprintf("stock %d (orders returned: %s)", st.stock, st.returned)
-		},
-	}
-	return nm.ToModel()
-}
-
-// describeOp says what a purchase or a cancel asked and was answered.
-func describeOp(l *Line, o output) string {
-	if l.Cancel() {
-		what := fmt.Sprintf("cancel of order %d (%d units)", *l.OrderID, l.Quantity)
-		if o.outcome == maybe {
-			return what + ": no answer"
-		}
-		return fmt.Sprintf("%s: %d", what, l.Status)
-	}
-	what := fmt.Sprintf("%s buys %d (%s)", l.UserID, l.Quantity, l.RequestID)
-	switch o.outcome {
-	case took:
-		return fmt.Sprintf("%s: %d, %d left", what, l.Status, o.remaining)
-	case soldOut:
-		return what + ": sold_out"
-	}
-	if l.Status == 0 {
-		return what + ": no answer"
-	}
-	return fmt.Sprintf("%s: %d %s", what, l.Status, l.Code)
-}
-
 // undersold counts the sold_out answers of s given while stock surely
 // remained (see Result.Undersold).
 func undersold(s *segment) int {
@@ -491,101 +299,4 @@ func undersold(s *segment) int {
 		}
 	}
 	return n
-}
-
-// maxInvolved bounds the operations a violation lists.
-const maxInvolved = 8
-
-// describe says, for a person, where the first segment that failed went
-// wrong: how far the longest order porcupine found got, the stock there,
-// and the purchases that no order could place next.
-func describe(segs []*segment, info porcupine.LinearizationInfo) string {
-	partials := info.PartialLinearizationsOperations()
-	for i, s := range segs {
-		if i >= len(partials) || len(partials[i]) == 0 {
-			continue
-		}
-		// The longest partial order of this segment.
-		var best []porcupine.Operation
-		for _, p := range partials[i] {
-			if len(p) > len(best) {
-				best = p
-			}
-		}
-		all := map[*Line]bool{}
-		for _, l := range s.purchase {
-			if _, ok := outputOf(l); ok {
-				all[l] = true
-			}
-		}
-		placed, stock, taken := 0, s.stock, int64(0)
-		back := map[int64]bool{} // the orders whose units came back
-		for _, op := range best {
-			in := op.Input.(input)
-			if in.reset {
-				continue
-			}
-			if in.cancel {
-				if id := *in.line.OrderID; !back[id] {
-					back[id], stock = true, stock+in.quantity
-				}
-				continue
-			}
-			placed++
-			delete(all, in.line)
-			if o := op.Output.(output); o.outcome == took {
-				stock, taken = o.remaining, taken+in.quantity
-			}
-		}
-		if len(all) == 0 {
-			continue // this segment linearized: another one failed
-		}
-		// The purchase that had to come next: the first to end of those
-		// left, and those it overlaps.
-		var left []*Line
-		for l := range all {
-			left = append(left, l)
-		}
-		sort.Slice(left, func(a, b int) bool { return left[a].EndNS < left[b].EndNS })
-		first := left[0]
-		var b strings.Builder
-		fmt.Fprintf(&b, "product %d, stock %d at %s: after %d purchases in a valid order (%d units taken, %d left),\n",
-			s.product, s.stock, stamp(s.start), placed, taken, stock)
-		fmt.Fprintf(&b, "no order can place next: %s\n", lineWords(s, first))
-		involved := 0
-		for _, l := range left[1:] {
-			if l.StartNS <= first.EndNS && involved < maxInvolved {
-				fmt.Fprintf(&b, "  concurrent with: %s\n", lineWords(s, l))
-				involved++
-			}
-		}
-		return strings.TrimRight(b.String(), "\n")
-	}
-	return "no segment's partial order was recorded"
-}
-
-// lineWords is a purchase for a person, its times from its segment's start.
-func lineWords(s *segment, l *Line) string {
-	o, _ := outputOf(l)
-	end := "+" + time.Duration(l.EndNS-s.start).String()
-	if o.outcome == maybe {
-		end = "?"
-	}
-	return fmt.Sprintf("%s [+%v, %s]", describeOp(l, o), time.Duration(l.StartNS-s.start), end)
-}
-
-// stamp is a time in the history as RFC 3339 with nanoseconds.
-func stamp(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
-
-// WriteHTML draws the history as a page (porcupine's): each purchase a bar
-// in time, one row per client, the longest valid order found and, where it
-// fails, the operation it could not place. It runs porcupine's search for
-// the drawing, bounded by timeout; past it the page shows what was found.
-func (r *Result) WriteHTML(w io.Writer, timeout time.Duration) error {
-	model, ops := porcupineOf(r.segs, 0)
-	_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-	if err := porcupine.Visualize(model, info, w); err != nil {
-		return fmt.Errorf("history: draw: %w", err)
-	}
-	return nil
 }

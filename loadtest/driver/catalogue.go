@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/loadtest/driver/load"
 	"github.com/seckill/seckill/loadtest/report"
 )
 
@@ -165,32 +166,27 @@ func unit(x uint64) float64 {
 	return float64(x>>11) / (1 << 53)
 }
 
-// productTally counts one product's answers in a run: its requests and
-// its successes (201s and 202s).
-type productTally struct {
-	requests, created         int64 // measured
-	warmRequests, warmCreated int64 // of the warmup
-	// unkept counts its promises (202s, the warmup's too) that the drain
-	// did not see become orders.
-	unkept int64
-	// unknown counts its answers 503 outcome_unknown (the warmup's too):
-	// each may or may not have made an order.
-	unknown int64
+// sold is what a run's answers say of each product: its tally, and the
+// promises (202s, the warmup's too) that the drain did not see become
+// orders.
+type sold struct {
+	counts []load.ProductTally
+	unkept []int64
 }
 
-// orders is the number of orders the audit should have gained of the
-// product: one per 201 and per promise kept.
-func (pt productTally) orders() int64 { return pt.created + pt.warmCreated - pt.unkept }
+// orders is the number of orders the audit should have gained of product
+// k: one per 201 and per promise kept.
+func (s sold) orders(k int) int64 { return s.counts[k].Made() - s.unkept[k] }
 
 // catalogueRun sums up one run over the products: its hottest, the sold
 // out, the broken (audits may be nil: not read).
-func catalogueRun(products []client.Product, counts []productTally, audits []client.Audit) *report.CatalogueRun {
-	run := &report.CatalogueRun{Hottest: hottest(products, counts)}
+func catalogueRun(products []client.Product, counts sold, audits []client.Audit) *report.CatalogueRun {
+	run := &report.CatalogueRun{Hottest: hottest(products, counts.counts)}
 	for k, a := range audits {
 		if a.Stock <= 0 {
 			run.SoldOutProducts++
 		}
-		made := counts[k].orders()
+		made := counts.orders(k)
 		if !a.Held() || a.Orders != made {
 			run.Broken = append(run.Broken, report.ProductAudit{Name: products[k].Name, Audit: a, Created: int(made)})
 		}
@@ -200,22 +196,22 @@ func catalogueRun(products []client.Product, counts []productTally, audits []cli
 
 // hottest are the products with the most requests, at most hottestShown,
 // the first of the catalogue first among equals.
-func hottest(products []client.Product, counts []productTally) []report.HotProduct {
+func hottest(products []client.Product, counts []load.ProductTally) []report.HotProduct {
 	order := make([]int, len(products))
 	var total int64
 	for k := range order {
 		order[k] = k
-		total += counts[k].requests
+		total += counts[k].Requests
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		return int(min(1, max(-1, counts[b].requests-counts[a].requests)))
+		return int(min(1, max(-1, counts[b].Requests-counts[a].Requests)))
 	})
 	out := make([]report.HotProduct, 0, hottestShown)
 	for rank, k := range order[:min(len(order), hottestShown)] {
 		h := report.HotProduct{Rank: rank + 1, ProductID: products[k].ID, Name: products[k].Name,
-			Requests: int(counts[k].requests), Created: int(counts[k].created)}
+			Requests: int(counts[k].Requests), Created: int(counts[k].Created)}
 		if total > 0 {
-			h.Share = float64(counts[k].requests) / float64(total)
+			h.Share = float64(counts[k].Requests) / float64(total)
 		}
 		out = append(out, h)
 	}
@@ -225,11 +221,11 @@ func hottest(products []client.Product, counts []productTally) []report.HotProdu
 // unsold are the units left on the products whose demand in the run (its
 // requests times quantity, the warmup's included) exceeded the stock they
 // began with; nil when none's did.
-func unsold(before, after []client.Audit, counts []productTally, quantity int64) *int64 {
+func unsold(before, after []client.Audit, counts []load.ProductTally, quantity int64) *int64 {
 	var left int64
 	over := false
 	for k := range before {
-		if (counts[k].requests+counts[k].warmRequests)*quantity > before[k].Stock {
+		if (counts[k].Requests+counts[k].WarmRequests)*quantity > before[k].Stock {
 			over = true
 			left += max(0, after[k].Stock)
 		}

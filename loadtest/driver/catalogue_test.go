@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/history"
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
@@ -125,10 +124,7 @@ func checkCatalogueAudit(t *testing.T, res report.Result) {
 // product of the catalogue.
 func checkCatalogueHistory(t *testing.T, path string) {
 	t.Helper()
-	lines, err := history.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lines := readHistory(t, path)
 	stockLines := map[int64]bool{}
 	for _, l := range lines {
 		if l.Stock != nil && *l.Stock == catalogueStock {

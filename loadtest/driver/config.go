@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/loadtest/driver/load"
 )
 
 // Defaults of Config.
@@ -282,20 +283,9 @@ func (c Config) checkPurchases() error {
 	return nil
 }
 
-// phase is a stretch of the load: the warmup, or one step of the open loop
-// (the closed loop has its warmup and one measured phase).
-type phase struct {
-	warm   bool
-	rate   float64       // open loop: requests per second
-	start  time.Duration // since the load's start
-	length time.Duration // 0: the closed loop's request count
-	first  int           // open loop: index of its first request
-	n      int           // open loop: its requests
-}
-
 // phases lays out the load of one run.
-func (c Config) phases() []phase {
-	var out []phase
+func (c Config) phases() []load.Phase {
+	var out []load.Phase
 	var at time.Duration
 	first := 0
 	add := func(warm bool, rate float64, length time.Duration) {
@@ -303,7 +293,7 @@ func (c Config) phases() []phase {
 		if rate > 0 {
 			n = int(math.Round(rate * length.Seconds()))
 		}
-		out = append(out, phase{warm: warm, rate: rate, start: at, length: length, first: first, n: n})
+		out = append(out, load.Phase{Warm: warm, Rate: rate, Start: at, Length: length, First: first, N: n})
 		at += length
 		first += n
 	}
@@ -329,8 +319,8 @@ func (c Config) phases() []phase {
 func (c Config) scheduled() int {
 	n := 0
 	for _, p := range c.phases() {
-		if !p.warm {
-			n += p.n
+		if !p.Warm {
+			n += p.N
 		}
 	}
 	return n

@@ -1,9 +1,6 @@
 package driver
 
-import (
-	"sync/atomic"
-	"testing"
-)
+import "testing"
 
 // TestCountsAgree: the orders an audit gained agree with the answers when
 // they are the orders made, plus any number of those answered
@@ -28,26 +25,5 @@ func TestCountsAgree(t *testing.T) {
 			t.Errorf("countsAgree(orders %d, units %d, made %d, unknown %d, quantity %d) = %v; want %v",
 				c.orders, c.units, c.made, c.unknown, c.quantity, got, c.want)
 		}
-	}
-}
-
-// TestClassifyOutcomeUnknown: an answer 503 outcome_unknown carries the
-// code that countsAgree's callers count as "may have made an order".
-func TestClassifyOutcomeUnknown(t *testing.T) {
-	p := &plan{purchase: true}
-	a := p.classify(503, []byte(`{"error":{"code":"outcome_unknown","message":"replay it"}}`), new(atomic.Bool))
-	if a.code != codeOutcomeUnknown {
-		t.Errorf("classify(503 outcome_unknown).code = %q; want %q", a.code, codeOutcomeUnknown)
-	}
-}
-
-// TestMergeKeepsUnknowns: the shards' tallies merged keep each product's
-// answers outcome_unknown, which the counts' check reads.
-func TestMergeKeepsUnknowns(t *testing.T) {
-	a, b := newTally(1, 1, 2), newTally(1, 1, 2)
-	a.products[1].unknown, b.products[1].unknown = 2, 3
-	a.merge(b)
-	if a.products[1].unknown != 5 || a.products[0].unknown != 0 {
-		t.Errorf("merged unknowns = %d, %d; want 0, 5", a.products[0].unknown, a.products[1].unknown)
 	}
 }

@@ -49,7 +49,7 @@
 // Under reserve a purchase answers 202: its units are taken and its order
 // will be written moments later, a promise. The 202s count with the 201s
 // as the run's successes (the rate, the latency, the time to sell out,
-// the stock left); each is handed to a tracker (promise.go) that asks
+// the stock left); each is handed to a tracker that asks
 // GET /api/v1/purchases/{request_id} for it (the request ID the purchase
 // sent), 16 at a time in rounds 150 ms apart, from its arrival until it
 // became an order (kept), the database refused it (failed) or no instance
@@ -64,4 +64,8 @@
 // the run, whatever the strategy. With -history, a 202 is a line with
 // status 202 and what it left (no order ID), which the check counts as
 // having taken its units.
+//
+// The requests themselves are sent, and their answers counted, by package
+// load (a Plan and its Tally); package latency holds the histograms that
+// both it and the promises' tracker fill.
 package driver

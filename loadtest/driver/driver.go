@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
+	"github.com/seckill/seckill/loadtest/driver/load"
 	"github.com/seckill/seckill/loadtest/report"
 )
 
@@ -35,7 +36,7 @@ func Run(ctx context.Context, cfg Config) (rep *report.Report, err error) {
 		return nil, err
 	}
 	// The bookkeeping calls go through net/http; each run of the load
-	// opens a fasthttp client of its own (see plan.run).
+	// opens a fasthttp client of its own (load.Plan.Run).
 	hc := client.NewHTTPClient(cfg.Timeout)
 	defer hc.CloseIdleConnections()
 	clients, err := connect(ctx, cfg, hc)
@@ -45,7 +46,10 @@ func Run(ctx context.Context, cfg Config) (rep *report.Report, err error) {
 	rep = &report.Report{Start: time.Now(), Environment: environment()}
 	if cfg.Endpoint != "" {
 		rep.Config = settings(cfg, nil)
-		res := raw(ctx, cfg, clients)
+		res, err := raw(ctx, cfg, clients)
+		if err != nil {
+			return nil, err
+		}
 		rep.Results = append(rep.Results, res)
 		return rep, ctx.Err()
 	}
@@ -89,9 +93,9 @@ func (s *sale) runAll(ctx context.Context, cfg Config, clients []*client.Client,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var rec *recorder
+		var rec *load.Recorder
 		if hw != nil {
-			rec = &recorder{w: hw, prefix: prefix + strconv.Itoa(i) + "-"}
+			rec = load.NewRecorder(hw, prefix+strconv.Itoa(i)+"-")
 		}
 		res, err := s.runStrategy(ctx, cfg, clients, st, prefix+strconv.Itoa(i)+"-", rec)
 		if res != nil {
@@ -120,7 +124,7 @@ type sale struct {
 // orders and reads the audit. A nil Result comes with an error; a
 // failed audit is reported in the Result; over a catalogue, the Result
 // sums up the run product by product too (Result.Catalogue).
-func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, prefix string, rec *recorder) (*report.Result, error) {
+func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, prefix string, rec *load.Recorder) (*report.Result, error) {
 	admin := clients[0]
 	befores, err := s.prepare(ctx, cfg, clients, st, rec)
 	if err != nil {
@@ -128,57 +132,60 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	before := sumAudits(befores)
 	p := s.purchasePlan(cfg, st, prefix, before.Stock, rec)
-	p.promises = newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout)
-	defer p.promises.stop()
-	t := p.run(ctx)
-	if t.overrideDisabled != "" {
-		return nil, overrideDisabled(t.overrideDisabled)
+	tr := newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout)
+	defer tr.stop()
+	p.Promised = tr.add
+	t, err := p.Run(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("driver: %w", err)
 	}
-	res := result(p, t, false)
-	res.Cancels = p.cancels.report()
+	if t.OverrideDisabled != "" {
+		return nil, overrideDisabled(t.OverrideDisabled)
+	}
+	res := t.Result()
 	res.Strategy, res.Description, res.Safe = st.Name, st.Description, st.Safe
 	if st.Name == "" {
-		describeDefault(ctx, admin, &res, t.orderStrategy)
+		describeDefault(ctx, admin, &res, t.OrderStrategy)
 	}
 	setStock(res.Series, before.Stock, cfg.Quantity)
+	counts := sold{counts: t.Products, unkept: make([]int64, len(s.products))}
 	if ctx.Err() == nil {
 		checkInstances(ctx, clients, &res)
-		keepPromises(cfg, p, t, &res)
+		counts.unkept = keepPromises(cfg, p.Label, tr, t, &res)
 	}
 	if err := ctx.Err(); err != nil {
 		res.Verdict = "interrupted"
 		if s.catalogue {
-			res.Catalogue = catalogueRun(s.products, t.products, nil)
+			res.Catalogue = catalogueRun(s.products, counts, nil)
 		}
 		return &res, err
 	}
 
 	res.AuditBefore = before
-	afters, after := s.auditRun(ctx, admin, cfg.Quantity, &res, befores, t)
-	s.timeSoldOut(&res, t, p.warmup(), afters, after)
+	afters, after := s.auditRun(ctx, admin, cfg.Quantity, &res, befores, counts)
+	s.timeSoldOut(&res, t, p.Warmup(), afters, after)
 	s.unsoldUnits(&res, cfg.Quantity, befores, afters, t)
 	if rec != nil {
-		res.History = rec.verdict()
+		res.History = rec.Verdict()
 	}
 	if s.catalogue {
-		res.Catalogue = catalogueRun(s.products, t.products, afters)
+		res.Catalogue = catalogueRun(s.products, counts, afters)
 	}
 	res.Verdict = res.Judge()
 	return &res, nil
 }
 
-// keepPromises waits for the run's promises (its 202s, under reserve) to
-// become orders, at most Config.Drain after the load, and notes in res
-// what became of them and in t which of each product's were not kept.
-func keepPromises(cfg Config, p *plan, t *tally, res *report.Result) {
-	if n := t.promised(); n > 0 && cfg.Progress != nil {
-		fmt.Fprintf(cfg.Progress, "%s: %d promises (202s): waiting up to %s for their orders\n", p.label, n, cfg.Drain)
+// keepPromises waits for the run's promises (its 202s, under reserve),
+// followed by tr, to become orders, at most Config.Drain after the load,
+// notes in res what became of them and returns, per product, how many
+// were not kept.
+func keepPromises(cfg Config, label string, tr *tracker, t *load.Tally, res *report.Result) []int64 {
+	if n := t.Promised(); n > 0 && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "%s: %d promises (202s): waiting up to %s for their orders\n", label, n, cfg.Drain)
 	}
 	var unkept []int64
-	res.Promises, unkept = p.promises.drain(cfg.Drain)
-	for k, n := range unkept {
-		t.products[k].unkept = n
-	}
+	res.Promises, unkept = tr.drain(cfg.Drain)
+	return unkept
 }
 
 // describeDefault names the strategy that served a run under the server's
@@ -200,7 +207,7 @@ func describeDefault(ctx context.Context, admin *client.Client, res *report.Resu
 // the run made, and whether they agree with the 201s and the promises kept
 // counted, in all and product by product. It returns the audits after,
 // product by product (nil when they could not be read), and their sum.
-func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *report.Result, befores []client.Audit, t *tally) ([]client.Audit, client.Audit) {
+func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int64, res *report.Result, befores []client.Audit, counts sold) ([]client.Audit, client.Audit) {
 	afters, err := auditAll(ctx, admin, s.products)
 	if err != nil {
 		res.AuditError = err.Error()
@@ -214,23 +221,19 @@ func (s *sale) auditRun(ctx context.Context, admin *client.Client, quantity int6
 	res.RunReturned = after.UnitsReturned - before.UnitsReturned
 	res.RunUnits = after.UnitsSold - before.UnitsSold + res.RunReturned
 	var made, unknown int64 // the warmup's too
-	for _, pt := range t.products {
-		made += pt.orders()
-		unknown += pt.unknown
+	for k, pt := range counts.counts {
+		made += counts.orders(k)
+		unknown += pt.Unknown
 	}
 	res.CountsAgree = countsAgree(res.RunOrders, res.RunUnits, made, unknown, quantity)
 	for k := range afters {
 		orders := afters[k].Orders - befores[k].Orders
-		if !countsAgree(orders, orders*quantity, t.products[k].orders(), t.products[k].unknown, quantity) {
+		if !countsAgree(orders, orders*quantity, counts.orders(k), counts.counts[k].Unknown, quantity) {
 			res.CountsAgree = false
 		}
 	}
 	return afters, after
 }
-
-// codeOutcomeUnknown is the contract's answer to a purchase that may or
-// may not have been made, as an answer's code holds it (classify).
-const codeOutcomeUnknown = "503 outcome_unknown"
 
 // countsAgree says the orders and units an audit gained agree with the
 // orders the answers made (201s and promises kept) and those that may have
@@ -241,15 +244,15 @@ func countsAgree(orders, units, made, unknown, quantity int64) bool {
 
 // timeSoldOut sets whether the run sold out, how long after the warmup
 // its last sale came, and the rate it sold at.
-func (s *sale) timeSoldOut(res *report.Result, t *tally, warmup time.Duration, afters []client.Audit, after client.Audit) {
+func (s *sale) timeSoldOut(res *report.Result, t *load.Tally, warmup time.Duration, afters []client.Audit, after client.Audit) {
 	if s.draw == nil {
-		res.SoldOut = t.firstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
+		res.SoldOut = t.FirstSoldOut >= 0 || (res.Audited && after.Stock <= 0)
 	} else {
 		// A catalogue is sold out when every product is.
 		res.SoldOut = res.Audited && !slices.ContainsFunc(afters, func(a client.Audit) bool { return a.Stock > 0 })
 	}
-	if res.SoldOut && t.lastCreated >= 0 {
-		res.TimeToSoldOut = t.lastCreated - warmup
+	if res.SoldOut && t.LastCreated >= 0 {
+		res.TimeToSoldOut = t.LastCreated - warmup
 		if res.TimeToSoldOut == 0 {
 			res.TimeToSoldOut = -1 // sold out exactly as the warmup ended: count it in the warmup
 		}
@@ -264,12 +267,12 @@ func (s *sale) timeSoldOut(res *report.Result, t *tally, warmup time.Duration, a
 
 // unsoldUnits sets the units left unsold by a run that asked for more than
 // the stock (over a catalogue, see unsold), when the audit was read.
-func (s *sale) unsoldUnits(res *report.Result, quantity int64, befores, afters []client.Audit, t *tally) {
+func (s *sale) unsoldUnits(res *report.Result, quantity int64, befores, afters []client.Audit, t *load.Tally) {
 	switch {
 	case !res.Audited:
 	case s.draw != nil:
-		res.UnsoldUnits = unsold(befores, afters, t.products, quantity)
-	case t.withWarmup()*quantity > res.AuditBefore.Stock:
+		res.UnsoldUnits = unsold(befores, afters, t.Products, quantity)
+	case t.WithWarmup()*quantity > res.AuditBefore.Stock:
 		left := max(0, res.Audit.Stock)
 		res.UnsoldUnits = &left
 	}
@@ -278,7 +281,7 @@ func (s *sale) unsoldUnits(res *report.Result, quantity int64, befores, afters [
 // prepare readies the products for a run under st: it resets their stock
 // (with Config.Stock) and returns their audits before the run, which the
 // history, when kept, records as the stock it starts from.
-func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, rec *recorder) ([]client.Audit, error) {
+func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client, st client.Strategy, rec *load.Recorder) ([]client.Audit, error) {
 	admin := clients[0]
 	if cfg.Stock > 0 {
 		if len(s.products) > 1 && cfg.Progress != nil {
@@ -298,7 +301,7 @@ func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client
 	}
 	if rec != nil {
 		for k, a := range befores {
-			if err := rec.stock(s.products[k].ID, a.Stock); err != nil {
+			if err := rec.Stock(s.products[k].ID, a.Stock); err != nil {
 				return nil, fmt.Errorf("driver: %w", err)
 			}
 		}
@@ -320,35 +323,35 @@ func (s *sale) prepare(ctx context.Context, cfg Config, clients []*client.Client
 // purchasePlan is the plan of the purchases of a run under st: the users
 // and request IDs start with prefix, stock is the stock before the run and
 // rec, when not nil, records every purchase.
-func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock int64, rec *recorder) *plan {
+func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock int64, rec *load.Recorder) *load.Plan {
 	o := override(cfg, st)
 	p := newPlan(cfg, client.PurchasePath(s.products[0].ID, o), label(st))
-	p.purchase = true
-	p.productIDs = make([]int64, len(s.products))
+	p.Purchase = true
+	p.ProductIDs = make([]int64, len(s.products))
 	for k, pr := range s.products {
-		p.productIDs[k] = pr.ID
+		p.ProductIDs[k] = pr.ID
 	}
 	if s.draw != nil {
-		p.draw = s.draw
-		p.productURLs = make([][]string, len(cfg.URLs))
+		p.Pick = s.draw.pick
+		p.ProductURLs = make([][]string, len(cfg.URLs))
 		for k, base := range cfg.URLs {
-			p.productURLs[k] = make([]string, len(s.products))
+			p.ProductURLs[k] = make([]string, len(s.products))
 			for j, pr := range s.products {
-				p.productURLs[k][j] = base + client.PurchasePath(pr.ID, o)
+				p.ProductURLs[k][j] = base + client.PurchasePath(pr.ID, o)
 			}
 		}
 	}
 	if o.Query() != "" && cfg.AdminToken != "" {
 		// The override's parameters are an admin's (401 without the token).
-		p.authorization = "Bearer " + cfg.AdminToken
+		p.Authorization = "Bearer " + cfg.AdminToken
 	}
-	p.head = []byte(`{"user_id":"` + prefix)
-	p.mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
-	p.tail = []byte(`"}`)
-	p.stock = stock
-	p.captureStrategy = st.Name == ""
-	p.history = rec
-	p.cancel, p.userPrefix, p.cancels = cfg.Cancel, prefix, &cancels{}
+	p.Head = []byte(`{"user_id":"` + prefix)
+	p.Mid = []byte(`","quantity":` + strconv.FormatInt(cfg.Quantity, 10) + `,"request_id":"` + prefix)
+	p.Tail = []byte(`"}`)
+	p.Stock = stock
+	p.CaptureStrategy = st.Name == ""
+	p.History = rec
+	p.Cancel, p.UserPrefix = cfg.Cancel, prefix
 	return p
 }
 
@@ -368,34 +371,38 @@ func checkInstances(ctx context.Context, clients []*client.Client, res *report.R
 }
 
 // raw GETs cfg.Endpoint: the driver's own measure, with no product.
-func raw(ctx context.Context, cfg Config, clients []*client.Client) report.Result {
+func raw(ctx context.Context, cfg Config, clients []*client.Client) (report.Result, error) {
 	p := newPlan(cfg, cfg.Endpoint, "GET "+cfg.Endpoint)
-	res := result(p, p.run(ctx), true)
+	t, err := p.Run(ctx)
+	if err != nil {
+		return report.Result{}, fmt.Errorf("driver: %w", err)
+	}
+	res := t.Result()
 	res.Strategy = "GET " + cfg.Endpoint
 	res.Description = "raw mode: GET " + cfg.Endpoint + " instead of purchases"
 	if ctx.Err() == nil {
 		checkInstances(ctx, clients, &res)
 	}
 	res.Verdict = res.Judge()
-	return res
+	return res, nil
 }
 
 // newPlan is the plan of cfg's load at path of every instance, GETs until
 // told otherwise.
-func newPlan(cfg Config, path, label string) *plan {
-	return &plan{
-		timeout:  cfg.Timeout,
-		bases:    cfg.URLs,
-		targets:  targets(cfg.URLs, path),
-		phases:   cfg.phases(),
-		open:     cfg.Open(),
-		requests: cfg.Requests,
-		workers:  cfg.Concurrency,
-		progress: cfg.Progress, progressEvery: cfg.ProgressEvery,
-		label:    label,
-		stock:    -1,
-		quantity: cfg.Quantity,
-		sources:  loopbackSources(cfg.Clients),
+func newPlan(cfg Config, path, label string) *load.Plan {
+	return &load.Plan{
+		Timeout:  cfg.Timeout,
+		Bases:    cfg.URLs,
+		Targets:  targets(cfg.URLs, path),
+		Phases:   cfg.phases(),
+		Open:     cfg.Open(),
+		Requests: cfg.Requests,
+		Workers:  cfg.Concurrency,
+		Progress: cfg.Progress, ProgressEvery: cfg.ProgressEvery,
+		Label:    label,
+		Stock:    -1,
+		Quantity: cfg.Quantity,
+		Sources:  loopbackSources(cfg.Clients),
 	}
 }
 

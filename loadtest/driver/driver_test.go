@@ -50,6 +50,16 @@ func checkAgainstDB(t *testing.T, in *apptest.Instance, id int64, res report.Res
 	}
 }
 
+// readHistory reads the history file at path, which a run wrote.
+func readHistory(t *testing.T, path string) []history.Line {
+	t.Helper()
+	lines, err := history.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the history: %v", err)
+	}
+	return lines
+}
+
 func sumOutcomes(res report.Result) int {
 	n := 0
 	for _, v := range res.Outcomes {
@@ -494,10 +504,7 @@ func TestRunHistory(t *testing.T) {
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("Failures() = %q; want none: none is not marked safe", f)
 	}
-	lines, err := history.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read the history: %v", err)
-	}
+	lines := readHistory(t, path)
 	if len(lines) != 2+120 {
 		t.Errorf("the history has %d lines; want 2 stock lines and 120 purchases", len(lines))
 	}
@@ -545,10 +552,7 @@ func TestRunCancels(t *testing.T) {
 	if !res.CountsAgree || !res.Audit.Consistent || res.Audit.UnitsReturned != int64(c.Returned) {
 		t.Errorf("audit %+v, counts agree %v; want consistent, %d units returned", res.Audit, res.CountsAgree, c.Returned)
 	}
-	lines, err := history.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read the history: %v", err)
-	}
+	lines := readHistory(t, path)
 	cancels := 0
 	for _, l := range lines {
 		if l.Cancel() {

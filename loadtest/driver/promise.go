@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/loadtest/driver/latency"
 	"github.com/seckill/seckill/loadtest/report"
 )
 
@@ -119,10 +120,11 @@ func newTracker(ctx context.Context, clients []*client.Client, prefix string, pr
 	return t
 }
 
-// add hands a promise to the tracker; the load's workers call it.
-func (t *tracker) add(p promise) {
+// add hands the tracker the promise that answered request i, a purchase
+// of product (its index), at at; the load's workers call it.
+func (t *tracker) add(i, product int, at time.Time) {
 	t.mu.Lock()
-	t.added = append(t.added, p)
+	t.added = append(t.added, promise{i: i, product: product, at: at})
 	t.mu.Unlock()
 	select {
 	case t.wake <- struct{}{}:
@@ -170,7 +172,7 @@ func (t *tracker) stop() {
 // the write lag), then a pause; once the load is over, rounds of every
 // promise still pending, until each is settled or the polls end.
 func (t *tracker) follow() {
-	lag := newHist(histSigFigs)
+	lag := latency.New(latency.RunSigFigs)
 	var probes, later []promise
 	over := false
 	pause := time.NewTimer(pollPause)
@@ -203,7 +205,7 @@ func (t *tracker) follow() {
 		}
 		t.sample(p, why)
 	}
-	t.res.WriteLag = latency(lag)
+	t.res.WriteLag = latency.Figures(lag)
 }
 
 // wait waits for the next round: the pause when promises are pending,
@@ -271,7 +273,7 @@ func (t *tracker) round(pending []promise, lag *hdrhistogram.Histogram) []promis
 		case fateKept:
 			t.res.Kept++
 			if p.probe {
-				_ = lag.RecordValue(max(1, min(a.at.Sub(p.at).Microseconds(), histMax))) // within the histogram's range
+				latency.Record(lag, a.at.Sub(p.at))
 			}
 		case fateFailed, fateLost:
 			if a.fate == fateFailed {

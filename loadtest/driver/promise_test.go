@@ -222,10 +222,7 @@ func TestPromisesKept(t *testing.T) {
 // linearizable.
 func checkPromisedHistory(t *testing.T, path string, promises int) {
 	t.Helper()
-	lines, err := history.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read the history: %v", err)
-	}
+	lines := readHistory(t, path)
 	n := 0
 	for _, l := range lines {
 		if l.Status != http.StatusAccepted {

@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"context"
@@ -11,22 +11,23 @@ import (
 // request is one request of the load as a worker sees it.
 type request struct {
 	i        int           // its index: the body's and the target's
-	product  int           // the product it buys: p.draw.pick(i)
+	product  int           // the product it buys: p.pick(i)
 	phase    int           // open loop: its phase
 	warm     bool          // of the warmup
 	intended time.Duration // since the load's start
 	delay    time.Duration // open loop: how late it left
 }
 
-// load is a run of a plan in progress: what its workers share. Its
+// run is a run of a plan in progress: what its workers share. Its
 // fields up to the counters are set before the workers start and only
 // read afterwards.
-type load struct {
-	p      *plan
-	lc     *loadClient
-	cancel context.CancelFunc // ends the run early
-	warmup time.Duration
-	start  time.Time
+type run struct {
+	p       *Plan
+	cancels *cancels
+	lc      *loadClient
+	cancel  context.CancelFunc // ends the run early
+	warmup  time.Duration
+	start   time.Time
 	// Workers share the shards; a dropped request counts in shard i %
 	// len(shards).
 	shards []shard
@@ -40,14 +41,14 @@ type load struct {
 	counts   live
 }
 
-func newLoad(p *plan, workers int, cancel context.CancelFunc) *load {
-	ld := &load{p: p, cancel: cancel, warmup: p.warmup(), series: &timeline{secs: map[int]*secAgg{}}}
+func newRun(p *Plan, workers int, cancel context.CancelFunc) *run {
+	ld := &run{p: p, cancels: &cancels{}, cancel: cancel, warmup: p.Warmup(), series: &timeline{secs: map[int]*secAgg{}}}
 	ld.shards = make([]shard, min(workers, 4*runtime.GOMAXPROCS(0)))
 	for i := range ld.shards {
-		ld.shards[i].t = newTally(len(p.targets), len(p.phases), p.products())
+		ld.shards[i].t = newTally(len(p.Targets), len(p.Phases), p.products())
 		ld.shards[i].series = ld.series
 	}
-	if !p.captureStrategy {
+	if !p.CaptureStrategy {
 		ld.captured.Store(true)
 	}
 	return ld
@@ -55,9 +56,9 @@ func newLoad(p *plan, workers int, cancel context.CancelFunc) *load {
 
 // work is one worker: it claims a request, sends it, records the answer in
 // sh and the live counts, and claims the next, until the load is over.
-func (ld *load) work(ctx context.Context, sh *shard) {
+func (ld *run) work(ctx context.Context, sh *shard) {
 	p := ld.p
-	wk := newWorker(p, ld.lc)
+	wk := newWorker(p, ld.lc, ld.cancels)
 	defer wk.release()
 	var timer *time.Timer
 	for {
@@ -65,23 +66,23 @@ func (ld *load) work(ctx context.Context, sh *shard) {
 		if !ok || ctx.Err() != nil {
 			return
 		}
-		r.product = p.draw.pick(r.i)
+		r.product = p.pick(r.i)
 		sent := time.Now()
 		a := wk.do(ctx, r.i, r.product, &ld.captured)
 		since := time.Since(ld.start)
 		if a.out == outTransport && ctx.Err() != nil {
 			return // cancelled, not an answer
 		}
-		if p.history != nil {
-			p.history.purchase(r.i, p.productIDs[r.product], p.quantity, sent, time.Now(), a, wk.resp.Body())
+		if p.History != nil {
+			p.History.purchase(r.i, p.ProductIDs[r.product], p.Quantity, sent, time.Now(), a, wk.resp.Body())
 		}
-		if a.out == outCreated && cancelled(r.i, p.cancel) {
+		if a.out == outCreated && cancelled(r.i, p.Cancel) {
 			if id, _, ok := orderFigures(wk.resp.Body()); ok {
-				wk.cancel(ctx, r.i%len(p.targets), p.productIDs[r.product], id, r.i)
+				wk.cancel(ctx, r.i%len(p.Targets), p.ProductIDs[r.product], id, r.i)
 			}
 		}
-		if a.out == outAccepted && p.promises != nil {
-			p.promises.add(promise{i: r.i, product: r.product, at: ld.start.Add(since)})
+		if a.out == outAccepted && p.Promised != nil {
+			p.Promised(r.i, r.product, ld.start.Add(since))
 		}
 		if a.override {
 			ld.cancel()
@@ -96,8 +97,8 @@ func (ld *load) work(ctx context.Context, sh *shard) {
 
 // claim claims the next request; ok false: the worker is done. timer is
 // the worker's own, for the open loop's waits.
-func (ld *load) claim(ctx context.Context, timer **time.Timer) (r request, ok bool) {
-	if !ld.p.open {
+func (ld *run) claim(ctx context.Context, timer **time.Timer) (r request, ok bool) {
+	if !ld.p.Open {
 		return ld.claimClosed()
 	}
 	return ld.claimOpen(ctx, timer)
@@ -106,14 +107,14 @@ func (ld *load) claim(ctx context.Context, timer **time.Timer) (r request, ok bo
 // claimClosed claims the closed loop's next request, sent at once: one of
 // the warmup, then one of the measured phase while there are requests or
 // time left.
-func (ld *load) claimClosed() (r request, ok bool) {
+func (ld *run) claimClosed() (r request, ok bool) {
 	p := ld.p
 	since := time.Since(ld.start)
 	switch {
 	case since < ld.warmup:
 		r.warm = true
-	case p.requests > 0:
-		if ld.measured.Add(1) > int64(p.requests) {
+	case p.Requests > 0:
+		if ld.measured.Add(1) > int64(p.Requests) {
 			return r, false
 		}
 	case since >= p.length():
@@ -126,7 +127,7 @@ func (ld *load) claimClosed() (r request, ok bool) {
 // claimOpen claims the open loop's next scheduled request and waits for
 // its time; a request that cannot leave within one interval of its time
 // is dropped, and the next one claimed.
-func (ld *load) claimOpen(ctx context.Context, timer **time.Timer) (r request, ok bool) {
+func (ld *run) claimOpen(ctx context.Context, timer **time.Timer) (r request, ok bool) {
 	p := ld.p
 	for {
 		r.i = int(ld.next.Add(1) - 1)
@@ -134,8 +135,8 @@ func (ld *load) claimOpen(ctx context.Context, timer **time.Timer) (r request, o
 			return r, false
 		}
 		r.phase, r.intended = p.phaseOf(r.i)
-		ph := p.phases[r.phase]
-		r.warm = ph.warm
+		ph := p.Phases[r.phase]
+		r.warm = ph.Warm
 		wait := r.intended - time.Since(ld.start)
 		if wait > 0 {
 			if *timer == nil {
@@ -151,7 +152,7 @@ func (ld *load) claimOpen(ctx context.Context, timer **time.Timer) (r request, o
 			return r, true
 		}
 		r.delay = -wait
-		if r.delay <= max(time.Millisecond, time.Duration(float64(time.Second)/ph.rate)) {
+		if r.delay <= max(time.Millisecond, time.Duration(float64(time.Second)/ph.Rate)) {
 			return r, true
 		}
 		ld.drop(r)
@@ -159,7 +160,7 @@ func (ld *load) claimOpen(ctx context.Context, timer **time.Timer) (r request, o
 }
 
 // drop counts the open loop's request r as dropped: never sent.
-func (ld *load) drop(r request) {
+func (ld *run) drop(r request) {
 	sh := &ld.shards[r.i%len(ld.shards)]
 	sh.mu.Lock()
 	if r.warm {
@@ -175,14 +176,15 @@ func (ld *load) drop(r request) {
 
 // total merges what the shards measured into the run's tally; end is when
 // the last worker stopped, since the load's start.
-func (ld *load) total(end time.Duration) *tally {
+func (ld *run) total(end time.Duration) *Tally {
 	p := ld.p
-	total := newTally(len(p.targets), len(p.phases), p.products())
+	total := newTally(len(p.Targets), len(p.Phases), p.products())
 	for i := range ld.shards {
 		ld.shards[i].handOver(math.MaxInt)
 		total.merge(ld.shards[i].t)
 	}
 	total.elapsed = max(0, end-ld.warmup)
 	total.series = ld.series.finish()
+	total.plan, total.cancels = p, ld.cancels
 	return total
 }

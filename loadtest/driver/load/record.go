@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 	"github.com/seckill/seckill/loadtest/report"
 )
 
-// recorder keeps the history of a run (-history): every purchase as it is
+// Recorder keeps the history of a run (-history): every purchase as it is
 // answered, written to the history file at once and kept for the run's own
 // check.
-type recorder struct {
+type Recorder struct {
 	w      *history.Writer
 	prefix string // of the request and user IDs: prefix + index
 	mu     sync.Mutex
@@ -26,11 +26,17 @@ type recorder struct {
 	blocks [][]history.Line
 }
 
+// NewRecorder is the recorder of a run whose request and user IDs are
+// prefix and the request's index, writing its lines to w.
+func NewRecorder(w *history.Writer, prefix string) *Recorder {
+	return &Recorder{w: w, prefix: prefix}
+}
+
 // lineBlock is the number of lines a block of a recorder holds.
 const lineBlock = 4096
 
 // add keeps l for the run's check.
-func (r *recorder) add(l history.Line) {
+func (r *Recorder) add(l history.Line) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.blocks); n == 0 || len(r.blocks[n-1]) == lineBlock {
@@ -40,9 +46,9 @@ func (r *recorder) add(l history.Line) {
 	*last = append(*last, l)
 }
 
-// stock records a product's stock at the time of the call: no purchase
+// Stock records a product's stock at the time of the call: no purchase
 // of it is in flight.
-func (r *recorder) stock(product, stock int64) error {
+func (r *Recorder) Stock(product, stock int64) error {
 	l := history.Line{Product: product, Stock: &stock, TimeNS: time.Now().UnixNano()}
 	r.add(l)
 	return r.w.Write(l)
@@ -50,7 +56,7 @@ func (r *recorder) stock(product, stock int64) error {
 
 // purchase records purchase i of quantity of product, sent at start and
 // answered a (with body, the answer's, read only here) at end.
-func (r *recorder) purchase(i int, product, quantity int64, start, end time.Time, a answer, body []byte) {
+func (r *Recorder) purchase(i int, product, quantity int64, start, end time.Time, a answer, body []byte) {
 	id := r.prefix + strconv.Itoa(i)
 	l := history.Line{Product: product, UserID: id, RequestID: id, Quantity: quantity,
 		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: a.status, Code: a.errCode}
@@ -76,7 +82,7 @@ func (r *recorder) purchase(i int, product, quantity int64, start, end time.Time
 
 // cancel records the cancel of order id of product, of quantity units,
 // sent at start and answered status (0: no answer) and code at end.
-func (r *recorder) cancel(product, id, quantity int64, start, end time.Time, status int, code string) {
+func (r *Recorder) cancel(product, id, quantity int64, start, end time.Time, status int, code string) {
 	l := history.Line{Op: api.OpCancel, Product: product, OrderID: &id, Quantity: quantity,
 		StartNS: start.UnixNano(), EndNS: end.UnixNano(), Status: status, Code: code}
 	r.add(l)
@@ -141,8 +147,8 @@ func intField(body []byte, key string) (int64, bool) {
 	return n, err == nil
 }
 
-// verdict checks the run's history.
-func (r *recorder) verdict() *report.HistoryVerdict {
+// Verdict checks the run's history.
+func (r *Recorder) Verdict() *report.HistoryVerdict {
 	r.mu.Lock()
 	lines := slices.Concat(r.blocks...)
 	r.mu.Unlock()

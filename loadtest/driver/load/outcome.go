@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"bytes"
@@ -57,6 +57,10 @@ type answer struct {
 	errCode string
 }
 
+// codeOutcomeUnknown is the contract's answer to a purchase that may or
+// may not have been made, as an answer's code holds it (classify).
+const codeOutcomeUnknown = "503 outcome_unknown"
+
 // Of an error answer's body, the part searched for the code.
 const errorBodyPeek = 512
 
@@ -64,10 +68,10 @@ const errorBodyPeek = 512
 // the worker's response: it is only read here, and what is kept of it (the
 // code, the strategy) is copied into strings. The first 201 or 202 that
 // sets captured has its strategy read.
-func (p *plan) classify(status int, body []byte, captured *atomic.Bool) answer {
+func (p *Plan) classify(status int, body []byte, captured *atomic.Bool) answer {
 	a := answer{status: status}
 	switch s := a.status; {
-	case (s == http.StatusCreated || s == http.StatusAccepted) && p.purchase:
+	case (s == http.StatusCreated || s == http.StatusAccepted) && p.Purchase:
 		a.out = outCreated
 		if s == http.StatusAccepted {
 			a.out = outAccepted
@@ -78,11 +82,11 @@ func (p *plan) classify(status int, body []byte, captured *atomic.Bool) answer {
 				a.strategy = o.Strategy
 			}
 		}
-	case s/100 == 2 && !p.purchase:
+	case s/100 == 2 && !p.Purchase:
 		a.out = outOK
 	case s == http.StatusConflict, s == http.StatusServiceUnavailable, s/100 == 4, s/100 == 5:
 		code := errorCode(body[:min(len(body), errorBodyPeek)])
-		if p.history != nil {
+		if p.History != nil {
 			a.errCode = string(code)
 		}
 		a.out, a.override = errorOutcome(s, code)

@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"context"
@@ -13,33 +13,35 @@ import (
 // URI, method and headers set once) and its response are reused from one
 // request to the next; nothing of a response is kept past the next one.
 type worker struct {
-	plan *plan
+	plan *Plan
 	lc   *loadClient
 	reqs []*fasthttp.Request
 	resp *fasthttp.Response
 	body []byte // the purchase being built
-	// cancelReq is the worker's cancel (-cancel), made at its first.
+	// cancelReq is the worker's cancel (-cancel), made at its first;
+	// cancels counts the run's.
 	cancelReq *fasthttp.Request
+	cancels   *cancels
 }
 
-func newWorker(p *plan, lc *loadClient) *worker {
-	w := &worker{plan: p, lc: lc, reqs: make([]*fasthttp.Request, len(p.targets)), resp: fasthttp.AcquireResponse()}
-	for i, u := range p.targets {
+func newWorker(p *Plan, lc *loadClient, c *cancels) *worker {
+	w := &worker{plan: p, lc: lc, cancels: c, reqs: make([]*fasthttp.Request, len(p.Targets)), resp: fasthttp.AcquireResponse()}
+	for i, u := range p.Targets {
 		req := fasthttp.AcquireRequest()
 		req.SetRequestURI(u)
-		if p.purchase {
+		if p.Purchase {
 			req.Header.SetMethod(fasthttp.MethodPost)
 			req.Header.SetContentTypeBytes(jsonContentType)
-			if p.authorization != "" {
-				req.Header.Set("Authorization", p.authorization)
+			if p.Authorization != "" {
+				req.Header.Set("Authorization", p.Authorization)
 			}
 		} else {
 			req.Header.SetMethod(fasthttp.MethodGet)
 		}
 		w.reqs[i] = req
 	}
-	if p.purchase {
-		w.body = make([]byte, 0, len(p.head)+len(p.mid)+len(p.tail)+40)
+	if p.Purchase {
+		w.body = make([]byte, 0, len(p.Head)+len(p.Mid)+len(p.Tail)+40)
 	}
 	return w
 }
@@ -60,37 +62,39 @@ func (w *worker) release() {
 // do sends request i, a purchase of product, and reads its answer.
 func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) answer {
 	p := w.plan
-	k := i % len(p.targets)
+	k := i % len(p.Targets)
 	req, resp := w.reqs[k], w.resp
-	if p.productURLs != nil {
-		req.SetRequestURI(p.productURLs[k][product])
+	if p.ProductURLs != nil {
+		req.SetRequestURI(p.ProductURLs[k][product])
 	}
-	if p.purchase {
-		body := append(w.body[:0], p.head...)
+	if p.Purchase {
+		body := append(w.body[:0], p.Head...)
 		body = strconv.AppendInt(body, int64(i), 10)
-		body = append(body, p.mid...)
+		body = append(body, p.Mid...)
 		body = strconv.AppendInt(body, int64(i), 10)
-		body = append(body, p.tail...)
+		body = append(body, p.Tail...)
 		w.body = body
 		req.SetBody(body) // copies into the request's own buffer
 	}
-	var err error
-	deadline, ok := ctx.Deadline()
-	if ok {
-		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
-	} else {
-		err = w.lc.hosts[k].Do(req, resp)
-	}
-	if err != nil {
-		if ok && !time.Now().Before(deadline) {
+	if err := w.send(ctx, k, req); err != nil {
+		if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
 			// ctx's deadline cut the request short: wait for ctx to say so,
 			// so that the run does not count it (net/http ends such a
 			// request from ctx.Done, after ctx.Err is set).
 			<-ctx.Done()
 		}
-		return answer{out: outTransport, sample: transportMessage(err, p.purchase, p.targets[k])}
+		return answer{out: outTransport, sample: transportMessage(err, p.Purchase, p.Targets[k])}
 	}
 	return p.classify(resp.StatusCode(), resp.Body(), captured)
+}
+
+// send sends req to instance k and reads its answer into w.resp, by ctx's
+// deadline when it has one (fasthttp knows no context).
+func (w *worker) send(ctx context.Context, k int, req *fasthttp.Request) error {
+	if deadline, ok := ctx.Deadline(); ok {
+		return w.lc.hosts[k].DoDeadline(req, w.resp, deadline)
+	}
+	return w.lc.hosts[k].Do(req, w.resp)
 }
 
 var jsonContentType = []byte("application/json")

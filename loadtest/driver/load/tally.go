@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"math"
@@ -7,16 +7,12 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/seckill/seckill/loadtest/driver/latency"
 )
 
-// Latencies are recorded in microseconds, from 1µs to histMax: with three
-// significant digits in the figures of a run, with two in those of one
-// second.
 const (
-	histMax     = int64(10 * time.Minute / time.Microsecond)
-	histSigFigs = 3
-	secSigFigs  = 2
-	maxSamples  = 5 // transport error messages kept per run
+	maxSamples = 5 // transport error messages kept per run
 	// ringSize is the number of seconds a shard keeps before the watcher
 	// moves them to the series; the watcher moves a second 2 s after it.
 	ringSize = 8
@@ -24,35 +20,54 @@ const (
 	tick = 100 * time.Millisecond
 )
 
-func newHist(sigFigs int) *hdrhistogram.Histogram {
-	return hdrhistogram.New(1, histMax, sigFigs)
-}
-
-// tally is what a run measured. Times are since the load's start.
-type tally struct {
+// Tally is what a run measured. Times are since the load's start.
+type Tally struct {
 	counts [numOutcomes]int64                   // measured answers
 	hists  [numOutcomes]*hdrhistogram.Histogram // their latency; nil: none
 	warm   [numOutcomes]int64                   // answers of the warmup
 	// dropped and warmDropped count the open loop's requests that could
 	// not be sent on time.
 	dropped, warmDropped int64
-	firstSoldOut         time.Duration // -1: none
-	lastCreated          time.Duration // of the last success (201 or 202), warmup included; -1: none
-	maxSendDelay         time.Duration // open loop: the latest a request left after its intended time
-	codes                map[string]int64
-	samples              []string
-	targets              []targetTally  // per target
-	steps                []stepTally    // per phase, open loop only
-	products             []productTally // per product
-	// overrideDisabled is the URL of an instance that answered 403
+	// FirstSoldOut is when the first 409 sold_out came; -1: none.
+	FirstSoldOut time.Duration
+	// LastCreated is when the last success (201 or 202) came, warmup
+	// included; -1: none.
+	LastCreated  time.Duration
+	maxSendDelay time.Duration // open loop: the latest a request left after its intended time
+	codes        map[string]int64
+	samples      []string
+	targets      []targetTally // per target
+	steps        []stepTally   // per phase, open loop only
+	// Products are the answers per product, in the order of
+	// Plan.ProductIDs.
+	Products []ProductTally
+	// OverrideDisabled is the URL of an instance that answered 403
 	// strategy_override_disabled.
-	overrideDisabled string
-	orderStrategy    string
-	// Set by run on the merged tally: the measured phase's length (from
-	// its start to the end of the load) and the per-second series.
+	OverrideDisabled string
+	// OrderStrategy is the strategy the captured 201 or 202 named
+	// (Plan.CaptureStrategy).
+	OrderStrategy string
+	// Set by Run on the merged tally: its plan, the measured phase's
+	// length (from its start to the end of the load), the per-second
+	// series and the cancels.
+	plan    *Plan
 	elapsed time.Duration
 	series  []secAgg
+	cancels *cancels
 }
+
+// ProductTally counts one product's answers in a run: its requests and
+// its successes (201s and 202s).
+type ProductTally struct {
+	Requests, Created         int64 // measured
+	WarmRequests, WarmCreated int64 // of the warmup
+	// Unknown counts its answers 503 outcome_unknown (the warmup's too):
+	// each may or may not have made an order.
+	Unknown int64
+}
+
+// Made counts the product's successes, the warmup's included.
+func (pt ProductTally) Made() int64 { return pt.Created + pt.WarmCreated }
 
 type targetTally struct {
 	answers, transport int64
@@ -64,39 +79,29 @@ type stepTally struct {
 	hist    *hdrhistogram.Histogram
 }
 
-func newTally(targets, phases, products int) *tally {
-	return &tally{
-		firstSoldOut: -1,
-		lastCreated:  -1,
+func newTally(targets, phases, products int) *Tally {
+	return &Tally{
+		FirstSoldOut: -1,
+		LastCreated:  -1,
 		codes:        map[string]int64{},
 		targets:      make([]targetTally, targets),
 		steps:        make([]stepTally, phases),
-		products:     make([]productTally, products),
+		Products:     make([]ProductTally, products),
 	}
 }
 
-func mergeHist(dst **hdrhistogram.Histogram, src *hdrhistogram.Histogram, sigFigs int) {
-	if src == nil {
-		return
-	}
-	if *dst == nil {
-		*dst = newHist(sigFigs)
-	}
-	(*dst).Merge(src)
-}
-
-func (t *tally) merge(o *tally) {
+func (t *Tally) merge(o *Tally) {
 	for i := range t.counts {
 		t.counts[i] += o.counts[i]
 		t.warm[i] += o.warm[i]
-		mergeHist(&t.hists[i], o.hists[i], histSigFigs)
+		latency.Merge(&t.hists[i], o.hists[i], latency.RunSigFigs)
 	}
 	t.dropped += o.dropped
 	t.warmDropped += o.warmDropped
-	if o.firstSoldOut >= 0 && (t.firstSoldOut < 0 || o.firstSoldOut < t.firstSoldOut) {
-		t.firstSoldOut = o.firstSoldOut
+	if o.FirstSoldOut >= 0 && (t.FirstSoldOut < 0 || o.FirstSoldOut < t.FirstSoldOut) {
+		t.FirstSoldOut = o.FirstSoldOut
 	}
-	t.lastCreated = max(t.lastCreated, o.lastCreated)
+	t.LastCreated = max(t.LastCreated, o.LastCreated)
 	t.maxSendDelay = max(t.maxSendDelay, o.maxSendDelay)
 	for k, v := range o.codes {
 		t.codes[k] += v
@@ -110,34 +115,34 @@ func (t *tally) merge(o *tally) {
 		t.targets[i].answers += o.targets[i].answers
 		t.targets[i].transport += o.targets[i].transport
 	}
-	for i, pt := range o.products {
-		q := &t.products[i]
-		q.requests += pt.requests
-		q.created += pt.created
-		q.warmRequests += pt.warmRequests
-		q.warmCreated += pt.warmCreated
-		q.unknown += pt.unknown
+	for i, pt := range o.Products {
+		q := &t.Products[i]
+		q.Requests += pt.Requests
+		q.Created += pt.Created
+		q.WarmRequests += pt.WarmRequests
+		q.WarmCreated += pt.WarmCreated
+		q.Unknown += pt.Unknown
 	}
 	for i := range t.steps {
 		for j := range t.steps[i].counts {
 			t.steps[i].counts[j] += o.steps[i].counts[j]
 		}
 		t.steps[i].dropped += o.steps[i].dropped
-		mergeHist(&t.steps[i].hist, o.steps[i].hist, histSigFigs)
+		latency.Merge(&t.steps[i].hist, o.steps[i].hist, latency.RunSigFigs)
 	}
-	if t.overrideDisabled == "" {
-		t.overrideDisabled = o.overrideDisabled
+	if t.OverrideDisabled == "" {
+		t.OverrideDisabled = o.OverrideDisabled
 	}
-	if t.orderStrategy == "" {
-		t.orderStrategy = o.orderStrategy
+	if t.OrderStrategy == "" {
+		t.OrderStrategy = o.OrderStrategy
 	}
 }
 
-// promised counts the 202s, the warmup's included.
-func (t *tally) promised() int64 { return t.counts[outAccepted] + t.warm[outAccepted] }
+// Promised counts the 202s, the warmup's included.
+func (t *Tally) Promised() int64 { return t.counts[outAccepted] + t.warm[outAccepted] }
 
 // total counts the measured answers.
-func (t *tally) total() int64 {
+func (t *Tally) total() int64 {
 	var n int64
 	for _, c := range t.counts {
 		n += c
@@ -145,8 +150,8 @@ func (t *tally) total() int64 {
 	return n
 }
 
-// withWarmup counts every answer, the warmup's included.
-func (t *tally) withWarmup() int64 {
+// WithWarmup counts every answer, the warmup's included.
+func (t *Tally) WithWarmup() int64 {
 	n := t.total()
 	for _, c := range t.warm {
 		n += c
@@ -155,10 +160,10 @@ func (t *tally) withWarmup() int64 {
 }
 
 // all merges the latency of every outcome.
-func (t *tally) all() *hdrhistogram.Histogram {
+func (t *Tally) all() *hdrhistogram.Histogram {
 	var h *hdrhistogram.Histogram
 	for _, o := range t.hists {
-		mergeHist(&h, o, histSigFigs)
+		latency.Merge(&h, o, latency.RunSigFigs)
 	}
 	return h
 }
@@ -177,7 +182,7 @@ func (s *secAgg) add(o *secAgg) {
 		s.counts[i] += o.counts[i]
 	}
 	s.dropped += o.dropped
-	mergeHist(&s.hist, o.hist, secSigFigs)
+	latency.Merge(&s.hist, o.hist, latency.SecondSigFigs)
 }
 
 // timeline gathers the seconds the shards hand over.
@@ -225,7 +230,7 @@ func (s *timeline) finish() []secAgg {
 // histograms.
 type shard struct {
 	mu     sync.Mutex
-	t      *tally
+	t      *Tally
 	ring   [ringSize]secAgg
 	used   [ringSize]bool
 	series *timeline
@@ -244,7 +249,7 @@ func (sh *shard) second(sec int) *secAgg {
 	if !sh.used[k] {
 		hist := s.hist
 		if hist == nil {
-			hist = newHist(secSigFigs)
+			hist = latency.New(latency.SecondSigFigs)
 		} else {
 			hist.Reset()
 		}
@@ -281,8 +286,8 @@ type live struct {
 }
 
 // record counts answer a to request r, answered at since.
-func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duration) {
-	us := max(1, min((since-r.intended).Microseconds(), histMax))
+func (sh *shard) record(p *Plan, r request, a answer, since, warmup time.Duration) {
+	us := latency.Micros(since - r.intended)
 	sec := secondOf(since, warmup)
 	if r.warm {
 		// Sent in the warmup, answered after it: the warmup's, in the
@@ -292,27 +297,27 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := sh.t
-	pt := &t.products[r.product]
+	pt := &t.Products[r.product]
 	if a.code == codeOutcomeUnknown {
-		pt.unknown++
+		pt.Unknown++
 	}
 	if r.warm {
 		t.warm[a.out]++
-		pt.warmRequests++
+		pt.WarmRequests++
 		if a.out.success() {
-			pt.warmCreated++
+			pt.WarmCreated++
 		}
 	} else {
 		t.measure(p, r, a, us)
 	}
-	k := r.i % len(p.targets)
+	k := r.i % len(p.Targets)
 	t.targets[k].answers++
 	switch a.out {
 	case outCreated, outAccepted:
-		t.lastCreated = max(t.lastCreated, since)
+		t.LastCreated = max(t.LastCreated, since)
 	case outSoldOut:
-		if t.firstSoldOut < 0 || since < t.firstSoldOut {
-			t.firstSoldOut = since
+		if t.FirstSoldOut < 0 || since < t.FirstSoldOut {
+			t.FirstSoldOut = since
 		}
 	case outTransport:
 		t.targets[k].transport++
@@ -320,11 +325,11 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 			t.samples = append(t.samples, a.sample)
 		}
 	}
-	if a.override && t.overrideDisabled == "" {
-		t.overrideDisabled = p.targets[k]
+	if a.override && t.OverrideDisabled == "" {
+		t.OverrideDisabled = p.Targets[k]
 	}
 	if a.strategy != "" {
-		t.orderStrategy = a.strategy
+		t.OrderStrategy = a.strategy
 	}
 	s := sh.second(sec)
 	s.counts[a.out]++
@@ -333,26 +338,26 @@ func (sh *shard) record(p *plan, r request, a answer, since, warmup time.Duratio
 
 // measure counts answer a to request r, of the measured load (after the
 // warmup), with its latency us in microseconds.
-func (t *tally) measure(p *plan, r request, a answer, us int64) {
-	pt := &t.products[r.product]
-	pt.requests++
+func (t *Tally) measure(p *Plan, r request, a answer, us int64) {
+	pt := &t.Products[r.product]
+	pt.Requests++
 	if a.out.success() {
-		pt.created++
+		pt.Created++
 	}
 	t.counts[a.out]++
 	if t.hists[a.out] == nil {
-		t.hists[a.out] = newHist(histSigFigs)
+		t.hists[a.out] = latency.New(latency.RunSigFigs)
 	}
 	_ = t.hists[a.out].RecordValue(us) // us is within the histogram's range
 	t.maxSendDelay = max(t.maxSendDelay, r.delay)
 	if a.code != "" {
 		t.codes[a.code]++
 	}
-	if p.open {
+	if p.Open {
 		st := &t.steps[r.phase]
 		st.counts[a.out]++
 		if st.hist == nil {
-			st.hist = newHist(histSigFigs)
+			st.hist = latency.New(latency.RunSigFigs)
 		}
 		_ = st.hist.RecordValue(us)
 	}

@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"fmt"
@@ -11,13 +11,13 @@ import (
 )
 
 // watch starts the run's watcher: every tick it hands the shards' finished
-// seconds over to the series and, when p.progress is set, redraws the
+// seconds over to the series and, when p.Progress is set, redraws the
 // progress line. The returned function stops it.
-func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()) {
+func (p *Plan) watch(start time.Time, shards []shard, counts *live) (stop func()) {
 	var bar *progressbar.ProgressBar
-	if p.progress != nil && p.progressEvery == 0 {
+	if p.Progress != nil && p.ProgressEvery == 0 {
 		bar = progressbar.NewOptions(1000,
-			progressbar.OptionSetWriter(p.progress),
+			progressbar.OptionSetWriter(p.Progress),
 			progressbar.OptionSetWidth(10),
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionSetElapsedTime(false),
@@ -29,13 +29,13 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 	pace := &pace{}
 	lastLine := time.Now()
 	draw := func(final bool) {
-		if p.progress != nil && p.progressEvery > 0 {
+		if p.Progress != nil && p.ProgressEvery > 0 {
 			// Plain lines, for a log: one every progressEvery, and the last
 			// (the status every tick all the same: its pace needs them).
 			_, status := p.status(time.Since(start), counts, pace, final)
-			if final || time.Since(lastLine) >= p.progressEvery {
+			if final || time.Since(lastLine) >= p.ProgressEvery {
 				lastLine = time.Now()
-				fmt.Fprintf(p.progress, "%s %s\n", time.Now().Format("15:04:05"), status)
+				fmt.Fprintf(p.Progress, "%s %s\n", time.Now().Format("15:04:05"), status)
 			}
 			return
 		}
@@ -47,7 +47,7 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 		bar.Describe(status)
 		_ = bar.Set(int(frac * 1000)) // a progress line that cannot draw is no reason to stop
 	}
-	if p.progressEvery == 0 {
+	if p.ProgressEvery == 0 {
 		draw(false)
 	}
 	quit := make(chan struct{})
@@ -59,7 +59,7 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 		for {
 			select {
 			case <-t.C:
-				before := secondOf(time.Since(start), p.warmup()) - 1
+				before := secondOf(time.Since(start), p.Warmup()) - 1
 				for i := range shards {
 					shards[i].handOver(before)
 				}
@@ -75,8 +75,8 @@ func (p *plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 		if bar != nil {
 			draw(true)
 			_ = bar.Exit() // as above
-			fmt.Fprintln(p.progress)
-		} else if p.progressEvery > 0 {
+			fmt.Fprintln(p.Progress)
+		} else if p.ProgressEvery > 0 {
 			draw(true)
 		}
 	}
@@ -109,8 +109,8 @@ func (pc *pace) rates(now time.Duration, answers, created int64) (all, made floa
 // writeCounts writes the answers so far by outcome, the requests dropped
 // (of the open loop) and the stock left, which it returns (-1: not
 // known).
-func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dropped int64) int64 {
-	if p.purchase {
+func (p *Plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dropped int64) int64 {
+	if p.Purchase {
 		lock := c[outLockTimeout] + c[outLockLost]
 		other := answers - c[outCreated] - c[outAccepted] - c[outSoldOut] - lock
 		fmt.Fprintf(b, " 201 %d", c[outCreated])
@@ -121,14 +121,14 @@ func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dr
 	} else {
 		fmt.Fprintf(b, " 2xx %d, other %d", c[outOK], answers-c[outOK])
 	}
-	if p.open {
+	if p.Open {
 		fmt.Fprintf(b, ", dropped %d", dropped)
 	}
 	stockLeft := int64(-1)
-	if p.purchase && p.stock >= 0 {
+	if p.Purchase && p.Stock >= 0 {
 		// An unsafe strategy sells more than there is: the stock goes
 		// below 0, as the audit will say.
-		stockLeft = p.stock - (c[outCreated]+c[outAccepted])*p.quantity
+		stockLeft = p.Stock - (c[outCreated]+c[outAccepted])*p.Quantity
 		fmt.Fprintf(b, "; stock %d", stockLeft)
 		if stockLeft < 0 {
 			fmt.Fprintf(b, " (oversold %d)", -stockLeft)
@@ -142,7 +142,7 @@ func (p *plan) writeCounts(b *strings.Builder, c [numOutcomes]int64, answers, dr
 // estimate. A run of fixed length ends when its schedule does; a run of a
 // request count is estimated from the last second's pace, and not while
 // stock is left, since the pace changes when the stock runs out.
-func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (float64, string) {
+func (p *Plan) status(since time.Duration, counts *live, pc *pace, final bool) (float64, string) {
 	var c [numOutcomes]int64
 	var answers int64
 	for i := range c {
@@ -151,7 +151,7 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 	}
 	dropped := counts.dropped.Load()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s:", p.label, report.FormatDuration(since.Round(100*time.Millisecond)))
+	fmt.Fprintf(&b, "%s %s:", p.Label, report.FormatDuration(since.Round(100*time.Millisecond)))
 	stockLeft := p.writeCounts(&b, c, answers, dropped)
 	all, _, paced := pc.rates(since, answers+dropped, c[outCreated]+c[outAccepted])
 	var frac float64
@@ -165,11 +165,11 @@ func (p *plan) status(since time.Duration, counts *live, pc *pace, final bool) (
 		}
 	default:
 		done := max(0, answers-counts.warm.Load())
-		frac = min(1, float64(done)/float64(p.requests))
-		left := int64(p.requests) - done
+		frac = min(1, float64(done)/float64(p.Requests))
+		left := int64(p.Requests) - done
 		switch {
-		case since < p.warmup():
-			fmt.Fprintf(&b, "; warmup, %s left", report.FormatDuration((p.warmup() - since).Round(100*time.Millisecond)))
+		case since < p.Warmup():
+			fmt.Fprintf(&b, "; warmup, %s left", report.FormatDuration((p.Warmup() - since).Round(100*time.Millisecond)))
 		case stockLeft > 0:
 			b.WriteString("; end: after the sell-out")
 		case paced && all > 0 && left > 0:

@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"context"
@@ -50,20 +50,15 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 		w.cancelReq.Header.SetContentTypeBytes(jsonContentType)
 	}
 	req, resp := w.cancelReq, w.resp
-	req.SetRequestURI(p.bases[k] + "/api/v1/orders/" + strconv.FormatInt(id, 10) + "/cancel")
+	req.SetRequestURI(p.Bases[k] + "/api/v1/orders/" + strconv.FormatInt(id, 10) + "/cancel")
 	body := append(w.body[:0], `{"user_id":"`...)
-	body = append(body, p.userPrefix...)
+	body = append(body, p.UserPrefix...)
 	body = strconv.AppendInt(body, int64(i), 10)
 	body = append(body, `"}`...)
 	w.body = body
 	req.SetBody(body)
 	start := time.Now()
-	var err error
-	if deadline, ok := ctx.Deadline(); ok {
-		err = w.lc.hosts[k].DoDeadline(req, resp, deadline)
-	} else {
-		err = w.lc.hosts[k].Do(req, resp)
-	}
+	err := w.send(ctx, k, req)
 	end := time.Now()
 	status, code := 0, ""
 	if err == nil {
@@ -72,7 +67,7 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 			code = string(errorCode(resp.Body()))
 		}
 	}
-	c := p.cancels
+	c := w.cancels
 	c.sent.Add(1)
 	switch {
 	case status == http.StatusOK:
@@ -82,7 +77,7 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 	default:
 		c.failed.Add(1)
 	}
-	if p.history != nil {
-		p.history.cancel(product, id, p.quantity, start, end, status, code)
+	if p.History != nil {
+		p.History.cancel(product, id, p.Quantity, start, end, status, code)
 	}
 }

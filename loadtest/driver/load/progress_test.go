@@ -1,4 +1,4 @@
-package driver
+package load
 
 import (
 	"strings"
@@ -17,7 +17,7 @@ func TestProgressShowsTheOversell(t *testing.T) {
 		{25, "; stock 0"},
 		{50, "; stock -25 (oversold 25)"},
 	} {
-		p := &plan{purchase: true, label: "none", stock: 25, quantity: 1, requests: 100, phases: []phase{{}}}
+		p := &Plan{Purchase: true, Label: "none", Stock: 25, Quantity: 1, Requests: 100, Phases: []Phase{{}}}
 		var counts live
 		counts.counts[outCreated].Store(tc.created)
 		counts.counts[outSoldOut].Store(3)
