@@ -17,7 +17,7 @@ import (
 	"github.com/seckill/seckill/internal/apptest"
 	"github.com/seckill/seckill/internal/browser"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/metrics"
 )
 
 // shown is what the dashboard shows of one product and one strategy.
@@ -348,7 +348,7 @@ func wantRealSaleFits(t *testing.T, tab context.Context, names []string) {
 // without a space.
 func feedWorstCase(t *testing.T, tab context.Context, names []string) {
 	t.Helper()
-	worst, err := json.Marshal(map[string]any{"strategies": names, "outcomes": service.PurchaseOutcomes(), "name": strings.Repeat("W", 64)})
+	worst, err := json.Marshal(map[string]any{"strategies": names, "outcomes": metrics.PurchaseOutcomes(), "name": strings.Repeat("W", 64)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func feedWorstCase(t *testing.T, tab context.Context, names []string) {
 // product_not_found and needs no scrolling sideways.
 func wantWorstCaseFits(t *testing.T, tab context.Context, names []string) {
 	t.Helper()
-	outcomes := service.PurchaseOutcomes()
+	outcomes := metrics.PurchaseOutcomes()
 	last := fmt.Sprintf(`(() => {
 		const td = document.querySelector('#sales tr[data-strategy="%s"] td[data-outcome="%s"]');
 		return !!document.querySelector('#products tr[data-product="999999"]') && !!td && td.textContent === "%d";

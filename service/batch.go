@@ -236,13 +236,13 @@ func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold, busy t
 		lockUntil: h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait),
 		extra:     s.cfg.LockWait + busy,
 		underLock: func(waited time.Duration) ([]bool, error) {
-			s.metrics.lockWaited(st.Name, "acquired", waited)
+			s.metrics.LockWaited(st.Name, "acquired", waited)
 			return s.expired(st, h.arrived, time.Now()), work()
 		},
 	})
 	if timeout, ok := errors.AsType[*rowLockTimeout](err); ok {
-		s.metrics.lockWaited(st.Name, "timeout", timeout.waited)
-		s.metrics.lockFailed(st.Name, "timeout")
+		s.metrics.LockWaited(st.Name, "timeout", timeout.waited)
+		s.metrics.LockFailed(st.Name, "timeout")
 		return nil, failure.ErrLockTimeout.Because(timeout)
 	}
 	return as, err

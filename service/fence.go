@@ -28,7 +28,7 @@ func (e *fenceMoved) Error() string {
 
 // lockLost is the answer of a hold whose token went stale.
 func (s *Seckill) lockLost(st Strategy, id, token int64) error {
-	s.metrics.lockFailed(st.Name, "lost")
+	s.metrics.LockFailed(st.Name, "lost")
 	return failure.ErrLockLost.Because(
 		fmt.Errorf("product %d: a later holder claimed its fence, or its stock was reset, after token %d", id, token))
 }

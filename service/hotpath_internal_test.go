@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/metrics"
 )
 
 // TestSoldOutMessage: the sold-out answer put together by hand reads
@@ -88,14 +89,14 @@ func TestLookupStrategy(t *testing.T) {
 
 // TestObservePurchaseSeries: every strategy and outcome counts in its own
 // series once per purchase, the counter and the histogram alike, through
-// the series NewMetrics resolved; a pair it did not make is counted too.
+// the series metrics.New resolved; a pair it did not make is counted too.
 func TestObservePurchaseSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	type pair struct{ strategy, outcome string }
 	want := map[pair]uint64{}
 	for _, st := range StrategyTable() {
-		for i, o := range PurchaseOutcomes() {
+		for i, o := range metrics.PurchaseOutcomes() {
 			var (
 				r   Receipt
 				err error
@@ -110,12 +111,12 @@ func TestObservePurchaseSeries(t *testing.T) {
 			// A different number of purchases per series, so that one
 			// counted in another's series shows.
 			for range i + 1 {
-				m.observePurchase(st.Name, r, err, time.Millisecond)
+				m.Purchase(st.Name, outcome(r, err), time.Millisecond)
 			}
 			want[pair{st.Name, o}] = uint64(i + 1)
 		}
 	}
-	m.observePurchase("bogus", Receipt{}, context.Canceled, time.Millisecond)
+	m.Purchase("bogus", outcome(Receipt{}, context.Canceled), time.Millisecond)
 	want[pair{"bogus", string(failure.CodeUnavailable)}] = 1
 
 	mfs, err := reg.Gather()

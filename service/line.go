@@ -55,8 +55,8 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 			// The line waited on a store, not on another holder.
 			return Receipt{}, failure.ErrUnavailable.Because(errors.New("the line waited on a store that does not answer"))
 		}
-		s.metrics.lockWaited(st.Name, "timeout", gaveUp.Waited)
-		s.metrics.lockFailed(st.Name, "timeout")
+		s.metrics.LockWaited(st.Name, "timeout", gaveUp.Waited)
+		s.metrics.LockFailed(st.Name, "timeout")
 		return Receipt{}, failure.ErrLockTimeout.Because(nil)
 	case errors.As(err, &gaveUp):
 		return Receipt{}, gaveUp.Cause // the buyer hung up
@@ -151,8 +151,8 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 	}
 	if errors.Is(err, failure.ErrUnavailable) {
 		l.AnswerIf(func(_ Purchase, queued time.Time) (answer, bool) {
-			s.metrics.lockWaited(st.Name, "unavailable", time.Since(queued))
-			s.metrics.lockFailed(st.Name, "unavailable")
+			s.metrics.LockWaited(st.Name, "unavailable", time.Since(queued))
+			s.metrics.LockFailed(st.Name, "unavailable")
 			return answer{err: err}, true
 		})
 	}
@@ -191,7 +191,7 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	for i, p := range h.ps {
 		busy = max(busy, p.Work+p.Pause)
 		if lease != nil {
-			s.metrics.lockWaited(st.Name, "acquired", start.Sub(h.arrived[i]))
+			s.metrics.LockWaited(st.Name, "acquired", start.Sub(h.arrived[i]))
 		}
 	}
 	// Beyond its work and pause (and, for pessimistic, its wait for the
@@ -216,7 +216,7 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	if lease != nil {
 		err = errors.Join(err, s.unlock(ctx, st, key.product, lease, err))
 	}
-	s.metrics.held(st.Name, batch.Len(), time.Since(start))
+	s.metrics.Held(st.Name, batch.Len(), time.Since(start))
 	l.Stall(failure.CodeOf(failure.Store("", err)) == failure.CodeUnavailable, time.Time{})
 	if err != nil {
 		batch.AnswerAll(answer{err: failure.Store("sell a batch", err)})

@@ -53,13 +53,13 @@ func (s *Seckill) unlock(ctx context.Context, st Strategy, productID int64, leas
 	case errors.Is(err, locker.ErrNotHeld):
 		// The lease ran out while we worked: someone else may have held
 		// the lock too. Fencing decided whether our write counted.
-		s.metrics.lockFailed(st.Name, "expired")
+		s.metrics.LockFailed(st.Name, "expired")
 		s.log.WarnContext(ctx, "lease expired before unlock", "strategy", st.Name, "product", productID, "err", err)
 		return nil
 	case sold != nil:
 		return err
 	}
-	s.metrics.lockFailed(st.Name, "unlock_error")
+	s.metrics.LockFailed(st.Name, "unlock_error")
 	s.log.ErrorContext(ctx, "unlock failed", "strategy", st.Name, "product", productID, "err", err)
 	return nil
 }
@@ -71,7 +71,7 @@ func (s *Seckill) expired(st Strategy, arrived []time.Time, now time.Time) []boo
 	for i, a := range arrived {
 		out[i] = now.After(a.Add(s.cfg.LockWait))
 		if out[i] {
-			s.metrics.lockFailed(st.Name, "timeout")
+			s.metrics.LockFailed(st.Name, "timeout")
 		}
 	}
 	return out

@@ -156,7 +156,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	p.Strategy = st.Name
 	start := time.Now()
 	defer func() {
-		s.metrics.observePurchase(st.Name, r, err, time.Since(start))
+		s.metrics.Purchase(st.Name, outcome(r, err), time.Since(start))
 	}()
 	if out := s.cache.SoldOutAnswer(p.ProductID, p.Quantity); out != nil {
 		if !st.Deferred || p.RequestID == "" {
@@ -272,4 +272,18 @@ func doWork(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// outcome is how the metrics label a purchase's answer (one of
+// metrics.PurchaseOutcomes).
+func outcome(r Receipt, err error) string {
+	switch {
+	case err != nil:
+		return string(failure.CodeOf(err))
+	case r.Replayed:
+		return "replayed"
+	case r.Reservation != nil:
+		return "reserved"
+	}
+	return "ok"
 }

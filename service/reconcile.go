@@ -95,7 +95,7 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 			r = reconciled{}
 			return err
 		}
-		s.metrics.reserveCorrected(r.delta, r.lost)
+		s.metrics.ReserveCorrected(r.delta, r.lost)
 		s.log.WarnContext(ctx, "reserve: the product's counter disagreed with the database and the reservations waiting: moved (Redis lost some of what it acknowledged?)",
 			"product", id, "generation", p.Generation, "database_stock", p.Stock, "waiting_units", waiting,
 			"counter_was", snap.Stock, "moved_by", r.delta, "counter", stock, "reservations_lost", r.lost)

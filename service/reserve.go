@@ -331,7 +331,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				// it (restarted without its data, or a failover to a replica
 				// that had not received it). What it had not written of the
 				// reservations is lost with it.
-				s.metrics.reserveRecovered()
+				s.metrics.ReserveRecovered()
 				s.log.WarnContext(ctx, "reserve: the product's counter was gone from Redis; derived again from the database and the reservations still waiting",
 					"product", id, "generation", p.Generation, "database_stock", p.Stock,
 					"waiting_reservations", l.Waiting, "waiting_units", l.Taken, "counter", l.Stock)

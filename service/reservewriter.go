@@ -144,7 +144,7 @@ func (s *Seckill) tidy(ctx context.Context) {
 		}
 		return
 	}
-	s.metrics.reservePending.Set(float64(n))
+	s.metrics.ReservePending(n)
 }
 
 // joinWriters joins the writers' group, trying again every second until
@@ -175,7 +175,7 @@ func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) erro
 			if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), e.Bad.Error()); err != nil {
 				return err
 			}
-			s.metrics.reserveDead.Inc()
+			s.metrics.ReserveDead()
 			continue
 		}
 		k := key{e.Product, e.Generation}
@@ -243,7 +243,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), err.Error()); err != nil {
 			return err
 		}
-		s.metrics.reserveDead.Inc()
+		s.metrics.ReserveDead()
 		return nil
 	case err != nil:
 		return err
@@ -258,7 +258,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 			if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
 				return err
 			}
-			s.metrics.reserveFailed.WithLabelValues(string(code)).Inc()
+			s.metrics.ReserveFailed(code)
 			s.log.WarnContext(ctx, "a reservation the database refused: recorded as failed",
 				"request_id", group[i].RequestID, "product", group[i].Product, "code", code)
 		default:
@@ -268,7 +268,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	if err := s.reserve.Ack(ctx, group); err != nil {
 		return err
 	}
-	s.metrics.reserveWritten.Add(float64(written))
+	s.metrics.ReserveWritten(written)
 	w.wrote(group[0].Product)
 	return nil
 }

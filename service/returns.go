@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/metrics"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -44,12 +45,6 @@ import (
 // buyer once every instance that heard has applied it (at most
 // announceWait): a purchase that begins after the answer finds the units
 // on sale on any instance, which is what the histories' check asks.
-
-// The reasons units come back, the label of seckill_order_returns_total.
-const (
-	returnCancel = "cancel"
-	returnExpiry = "expiry"
-)
 
 // SweepEvery is how often each instance looks for unpaid orders whose
 // time has come: a due order waits no longer than that, and the time its
@@ -93,7 +88,7 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 		Updates(map[string]any{"status": model.StatusPaid, "expires_at": nil})
 	cancel()
 	if res.Error == nil && res.RowsAffected == 1 {
-		s.metrics.paid()
+		s.metrics.Paid()
 	}
 	var o model.Order
 	var err error
@@ -114,7 +109,7 @@ func (s *Seckill) Pay(ctx context.Context, id int64, user string) (model.Order, 
 		return model.Order{}, failure.Store(fmt.Sprintf("pay order %d", id), res.Error) // it did not take
 	case o.Status == model.StatusUnpaid:
 		// Its time has come and the sweep has not been by.
-		if o, _, err = s.returnOrder(ctx, o, returnExpiry); err != nil {
+		if o, _, err = s.returnOrder(ctx, o, metrics.ReturnExpiry); err != nil {
 			return model.Order{}, err
 		}
 	}
@@ -144,9 +139,9 @@ func (s *Seckill) Cancel(ctx context.Context, id int64, user string) (model.Orde
 	}
 	returned := false
 	if o.Status == model.StatusUnpaid {
-		reason := returnCancel
+		reason := metrics.ReturnCancel
 		if due(o, s.now()) {
-			reason = returnExpiry
+			reason = metrics.ReturnExpiry
 		}
 		if o, returned, err = s.returnOrder(ctx, o, reason); err != nil {
 			return model.Order{}, err
@@ -198,7 +193,7 @@ func (s *Seckill) returnOrder(ctx context.Context, o model.Order, reason string)
 	case err != nil && rerr == nil && n > 0:
 		// This call returned them: the order is what it made of it.
 		o.Status, o.ExpiresAt = model.StatusCancelled, nil
-		if reason == returnExpiry {
+		if reason == metrics.ReturnExpiry {
 			o.Status = model.StatusExpired
 		}
 		return o, true, nil
@@ -278,7 +273,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 	ctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	hold, heard := "", true
-	if reason == returnCancel {
+	if reason == metrics.ReturnCancel {
 		// As long as the return may take, and a refresh after it.
 		deadline, _ := ctx.Deadline()
 		hold, heard = s.cache.HoldHeard(ctx, product, time.Until(deadline)+2*stockcache.Refresh, announceWait)
@@ -308,7 +303,7 @@ func (s *Seckill) returnUnits(ctx context.Context, product int64, ids []int64, r
 			s.log.WarnContext(ctx, "reserve: give returned units back to the counter", "product", product, "err", err)
 		}
 	}
-	s.metrics.returned(reason, len(r.orders))
+	s.metrics.Returned(reason, len(r.orders))
 	// What is left, so that the instances answer sold_out again once it is
 	// gone (under reserve, the database's stock: at least the counter's).
 	if hold != "" {
@@ -343,7 +338,7 @@ type returned struct {
 // off their buyers' and counts one more return on the product.
 func (s *Seckill) returnTx(ctx context.Context, product int64, ids []int64, reason string) (r returned, err error) {
 	status := model.StatusCancelled
-	if reason == returnExpiry {
+	if reason == metrics.ReturnExpiry {
 		status = model.StatusExpired
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -358,7 +353,7 @@ func (s *Seckill) returnTx(ctx context.Context, product int64, ids []int64, reas
 		byUser := map[string]int64{}
 		var back []int64
 		for _, o := range orders {
-			if o.Status != model.StatusUnpaid || reason == returnExpiry && !due(o, now) {
+			if o.Status != model.StatusUnpaid || reason == metrics.ReturnExpiry && !due(o, now) {
 				continue
 			}
 			r.orders = append(r.orders, o)
@@ -567,7 +562,7 @@ func (s *Seckill) SweepOnce(ctx context.Context) (int, error) {
 	expired := 0
 	var errs []error
 	for _, id := range products {
-		n, err := s.returnUnits(ctx, id, byProduct[id], returnExpiry)
+		n, err := s.returnUnits(ctx, id, byProduct[id], metrics.ReturnExpiry)
 		expired += n
 		if err != nil && !errors.Is(err, failure.ErrNotFound) {
 			errs = append(errs, err)

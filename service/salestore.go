@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/metrics"
 )
 
 // The sale store: where a sale meets the database. Every way of selling (a
@@ -164,14 +165,6 @@ type saleConfig struct {
 	retried func(reason string)
 }
 
-// The reasons a transaction is tried again, as seckill_db_retries_total
-// labels them.
-const (
-	retryDeadlock  = "deadlock"
-	retryRequestID = "request_id"
-	retryConnLost  = "connection_lost"
-)
-
 // retry counts a transaction tried again for reason.
 func (c saleConfig) retry(reason string) {
 	if c.retried != nil {
@@ -311,7 +304,7 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 			if werr := deadlockPause(ctx, deadlocks); werr != nil {
 				return decided{}, errors.Join(err, werr)
 			}
-			b.cfg.retry(retryDeadlock)
+			b.cfg.retry(metrics.RetryDeadlock)
 			continue
 		}
 		if others++; others >= maxAttempts {
@@ -319,9 +312,9 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 		}
 		switch {
 		case errors.Is(err, errConnLost):
-			b.cfg.retry(retryConnLost)
+			b.cfg.retry(metrics.RetryConnLost)
 		default:
-			b.cfg.retry(retryRequestID)
+			b.cfg.retry(metrics.RetryRequestID)
 		}
 	}
 }
@@ -340,7 +333,7 @@ func retryDeadlocks(ctx context.Context, cfg saleConfig, fn func() error) error 
 		if werr := deadlockPause(ctx, attempt); werr != nil {
 			return errors.Join(err, werr)
 		}
-		cfg.retry(retryDeadlock)
+		cfg.retry(metrics.RetryDeadlock)
 	}
 }
 

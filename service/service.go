@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service/metrics"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
 )
@@ -121,7 +122,7 @@ type Seckill struct {
 	lockers map[string]locker.Locker
 	redis   []redis.UniversalClient
 	cfg     Config
-	metrics *Metrics
+	metrics *metrics.Metrics
 	log     *slog.Logger
 
 	lines *lines
@@ -147,7 +148,7 @@ type Seckill struct {
 // readiness checks and stock resets are announced on. It chooses db's sale
 // store and starts the stock cache's refresher and the listeners of
 // reset announcements: Close stops them.
-func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *Metrics, log *slog.Logger) *Seckill {
+func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *metrics.Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = config.DefaultKeyPrefix
 	}
@@ -165,9 +166,9 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	}
 	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
-		SoldOut: soldOut, Seen: m.stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
+		SoldOut: soldOut, Seen: m.Stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
 	s.saleCfg = saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
-		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), readBackIDs: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.retried}
+		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), readBackIDs: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.Retried}
 	s.sales = newSaleStore(db, s.saleCfg)
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)

@@ -1,5 +1,10 @@
 package service
 
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seckill/seckill/service/metrics"
+)
+
 // Strategy is one way of guarding the stock, and which of the service's
 // mechanisms apply to it. Everything that lists strategies (the purchase
 // path, /api/v1/strategies, the metrics' labels, the demo's rows) reads
@@ -111,4 +116,14 @@ func (s *Seckill) Strategies() []Strategy {
 		}
 	}
 	return all
+}
+
+// NewMetrics makes the service's instruments, with the series of every
+// strategy, and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *metrics.Metrics {
+	var sts []metrics.Strategy
+	for _, st := range StrategyTable() {
+		sts = append(sts, metrics.Strategy{Name: st.Name, Lined: st.Lined})
+	}
+	return metrics.New(reg, sts)
 }

@@ -1,4 +1,4 @@
-package service
+package metrics
 
 import (
 	"strconv"
@@ -11,11 +11,11 @@ import (
 // products whose stock changed last, whatever the catalogue's size.
 func TestStockSeriesBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
+	m := New(reg, nil)
 	for id := int64(1); id <= 250; id++ {
-		m.stock(id, id)
+		m.Stock(id, id)
 	}
-	m.stock(3, 0) // an old product that changes again comes back
+	m.Stock(3, 0) // an old product that changes again comes back
 	shown := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
