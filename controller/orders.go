@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/service/orders"
 )
 
 // handleOrder answers one order to its buyer (?user_id= naming the
@@ -105,11 +106,11 @@ func handleOrders(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 				return
 			}
 		}
-		page := service.OrdersPage{Status: q.Get("status"), After: q.Get("after")}
+		page := orders.OrdersPage{Status: q.Get("status"), After: q.Get("after")}
 		if v, ok := q["limit"]; ok {
 			n, err := strconv.Atoi(v[0])
 			if err != nil || n < 1 {
-				writeError(c, log, invalidf("limit must be from 1 to %d", service.MaxOrdersPage))
+				writeError(c, log, invalidf("limit must be from 1 to %d", orders.MaxOrdersPage))
 				return
 			}
 			page.Limit = n

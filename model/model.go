@@ -95,6 +95,12 @@ const (
 	StatusExpired   = "expired"
 )
 
+// HoldsUnits says an order in state status holds its units: unpaid or
+// paid. The units of a cancelled or expired order are back in the stock.
+func HoldsUnits(status string) bool {
+	return status == StatusUnpaid || status == StatusPaid
+}
+
 // UserUnits is how many units of a product one user holds. The per-user
 // limit is checked and raised on this row, under its row lock, in the
 // transaction that writes the order, so that two purchases of one user can

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/store"
 )
 
 // TestNewStartsWorkAfterWiring: New sets up everything its background
 // work reads (reserve's Redis side, the consumer's name) before it starts
 // it. Under -race, a sweep that ran before the wiring was done (the first
-// one comes SweepEvery after New) was a data race on the service's fields.
+// one comes orders.SweepEvery after New) was a data race on the service's fields.
 func TestNewStartsWorkAfterWiring(t *testing.T) {
 	nodes := store.OpenRedis(testenv.RedisAddrs(t))
 	t.Cleanup(func() {
@@ -25,5 +26,5 @@ func TestNewStartsWorkAfterWiring(t *testing.T) {
 	if s.reserve == nil {
 		t.Fatal("New set up no reserve side over the Redis nodes given")
 	}
-	time.Sleep(2 * SweepEvery) // a sweep or two, finishReturns reading s.reserve
+	time.Sleep(2 * orders.SweepEvery) // a sweep or two, finishReturns reading s.reserve
 }

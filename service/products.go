@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/stockcache"
@@ -238,7 +239,7 @@ type Attempt struct {
 // reservation carries it (never made, refused, discarded by a reset, or
 // lost by a Redis that lost what it acknowledged).
 func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, error) {
-	if checkID(requestID) != nil {
+	if api.CheckID(requestID) != nil {
 		return Attempt{}, failure.Errorf(failure.CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
 	dbCtx, cancel := s.dbCtx(ctx, 0)

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -79,7 +77,7 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		name = s.cfg.Strategy
 	}
 	st, known := LookupStrategy(name)
-	userBlank, userErr := scanID(p.UserID)
+	userBlank, userErr := api.ScanID(p.UserID)
 	switch {
 	case p.ProductID <= 0:
 		return st, failure.Errorf(failure.CodeInvalid, "product id must be a positive integer")
@@ -87,7 +85,7 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		return st, failure.Errorf(failure.CodeInvalid, "user_id must be 1 to %d characters of valid UTF-8, not blank, without control characters", maxIDLength)
 	case p.Quantity < 1 || p.Quantity > MaxQuantity:
 		return st, failure.Errorf(failure.CodeInvalid, "quantity must be an integer from 1 to %d", MaxQuantity)
-	case p.RequestID != "" && checkID(p.RequestID) != nil:
+	case p.RequestID != "" && api.CheckID(p.RequestID) != nil:
 		return st, failure.Errorf(failure.CodeInvalid, "request_id must be at most %d characters of valid UTF-8, without control characters", maxIDLength)
 	case !known:
 		return st, failure.Errorf(failure.CodeInvalid, "unknown strategy %q (one of %s)", name, strings.Join(StrategyNames(), ", "))
@@ -99,49 +97,6 @@ func (s *Seckill) validate(p Purchase) (Strategy, error) {
 		return st, failure.Errorf(failure.CodeInvalid, "batch must be from 1 to %d", MaxBatch)
 	}
 	return st, nil
-}
-
-// checkID accepts 1 to maxIDLength characters of valid UTF-8 without control
-// characters: IDs are compared byte for byte, so nothing that could make
-// two different inputs look alike, or be rewritten on the way, gets in.
-func checkID(id string) error {
-	_, err := scanID(id)
-	return err
-}
-
-// scanID is checkID in one pass over id, on every purchase, which also
-// reports whether id is blank: nothing but white space (unicode.IsSpace),
-// as strings.TrimSpace sees it. A bad length or encoding is reported
-// before a control character, as checkID's statement reads.
-func scanID(id string) (blank bool, err error) {
-	n, control := 0, false
-	blank = true
-	for i := 0; i < len(id); n++ {
-		if n == maxIDLength {
-			return false, errors.New("bad length or encoding")
-		}
-		if c := id[i]; c < utf8.RuneSelf {
-			// ASCII, most IDs: its white space but ' ' is control.
-			control = control || c < ' ' || c == 0x7f
-			blank = blank && c == ' '
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(id[i:])
-		if r == utf8.RuneError && size == 1 {
-			return false, errors.New("bad length or encoding")
-		}
-		control = control || unicode.IsControl(r)
-		blank = blank && unicode.IsSpace(r)
-		i += size
-	}
-	switch {
-	case n == 0:
-		return false, errors.New("bad length or encoding")
-	case control:
-		return false, errors.New("control character")
-	}
-	return blank, nil
 }
 
 // Purchase sells p.Quantity units of a product to a user under the

@@ -170,3 +170,22 @@ func (s *Seckill) reconcileWritten(ctx context.Context, ids []int64) {
 		}
 	}
 }
+
+// returnsOf reads the returns of product id on their way to its counter,
+// in transaction tx.
+func returnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
+	var rs []model.ReserveReturn
+	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
+	}
+	return rs, nil
+}
+
+// returnIDs are the orders of returns rs.
+func returnIDs(rs []model.ReserveReturn) []int64 {
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.OrderID
+	}
+	return ids
+}

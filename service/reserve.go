@@ -367,7 +367,7 @@ func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error
 	units := map[string]int64{}
 	var written []reserve.Written
 	for _, o := range orders {
-		if holds(o.Status) {
+		if model.HoldsUnits(o.Status) {
 			units[string(o.UserID)] += o.Quantity
 		}
 		if o.RequestID != nil {

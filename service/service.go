@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service/metrics"
+	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/stockcache"
 )
@@ -113,6 +113,10 @@ func readsAtStart(db *gorm.DB) bool {
 
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
+	// The orders' life after their sale: reading, paying, cancelling and
+	// expiring them.
+	*orders.Service
+
 	db *gorm.DB
 	// sales writes every sale, in the form of db's database (salestore.go),
 	// with the settings saleCfg (which the other transactions that try
@@ -136,11 +140,8 @@ type Seckill struct {
 	// reserveLines send the reserve purchases of a product waiting at
 	// once to Redis in one call.
 	reserveLines *reserveLines
-	// outboxAfter is where the sweep's next look at the returns on their
-	// way to Redis begins (finishReturns).
-	outboxAfter atomic.Int64
-	stop        context.CancelFunc
-	background  sync.WaitGroup
+	stop         context.CancelFunc
+	background   sync.WaitGroup
 }
 
 // New returns a Seckill over db. lockers holds the lock of every lock-based
@@ -182,11 +183,14 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 			s.cfg.Consumer = newRequestID() // 128 random bits
 		}
 	}
+	s.Service = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
+		Reserve: s.reserve, Product: s.Product, Returned: cfg.hooks.returned,
+		Retry: func(ctx context.Context, fn func() error) error { return retryDeadlocks(ctx, s.saleCfg, fn) }})
 	// The background work starts once everything it reads is set.
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
-	s.background.Go(func() { s.sweep(ctx) })
+	s.background.Go(func() { s.Sweep(ctx) })
 	if s.reserve != nil && !cfg.NoWriter {
 		s.background.Go(func() { s.runWriter(ctx) })
 	}
