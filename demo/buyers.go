@@ -15,12 +15,12 @@ import (
 	"github.com/seckill/seckill/client"
 )
 
-// series is one product on sale in a scenario, and what its buyers got.
-type series struct {
-	id, label string
-	product   int64
+// Series is one product on sale in a scenario, and what its buyers got.
+type Series struct {
+	ID, Label string
+	Product   int64
 	initial   int64
-	seller    *instance // reads its stock and audit
+	Seller    *Instance // reads its stock and audit
 
 	mu       sync.Mutex
 	answers  map[string]int
@@ -34,12 +34,12 @@ type series struct {
 }
 
 // newSeries creates a product of stock units, sold under label.
-func (w *world) newSeries(id, label string, seller *instance, stock int64) (*series, error) {
-	p, err := seller.c.CreateProduct(w.ctx, "demo "+id, stock)
+func (w *World) NewSeries(id, label string, seller *Instance, stock int64) (*Series, error) {
+	p, err := seller.Client.CreateProduct(w.ctx, "demo "+id, stock)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	s := &series{id: id, label: label, product: p.ID, initial: stock, seller: seller, stock: stock,
+	s := &Series{ID: id, Label: label, Product: p.ID, initial: stock, Seller: seller, stock: stock,
 		answers: map[string]int{}, inflight: map[int64]time.Time{}}
 	w.mu.Lock()
 	w.series = append(w.series, s)
@@ -48,10 +48,10 @@ func (w *world) newSeries(id, label string, seller *instance, stock int64) (*ser
 }
 
 // finish reads the series' audit: what the rows report.
-func (w *world) finish(s *series) (client.Audit, error) {
-	a, err := s.seller.c.Audit(w.ctx, s.product)
+func (w *World) Finish(s *Series) (client.Audit, error) {
+	a, err := s.Seller.Client.Audit(w.ctx, s.Product)
 	if err != nil {
-		return a, fmt.Errorf("demo: audit %s: %w", s.label, err)
+		return a, fmt.Errorf("demo: audit %s: %w", s.Label, err)
 	}
 	// Under reserve the orders are written moments after the 202s: the
 	// audit waits for them, 10 s at most (the verdict says what is
@@ -65,8 +65,8 @@ func (w *world) finish(s *series) (client.Audit, error) {
 			return a, w.ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		if a, err = s.seller.c.Audit(w.ctx, s.product); err != nil {
-			return a, fmt.Errorf("demo: audit %s: %w", s.label, err)
+		if a, err = s.Seller.Client.Audit(w.ctx, s.Product); err != nil {
+			return a, fmt.Errorf("demo: audit %s: %w", s.Label, err)
 		}
 	}
 	s.mu.Lock()
@@ -75,12 +75,12 @@ func (w *world) finish(s *series) (client.Audit, error) {
 	return a, nil
 }
 
-func (s *series) snapshot(now time.Time) Snapshot {
+func (s *Series) snapshot(now time.Time) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{ID: s.id, Label: s.label, Product: s.product, Initial: s.initial, Stock: s.stock,
+	snap := Snapshot{ID: s.ID, Label: s.Label, Product: s.Product, Initial: s.initial, Stock: s.stock,
 		Audited: s.audit != nil, Answers: map[string]int{}, Waiting: len(s.inflight),
-		AuditURL: "/api/audit?series=" + url.QueryEscape(s.id)}
+		AuditURL: "/api/audit?series=" + url.QueryEscape(s.ID)}
 	for k, v := range s.answers {
 		snap.Answers[k] = v
 	}
@@ -90,83 +90,83 @@ func (s *series) snapshot(now time.Time) Snapshot {
 	return snap
 }
 
-// answer is what one purchase got.
-type answer struct {
-	status int    // 0: no answer (a transport error)
-	code   string // the contract's error code
-	order  client.Order
+// Answer is what one purchase got.
+type Answer struct {
+	Status int    // 0: no answer (a transport error)
+	Code   string // the contract's error code
+	Order  client.Order
 	// requestID is a 202's: its reservation's, which the server made.
-	requestID string
-	sent      time.Time
-	took      time.Duration
-	err       error // transport error
+	RequestID string
+	Sent      time.Time
+	Took      time.Duration
+	Err       error // transport error
 }
 
 // created says the purchase made an order, or under reserve a
 // reservation (202) whose order is written moments later.
-func (a answer) created() bool {
-	return a.status == http.StatusCreated || a.status == http.StatusAccepted
+func (a Answer) Created() bool {
+	return a.Status == http.StatusCreated || a.Status == http.StatusAccepted
 }
 
 // String says it as a person reads it: "201 created", "503 lock_lost".
-func (a answer) String() string {
+func (a Answer) String() string {
 	switch {
-	case a.status == 0:
+	case a.Status == 0:
 		return "no answer"
-	case a.status == http.StatusAccepted:
+	case a.Status == http.StatusAccepted:
 		return "202 accepted"
-	case a.created():
+	case a.Created():
 		return "201 created"
-	case a.code != "":
-		return fmt.Sprintf("%d %s", a.status, a.code)
+	case a.Code != "":
+		return fmt.Sprintf("%d %s", a.Status, a.Code)
 	}
-	return fmt.Sprintf("%d", a.status)
+	return fmt.Sprintf("%d", a.Status)
 }
 
 // label is the answer's key in a series' counts.
-func (a answer) label() string {
-	if a.created() {
-		return strconv.Itoa(a.status)
+func (a Answer) Label() string {
+	if a.Created() {
+		return strconv.Itoa(a.Status)
 	}
 	return a.String()
 }
 
 // user returns a buyer's name no other purchase of the world has used.
-func (w *world) user() string { return fmt.Sprintf("buyer-%d", w.users.Add(1)) }
+func (w *World) User() string { return fmt.Sprintf("buyer-%d", w.users.Add(1)) }
 
 // buy makes one purchase of s's product on in as a new buyer, with o's
 // query, and counts its answer in s.
-func (w *world) buy(ctx context.Context, s *series, in *instance, o client.Override) answer {
-	return w.buyAs(ctx, s, in, o, "")
+func (w *World) Buy(ctx context.Context, s *Series, in *Instance, o client.Override) Answer {
+	return w.BuyAs(ctx, s, in, o, "")
 }
 
 // buyAs is buy with a request ID of the caller's (empty: none).
-func (w *world) buyAs(ctx context.Context, s *series, in *instance, o client.Override, requestID string) answer {
+func (w *World) BuyAs(ctx context.Context, s *Series, in *Instance, o client.Override, requestID string) Answer {
 	s.mu.Lock()
 	ticket := s.next
 	s.next++
-	a := answer{sent: time.Now()}
-	s.inflight[ticket] = a.sent
+	a := Answer{Sent: time.Now()}
+	s.inflight[ticket] = a.Sent
 	s.mu.Unlock()
 
-	got, err := in.c.Purchase(ctx, s.product, client.Purchase{UserID: w.user(), Quantity: 1, RequestID: requestID}, o)
-	a.took = time.Since(a.sent)
+	got, err := in.Client.Purchase(ctx, s.Product, client.Purchase{UserID: w.User(), Quantity: 1, RequestID: requestID}, o)
+	a.Took = time.Since(a.Sent)
 	var e *client.Error
 	switch {
 	case err == nil:
-		a.status, a.order = got.Status, got.Order
+		a.Status, a.Order = got.Status, got.Order
 		if got.Reservation != nil {
-			a.requestID = got.Reservation.RequestID
+			a.RequestID = got.Reservation.RequestID
 		}
 	case errors.As(err, &e):
-		a.status, a.code = e.Status, e.Code
+		a.Status, a.Code = e.Status, e.Code
 	default:
-		a.err = err
+		a.Err = err
 	}
 	s.mu.Lock()
 	delete(s.inflight, ticket)
 	if ctx.Err() == nil {
-		s.answers[a.label()]++
+		s.answers[a.Label()]++
 	}
 	s.mu.Unlock()
 	return a
@@ -174,16 +174,16 @@ func (w *world) buyAs(ctx context.Context, s *series, in *instance, o client.Ove
 
 // buyAsync makes the purchase in the background; the channel gives its
 // answer.
-func (w *world) buyAsync(ctx context.Context, s *series, in *instance, o client.Override) <-chan answer {
-	c := make(chan answer, 1)
-	go func() { c <- w.buy(ctx, s, in, o) }()
+func (w *World) BuyAsync(ctx context.Context, s *Series, in *Instance, o client.Override) <-chan Answer {
+	c := make(chan Answer, 1)
+	go func() { c <- w.Buy(ctx, s, in, o) }()
 	return c
 }
 
 // crowd sends n purchases of s, k at a time, spread over ins in turn, and
 // returns their answers in the order they were sent.
-func (w *world) crowd(ctx context.Context, s *series, ins []*instance, n, k int, o client.Override) []answer {
-	out := make([]answer, n)
+func (w *World) Crowd(ctx context.Context, s *Series, ins []*Instance, n, k int, o client.Override) []Answer {
+	out := make([]Answer, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(k, n) {
@@ -193,7 +193,7 @@ func (w *world) crowd(ctx context.Context, s *series, ins []*instance, n, k int,
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				out[i] = w.buy(ctx, s, ins[i%len(ins)], o)
+				out[i] = w.Buy(ctx, s, ins[i%len(ins)], o)
 			}
 		})
 	}
@@ -203,30 +203,30 @@ func (w *world) crowd(ctx context.Context, s *series, ins []*instance, n, k int,
 
 // sellOut has n buyers of s, k at a time, buy on ins in turn with o, then
 // reads the audit: every answer, in the order sent, and the audit.
-func (w *world) sellOut(s *series, ins []*instance, n, k int, o client.Override) ([]answer, client.Audit, error) {
-	w.note("%s: %d buyers", s.label, n)
-	as := w.crowd(w.ctx, s, ins, n, k, o)
+func (w *World) SellOut(s *Series, ins []*Instance, n, k int, o client.Override) ([]Answer, client.Audit, error) {
+	w.Note("%s: %d buyers", s.Label, n)
+	as := w.Crowd(w.ctx, s, ins, n, k, o)
 	if err := w.ctx.Err(); err != nil {
 		return nil, client.Audit{}, err
 	}
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	return as, audit, err
 }
 
 // stream keeps k buyers of s buying on ins in turn, each pausing gap
 // between purchases, until d has passed; it returns every answer.
-func (w *world) stream(ctx context.Context, s *series, ins []*instance, d time.Duration, k int, gap time.Duration, o client.Override) []answer {
+func (w *World) Stream(ctx context.Context, s *Series, ins []*Instance, d time.Duration, k int, gap time.Duration, o client.Override) []Answer {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
 		mu  sync.Mutex
-		out []answer
+		out []Answer
 		wg  sync.WaitGroup
 	)
 	for b := range k {
 		wg.Go(func() {
 			for i := b; ctx.Err() == nil; i += k {
-				a := w.buy(ctx, s, ins[i%len(ins)], o)
+				a := w.Buy(ctx, s, ins[i%len(ins)], o)
 				if ctx.Err() != nil {
 					return // cut by the end of the stretch: not counted
 				}
@@ -245,10 +245,10 @@ func (w *world) stream(ctx context.Context, s *series, ins []*instance, d time.D
 }
 
 // count returns how many answers were label ("201", "503 unavailable").
-func count(as []answer, label string) int {
+func count(as []Answer, label string) int {
 	n := 0
 	for _, a := range as {
-		if a.label() == label {
+		if a.Label() == label {
 			n++
 		}
 	}

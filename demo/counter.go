@@ -38,11 +38,11 @@ func counterScenario() Scenario {
 			"and %s later writes it back plus one: without a lock, then under token's and Redlock's. "+
 			"Last, the service's own SECKILL_IP_LIMIT=%d/1m, over two instances: one INCR in Redis, no lock.",
 			counterLimit, counterBuyers, counterLimit, durWords(counterRaceGap), counterLimit),
-		run: runCounter,
+		Run: runCounter,
 	}
 }
 
-func runCounter(w *world) (*Result, error) {
+func runCounter(w *World) (*Result, error) {
 	nodes := w.stores.Redis
 	opts := locker.Options{TTL: 2 * time.Second, Wait: 10 * time.Second}
 	res := &Result{Columns: []string{"COUNTER", "GUARDED BY", "ALLOWED", "LIMIT", "VERDICT"}}
@@ -54,7 +54,7 @@ func runCounter(w *world) (*Result, error) {
 		{"read-check-write token", "token: SET NX PX", locker.NewToken(nodes[0], opts)},
 		{"read-check-write redlock", "Redlock: 2 of 3 nodes", locker.NewRedlock(nodes, opts)},
 	} {
-		w.note("%s: %d requests", c.key, counterBuyers)
+		w.Note("%s: %d requests", c.key, counterBuyers)
 		allowed, err := naiveCounter(w.ctx, nodes[0], w.prefix+"counter:"+c.key, c.lock)
 		if err != nil {
 			return nil, err
@@ -65,7 +65,7 @@ func runCounter(w *world) (*Result, error) {
 		if row.Flaw {
 			row.Verdict = fmt.Sprintf("LIMIT PASSED by %d", allowed-counterLimit)
 		}
-		res.add(row, row.Flaw == (c.lock == nil))
+		res.Add(row, row.Flaw == (c.lock == nil))
 	}
 	allowed, err := serviceLimit(w)
 	if err != nil {
@@ -77,7 +77,7 @@ func runCounter(w *world) (*Result, error) {
 	if row.Flaw || allowed < counterLimit {
 		row.Verdict = fmt.Sprintf("%d allowed of a limit of %d", allowed, counterLimit)
 	}
-	res.add(row, allowed == counterLimit)
+	res.Add(row, allowed == counterLimit)
 	res.Notes = []string{"A lock makes the read-check-write safe, at a lock round per request. " +
 		"The count needs none: INCR reads and writes in one step, and the expiry set with the first " +
 		"request opens the window. Reach for a lock when the step cannot be made atomic."}
@@ -146,21 +146,21 @@ func countOnce(ctx context.Context, node redis.UniversalClient, key string, lk l
 // serviceLimit sends counterBuyers purchases at once over two instances
 // that limit each IP to counterLimit a minute, and returns how many were
 // not answered 429.
-func serviceLimit(w *world) (int, error) {
-	ins, err := w.startInstances(2, setup{ipLimit: counterLimit, ipWindow: time.Minute})
+func serviceLimit(w *World) (int, error) {
+	ins, err := w.StartInstances(2, Setup{IPLimit: counterLimit, IPWindow: time.Minute})
 	if err != nil {
 		return 0, err
 	}
-	s, err := w.newSeries("ip-limit", "INCR", ins[0], counterBuyers)
+	s, err := w.NewSeries("ip-limit", "INCR", ins[0], counterBuyers)
 	if err != nil {
 		return 0, err
 	}
-	w.note("SECKILL_IP_LIMIT=%d/1m: %d requests", counterLimit, counterBuyers)
-	as := w.crowd(w.ctx, s, ins, counterBuyers, counterBuyers, client.Override{})
+	w.Note("SECKILL_IP_LIMIT=%d/1m: %d requests", counterLimit, counterBuyers)
+	as := w.Crowd(w.ctx, s, ins, counterBuyers, counterBuyers, client.Override{})
 	if err := w.ctx.Err(); err != nil {
 		return 0, err
 	}
-	if _, err := w.finish(s); err != nil {
+	if _, err := w.Finish(s); err != nil {
 		return 0, err
 	}
 	return len(as) - count(as, fmt.Sprintf("%d rate_limited", http.StatusTooManyRequests)), nil

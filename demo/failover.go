@@ -41,16 +41,16 @@ func failoverScenario() Scenario {
 			"TAKEOVER) with nothing of what it missed, and a writer starts. Played twice: replication as "+
 			"Redis does it (asynchronous), then with SECKILL_RESERVE_ACKS=%s, every reservation waiting "+
 			"for its replica.", failoverStage, failoverStage, failoverStage, failoverAcks),
-		faults: true,
-		run:    runFailover,
+		Faults: true,
+		Run:    runFailover,
 	}
 }
 
-func runFailover(w *world) (*Result, error) {
+func runFailover(w *World) (*Result, error) {
 	res := &Result{Columns: []string{"RUN", "202s", "KEPT", "LOST", "503 UNKNOWN", "SOLD", "LEFT", "VERDICT"}}
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			res.add(Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-", "-"},
+			res.Add(Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-", "-"},
 				Verdict: "needs redis-server and redis-cli (apt-get install redis-server)"}, true)
 			return res, nil
 		}
@@ -61,7 +61,7 @@ func runFailover(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.add(row.Row, ok)
+		res.Add(row.Row, ok)
 		ordered, unknown = row.unknownOrdered, row.unknown
 	}
 	res.Notes = []string{"Replication is asynchronous: the master answers before its replica has the " +
@@ -90,7 +90,7 @@ type failoverRow struct {
 // SECKILL_RESERVE_ACKS acks (empty: none): the row, and whether it went as
 // the lesson says (without acks, the promises of the last stage are
 // broken; with them, none is).
-func (w *world) failover(acks string) (failoverRow, bool, error) {
+func (w *World) failover(acks string) (failoverRow, bool, error) {
 	label := "asynchronous"
 	if acks != "" {
 		label = "acks " + acks
@@ -99,7 +99,7 @@ func (w *world) failover(acks string) (failoverRow, bool, error) {
 	if err != nil {
 		return failoverRow{}, false, fmt.Errorf("demo: %w", err)
 	}
-	w.note("%s: starting six redis-server processes in cluster mode", label)
+	w.Note("%s: starting six redis-server processes in cluster mode", label)
 	cl, err := rediscluster.Start(w.ctx, dir, 3, 1)
 	if err != nil {
 		return failoverRow{}, false, errors.Join(err, os.RemoveAll(dir))
@@ -107,21 +107,21 @@ func (w *world) failover(acks string) (failoverRow, bool, error) {
 	w.mu.Lock()
 	w.closers = append(w.closers, func() error { cl.Close(); return os.RemoveAll(dir) })
 	w.mu.Unlock()
-	s := setup{reserve: "cluster:" + strings.Join(cl.Addrs(), ",")}
+	s := Setup{Reserve: "cluster:" + strings.Join(cl.Addrs(), ",")}
 	if acks != "" {
-		s.acks, s.ackWait = 1, failoverAckWait
+		s.Acks, s.AckWait = 1, failoverAckWait
 	}
 	sellerSetup := s
-	sellerSetup.noWriter = true
-	seller, err := w.startOwn(sellerSetup)
+	sellerSetup.NoWriter = true
+	seller, err := w.StartOwn(sellerSetup)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	writer, err := w.startOwn(s)
+	writer, err := w.StartOwn(s)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	series, err := w.newSeries("failover "+label, label, seller, failoverStock)
+	series, err := w.NewSeries("failover "+label, label, seller, failoverStock)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
@@ -129,60 +129,60 @@ func (w *world) failover(acks string) (failoverRow, bool, error) {
 	var promised, unknown []string
 	buy := func(n int) {
 		for range n {
-			rid := fmt.Sprintf("failover-%d-%s", series.product, w.user())
-			switch a := w.buyAs(w.ctx, series, seller, o, rid); {
-			case a.status == 202:
+			rid := fmt.Sprintf("failover-%d-%s", series.Product, w.User())
+			switch a := w.BuyAs(w.ctx, series, seller, o, rid); {
+			case a.Status == 202:
 				promised = append(promised, rid)
-			case a.code == "outcome_unknown":
+			case a.Code == "outcome_unknown":
 				unknown = append(unknown, rid)
 			}
 		}
 	}
 	buy(failoverStage)
-	if _, _, err := w.promisesOf(seller, promised); err != nil {
+	if _, _, err := w.PromisesOf(seller, promised); err != nil {
 		return failoverRow{}, false, err
 	}
-	master, replica, err := w.productMaster(cl, series.product)
+	master, replica, err := w.productMaster(cl, series.Product)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	w.note("%s: the replica %s falls behind its master %s", label, replica.Addr, master.Addr)
+	w.Note("%s: the replica %s falls behind its master %s", label, replica.Addr, master.Addr)
 	if err := cl.Lag(w.ctx, master, replica); err != nil {
 		return failoverRow{}, false, err
 	}
 	buy(failoverStage)
-	if _, _, err := w.promisesOf(seller, append(append([]string(nil), promised...), unknown...)); err != nil {
+	if _, _, err := w.PromisesOf(seller, append(append([]string(nil), promised...), unknown...)); err != nil {
 		return failoverRow{}, false, err
 	}
-	w.note("%s: the writer stops; %d more buyers", label, failoverStage)
-	if err := writer.stop(); err != nil {
+	w.Note("%s: the writer stops; %d more buyers", label, failoverStage)
+	if err := writer.Stop(); err != nil {
 		return failoverRow{}, false, err
 	}
 	buy(failoverStage)
-	w.note("%s: the master is killed, and its replica takes over", label)
+	w.Note("%s: the master is killed, and its replica takes over", label)
 	master.Kill()
 	if err := errors.Join(replica.Thaw(), cl.Takeover(w.ctx, replica)); err != nil {
 		return failoverRow{}, false, err
 	}
-	if _, err := w.startOwn(s); err != nil {
+	if _, err := w.StartOwn(s); err != nil {
 		return failoverRow{}, false, err
 	}
-	kept, lost, err := w.promisesOf(seller, promised)
+	kept, lost, err := w.PromisesOf(seller, promised)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
 	series.mu.Lock()
 	series.broken = lost
 	series.mu.Unlock()
-	audit, err := w.finish(series)
+	audit, err := w.Finish(series)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	row := Row{Key: label, Series: series.id, Flaw: lost > 0,
+	row := Row{Key: label, Series: series.ID, Flaw: lost > 0,
 		Cells: []string{label, fmt.Sprint(len(promised)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(len(unknown)),
 			fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
-	row.judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
-	ordered, _, err := w.promisesOf(seller, unknown)
+	row.Judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
+	ordered, _, err := w.PromisesOf(seller, unknown)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
@@ -195,7 +195,7 @@ func (w *world) failover(acks string) (failoverRow, bool, error) {
 
 // productMaster returns the master of the cluster that holds product's
 // keys under reserve, and its replica.
-func (w *world) productMaster(cl *rediscluster.Cluster, product int64) (master, replica *rediscluster.Node, err error) {
+func (w *World) productMaster(cl *rediscluster.Cluster, product int64) (master, replica *rediscluster.Node, err error) {
 	c := redis.NewClient(&redis.Options{Addr: cl.Nodes[0].Addr})
 	defer c.Close()
 	slot, err := c.ClusterKeySlot(w.ctx, reserve.New(c, w.prefix).KeysOf(product).Counter).Result()

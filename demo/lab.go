@@ -100,14 +100,14 @@ type Snapshot struct {
 // not nil, receives its events; keep, when true, leaves the world's
 // instances running until the returned close is called (the workshop page
 // links to their audits), otherwise they are stopped before Run returns.
-func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, kept *world, err error) {
+func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, kept *World, err error) {
 	w, err := l.newWorld(ctx, sc, obs)
 	if err != nil {
 		return nil, nil, err
 	}
 	w.emit(Event{Kind: "start", Scenario: infoOf(sc)})
 	stopTicks := w.tick()
-	res, err = sc.run(w)
+	res, err = sc.Run(w)
 	stopTicks()
 	if err == nil {
 		res.Scenario, res.Title = sc.Name, sc.Title

@@ -35,13 +35,13 @@ func overrunScenario() Scenario {
 			"%s after A took the lock, buyer B asks on instance 2. One unit is on sale each time, "+
 			"under each Redis lock; the pause with fencing off, then on.",
 			durWords(overrunLease), durWords(overrunWork), durWords(overrunWork), durWords(overrunAfter)),
-		run: runOverrun,
+		Run: runOverrun,
 	}
 }
 
-func runOverrun(w *world) (*Result, error) {
+func runOverrun(w *World) (*Result, error) {
 	watchdog := true // renews slow work's lease; a pause stops it
-	ins, err := w.startInstances(2, setup{ttl: overrunLease, watchdog: &watchdog})
+	ins, err := w.StartInstances(2, Setup{TTL: overrunLease, Watchdog: &watchdog})
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func runOverrun(w *world) (*Result, error) {
 			return nil, err
 		}
 		for i, row := range rows {
-			res.add(row, expected[i])
+			res.Add(row, expected[i])
 		}
 	}
 	res.Notes = []string{"A watchdog renews the lease of a holder that works slowly, but not of one that " +
@@ -69,7 +69,7 @@ type overrunCase struct {
 
 // overrunRound plays a round under each lock, the three at once, each on
 // its product: their rows, and whether each did what it should.
-func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool, error) {
+func (w *World) overrunRound(ins []*Instance, round overrunCase) ([]Row, []bool, error) {
 	locks := []string{"setnx", "token", "redlock"}
 	rows := make([]Row, len(locks))
 	expected := make([]bool, len(locks))
@@ -82,7 +82,7 @@ func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool,
 		} else {
 			does = "paused"
 		}
-		s, err := w.newSeries(key, key, ins[0], 1)
+		s, err := w.NewSeries(key, key, ins[0], 1)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -101,26 +101,26 @@ func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool,
 // playOverrun plays overrun's story of s under lock: buyer A takes the
 // lock on instance 1 and works slowly or is paused past its lease, and
 // buyer B asks on instance 2. It returns A's and B's answers and the audit.
-func (w *world) playOverrun(s *series, ins []*instance, lock, key, does string, round overrunCase) (answer, answer, client.Audit, error) {
+func (w *World) playOverrun(s *Series, ins []*Instance, lock, key, does string, round overrunCase) (Answer, Answer, client.Audit, error) {
 	o := client.Override{Strategy: lock, Fencing: fencing(round.fenced)}
-	w.note("%s: buyer A takes the lock and %s", key, does)
+	w.Note("%s: buyer A takes the lock and %s", key, does)
 	slow := o
 	if round.pause {
 		slow.Pause = overrunWork
 	} else {
 		slow.Hold = overrunWork
 	}
-	a, err := w.holder(s, ins[0], slow)
+	a, err := w.Holder(s, ins[0], slow)
 	if err != nil {
-		return answer{}, answer{}, client.Audit{}, err
+		return Answer{}, Answer{}, client.Audit{}, err
 	}
 	if err := sleep(w.ctx, overrunAfter); err != nil {
-		return answer{}, answer{}, client.Audit{}, err
+		return Answer{}, Answer{}, client.Audit{}, err
 	}
-	w.note("%s: A's lease was %s; buyer B asks", key, durWords(overrunLease))
-	b := w.buy(w.ctx, s, ins[1], o)
+	w.Note("%s: A's lease was %s; buyer B asks", key, durWords(overrunLease))
+	b := w.Buy(w.ctx, s, ins[1], o)
 	aa := <-a
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	return aa, b, audit, err
 }
 
@@ -128,11 +128,11 @@ func (w *world) playOverrun(s *series, ins []*instance, lock, key, does string, 
 // token's and redlock's lease (B waits, finds the unit sold), setnx's runs
 // out (both write). A pause: without fencing both write, with it A's late
 // write is refused.
-func overrunRow(lock, does, key string, s *series, pause, on bool, a, b answer, audit client.Audit) (Row, bool) {
-	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+func overrunRow(lock, does, key string, s *Series, pause, on bool, a, b Answer, audit client.Audit) (Row, bool) {
+	row := Row{Key: key, Series: s.ID, Flaw: !audit.Held(),
 		Cells: []string{lock, does, onOff(on), a.String(), b.String(), fmt.Sprint(audit.Stock)}}
-	fenced := a.code == "lock_lost" && b.created()
-	kept := a.created() && b.code == "sold_out"
+	fenced := a.Code == "lock_lost" && b.Created()
+	kept := a.Created() && b.Code == "sold_out"
 	switch {
 	case row.Flaw:
 		row.Verdict = "OVERSOLD: A wrote after B"

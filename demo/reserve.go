@@ -46,13 +46,13 @@ func reserveScenario() Scenario {
 			"reserve Redis is killed and started again: without persistence, then with appendfsync "+
 			"always. A writer starts, and %d more buyers come.",
 			reserveBuyers, durWords(reserveStretch), promised, promisedStock, lateBuyers),
-		faults: true,
-		run:    runReserve,
+		Faults: true,
+		Run:    runReserve,
 	}
 }
 
-func runReserve(w *world) (*Result, error) {
-	ins, err := w.startInstances(2, setup{})
+func runReserve(w *World) (*Result, error) {
+	ins, err := w.StartInstances(2, Setup{})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func runReserve(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.add(row, ok)
+		res.Add(row, ok)
 		unread += cutOff
 	}
 	res.Notes = []string{"A 202 is a promise: the order is written moments later, exactly once, whichever " +
@@ -88,9 +88,9 @@ func runReserve(w *world) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.add(row, ok)
+	res.Add(row, ok)
 
-	aof, err := startRedisServer(w.ctx)
+	aof, err := StartRedisServer(w.ctx)
 	switch {
 	case errors.Is(err, exec.ErrNotFound):
 		res.Notes = append(res.Notes, "The embedded Redis cannot persist, and no redis-server is installed "+
@@ -100,35 +100,35 @@ func runReserve(w *world) (*Result, error) {
 		return nil, err
 	}
 	w.mu.Lock()
-	w.closers = append(w.closers, aof.stop)
+	w.closers = append(w.closers, aof.Stop)
 	w.mu.Unlock()
-	row, ok, err = w.reserveRestart("reserve, appendfsync always", aof.addr, aof.restart, true)
+	row, ok, err = w.reserveRestart("reserve, appendfsync always", aof.Addr, aof.Restart, true)
 	if err != nil {
 		return nil, err
 	}
-	res.add(row, ok)
+	res.Add(row, ok)
 	return res, nil
 }
 
 // reserveRace sells one product under strategy for reserveStretch on
 // ins, then waits for the orders: the row, how many orders outnumber the
 // 202s seen (buyers cut off at the end), and whether it held.
-func (w *world) reserveRace(ins []*instance, strategy string) (Row, int64, bool, error) {
-	s, err := w.newSeries(strategy, strategy, ins[0], reserveStock)
+func (w *World) reserveRace(ins []*Instance, strategy string) (Row, int64, bool, error) {
+	s, err := w.NewSeries(strategy, strategy, ins[0], reserveStock)
 	if err != nil {
 		return Row{}, 0, false, err
 	}
-	w.note("%s: %d buyers for %s", strategy, reserveBuyers, durWords(reserveStretch))
-	as := w.stream(w.ctx, s, ins, reserveStretch, reserveBuyers, 0, client.Override{Strategy: strategy})
+	w.Note("%s: %d buyers for %s", strategy, reserveBuyers, durWords(reserveStretch))
+	as := w.Stream(w.ctx, s, ins, reserveStretch, reserveBuyers, 0, client.Override{Strategy: strategy})
 	last := time.Now()
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	if err != nil {
 		return Row{}, 0, false, err
 	}
 	written := time.Since(last)
 	made := count(as, "201") + count(as, "202")
 	rate := float64(made) / reserveStretch.Seconds()
-	row := Row{Key: strategy, Series: s.id,
+	row := Row{Key: strategy, Series: s.ID,
 		Cells: []string{strategy, fmt.Sprintf("%.0f", rate), "-", "-", "-", fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
 	fine, cutOff := "held", int64(0)
 	if promises := int64(count(as, "202")); promises > 0 {
@@ -141,7 +141,7 @@ func (w *world) reserveRace(ins []*instance, strategy string) (Row, int64, bool,
 		cutOff = audit.UnitsSold - kept
 		fine = fmt.Sprintf("held: orders in %s", ms(written))
 	}
-	row.judge(audit, "promises not written", fine)
+	row.Judge(audit, "promises not written", fine)
 	return row, cutOff, !row.Flaw && made > 0, nil
 }
 
@@ -150,53 +150,53 @@ func (w *world) reserveRace(ins []*instance, strategy string) (Row, int64, bool,
 // Redis, then starts a writer and sends lateBuyers more: the row, and
 // whether it went as the lesson says (keeps says every promise should be
 // kept; without it, every one is lost and nothing is oversold).
-func (w *world) reserveRestart(label, addr string, restart func() error, keeps bool) (Row, bool, error) {
-	seller, err := w.startOwn(setup{reserve: addr, noWriter: true})
+func (w *World) reserveRestart(label, addr string, restart func() error, keeps bool) (Row, bool, error) {
+	seller, err := w.StartOwn(Setup{Reserve: addr, NoWriter: true})
 	if err != nil {
 		return Row{}, false, err
 	}
-	s, err := w.newSeries(label, label, seller, promisedStock)
+	s, err := w.NewSeries(label, label, seller, promisedStock)
 	if err != nil {
 		return Row{}, false, err
 	}
 	o := client.Override{Strategy: "reserve"}
-	w.note("%s: %d buyers, no writer running", label, promised)
+	w.Note("%s: %d buyers, no writer running", label, promised)
 	var before, after []string
 	for range promised {
-		if a := w.buy(w.ctx, s, seller, o); a.requestID != "" {
-			before = append(before, a.requestID)
+		if a := w.Buy(w.ctx, s, seller, o); a.RequestID != "" {
+			before = append(before, a.RequestID)
 		}
 	}
-	w.note("%s: the reserve Redis is killed and started again", label)
+	w.Note("%s: the reserve Redis is killed and started again", label)
 	if err := restart(); err != nil {
 		return Row{}, false, err
 	}
-	if _, err := w.startOwn(setup{reserve: addr}); err != nil {
+	if _, err := w.StartOwn(Setup{Reserve: addr}); err != nil {
 		return Row{}, false, err
 	}
-	w.note("%s: a writer runs; %d more buyers", label, lateBuyers)
+	w.Note("%s: a writer runs; %d more buyers", label, lateBuyers)
 	for range lateBuyers {
-		if a := w.buy(w.ctx, s, seller, o); a.requestID != "" {
-			after = append(after, a.requestID)
+		if a := w.Buy(w.ctx, s, seller, o); a.RequestID != "" {
+			after = append(after, a.RequestID)
 		}
 	}
-	kept, lost, err := w.promisesOf(seller, before)
+	kept, lost, err := w.PromisesOf(seller, before)
 	if err != nil {
 		return Row{}, false, err
 	}
-	if _, lostAfter, err := w.promisesOf(seller, after); err != nil || lostAfter > 0 {
+	if _, lostAfter, err := w.PromisesOf(seller, after); err != nil || lostAfter > 0 {
 		return Row{}, false, errors.Join(err, fmt.Errorf("demo: %s: %d promises made after the restart lost", label, lostAfter))
 	}
 	s.mu.Lock()
 	s.broken = lost
 	s.mu.Unlock()
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	if err != nil {
 		return Row{}, false, err
 	}
-	row := Row{Key: label, Series: s.id, Flaw: lost > 0,
+	row := Row{Key: label, Series: s.ID, Flaw: lost > 0,
 		Cells: []string{label, "-", fmt.Sprint(len(before)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
-	row.judge(audit, fmt.Sprintf("%d lost; none oversold", lost), "none lost")
+	row.Judge(audit, fmt.Sprintf("%d lost; none oversold", lost), "none lost")
 	if keeps {
 		return row, !row.Flaw && kept == promised && audit.Held(), nil
 	}
@@ -208,10 +208,10 @@ func (w *world) reserveRestart(label, addr string, restart func() error, keeps b
 // s names a MySQL DSN, on stores of its own opened with it (the world's
 // may be the embedded SQLite, which Share would open again) and the
 // world's Redis nodes.
-func (w *world) startOwn(s setup) (*instance, error) {
+func (w *World) StartOwn(s Setup) (*Instance, error) {
 	cfg, opts := w.apply(s)
 	open := func() (*app.Stores, error) { return w.stores.Share(w.ctx, cfg) }
-	if s.mysqlDSN != "" {
+	if s.MySQLDSN != "" {
 		open = func() (*app.Stores, error) { return app.OpenStores(w.ctx, cfg, w.lab.log) }
 	}
 	own, err := open()
@@ -231,12 +231,12 @@ func (w *world) startOwn(s setup) (*instance, error) {
 // promisesOf asks in what became of each reservation of rids, until none
 // is pending or unanswered (10 s at most): how many became orders and how many no
 // instance knows.
-func (w *world) promisesOf(in *instance, rids []string) (kept, lost int, err error) {
+func (w *World) PromisesOf(in *Instance, rids []string) (kept, lost int, err error) {
 	pending := rids
 	for deadline := time.Now().Add(10 * time.Second); len(pending) > 0 && time.Now().Before(deadline); {
 		var still []string
 		for _, rid := range pending {
-			st, err := in.c.PurchaseState(w.ctx, rid)
+			st, err := in.Client.PurchaseState(w.ctx, rid)
 			var e *client.Error
 			switch {
 			case errors.As(err, &e) && e.Code == "purchase_not_found":
@@ -264,17 +264,17 @@ func (w *world) promisesOf(in *instance, rids []string) (kept, lost int, err err
 	return kept, lost, nil
 }
 
-// redisServer is a redis-server of the scenario's own that writes every
+// RedisServer is a redis-server of the scenario's own that writes every
 // command to its append-only file and syncs it before it answers.
-type redisServer struct {
-	addr, dir string
+type RedisServer struct {
+	Addr, dir string
 	ctx       context.Context
 	cmd       *exec.Cmd
 }
 
-// startRedisServer starts one on a free port, in a directory of its own;
+// StartRedisServer starts one on a free port, in a directory of its own;
 // exec.ErrNotFound when none is installed.
-func startRedisServer(ctx context.Context) (*redisServer, error) {
+func StartRedisServer(ctx context.Context) (*RedisServer, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, err
 	}
@@ -290,47 +290,47 @@ func startRedisServer(ctx context.Context) (*redisServer, error) {
 	if err := ln.Close(); err != nil {
 		return nil, errors.Join(fmt.Errorf("demo: %w", err), os.RemoveAll(dir))
 	}
-	r := &redisServer{addr: addr, dir: dir, ctx: ctx}
+	r := &RedisServer{Addr: addr, dir: dir, ctx: ctx}
 	if err := r.start(); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	return r, nil
 }
 
-func (r *redisServer) start() error {
-	_, port, _ := net.SplitHostPort(r.addr)
+func (r *RedisServer) start() error {
+	_, port, _ := net.SplitHostPort(r.Addr)
 	r.cmd = exec.CommandContext(r.ctx, "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", r.dir,
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--logfile", filepath.Join(r.dir, "redis.log"))
 	if err := r.cmd.Start(); err != nil {
 		return fmt.Errorf("demo: start redis-server: %w", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
 	defer c.Close()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c.Ping(r.ctx).Err() == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("demo: redis-server on %s did not answer within 5 s", r.addr)
+	return fmt.Errorf("demo: redis-server on %s did not answer within 5 s", r.Addr)
 }
 
 // kill stops the process with SIGKILL: nothing is flushed on the way out.
-func (r *redisServer) kill() {
+func (r *RedisServer) kill() {
 	if r.cmd != nil && r.cmd.Process != nil {
 		_ = r.cmd.Process.Kill() // it may have exited already
 		_ = r.cmd.Wait()         // a killed process's exit status is not news
 	}
 }
 
-// restart kills it and starts it again from its append-only file.
-func (r *redisServer) restart() error {
+// Restart kills it and starts it again from its append-only file.
+func (r *RedisServer) Restart() error {
 	r.kill()
 	return r.start()
 }
 
-// stop kills it and removes its directory.
-func (r *redisServer) stop() error {
+// Stop kills it and removes its directory.
+func (r *RedisServer) Stop() error {
 	r.kill()
 	return os.RemoveAll(r.dir)
 }

@@ -35,34 +35,34 @@ func saleScenario() Scenario {
 			"try to buy one of %d units, with %s of work inside each critical section; one hold of a lock "+
 			"sells every buyer waiting for it on its instance (SECKILL_BATCH).",
 			saleBuyers, saleConcurrency, saleStock, durWords(saleHold)),
-		run: runSale,
+		Run: runSale,
 	}
 }
 
-func runSale(w *world) (*Result, error) {
-	ins, err := w.startInstances(2, setup{})
+func runSale(w *World) (*Result, error) {
+	ins, err := w.StartInstances(2, Setup{})
 	if err != nil {
 		return nil, err
 	}
 	strategies := service.StrategyTable()
-	all := make([]*series, len(strategies))
+	all := make([]*Series, len(strategies))
 	for i, st := range strategies {
-		if all[i], err = w.newSeries(st.Name, st.Name, ins[0], saleStock); err != nil {
+		if all[i], err = w.NewSeries(st.Name, st.Name, ins[0], saleStock); err != nil {
 			return nil, err
 		}
 	}
 	res := &Result{Columns: []string{"STRATEGY", "WHAT GUARDS THE STOCK", "SOLD", "LEFT", "VERDICT"}}
 	for i, st := range strategies {
-		_, a, err := w.sellOut(all[i], ins, saleBuyers, saleConcurrency, client.Override{Strategy: st.Name, Hold: saleHold})
+		_, a, err := w.SellOut(all[i], ins, saleBuyers, saleConcurrency, client.Override{Strategy: st.Name, Hold: saleHold})
 		if err != nil {
 			return nil, err
 		}
-		row := Row{Key: st.Name, Series: all[i].id, Flaw: !a.Held(),
+		row := Row{Key: st.Name, Series: all[i].ID, Flaw: !a.Held(),
 			Cells: []string{st.Name, st.Guard, fmt.Sprint(a.UnitsSold), fmt.Sprint(a.Stock)}}
 		row.Verdict = saleVerdict(st.Name, st.Safe, a)
 		// none and local are there to fail; setnx fails only when clocks or
 		// leases go wrong (its own scenarios); the safe ones never.
-		res.add(row, row.Flaw == (st.Name == "none" || st.Name == "local"))
+		res.Add(row, row.Flaw == (st.Name == "none" || st.Name == "local"))
 	}
 	res.Notes = []string{"setnx held here: its flaws need a clock that runs ahead or a lease that " +
 		"runs out, which setnx-clock, setnx-unlock and lease-overrun show.",

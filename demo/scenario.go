@@ -17,11 +17,11 @@ type Scenario struct {
 	Shows string
 	// Story says, before it runs, what it does.
 	Story string
-	// faults says it injects faults (stops or restarts Redis nodes, kills
+	// Faults says it injects faults (stops or restarts Redis nodes, kills
 	// an instance): it runs on embedded nodes of its own whatever
 	// SECKILL_REDIS_ADDRS says.
-	faults bool
-	run    func(w *world) (*Result, error)
+	Faults bool
+	Run    func(w *World) (*Result, error)
 }
 
 // Result is what a scenario found: a table with a verdict per row.
@@ -77,7 +77,7 @@ func (r *Result) Row(key string) (Row, bool) {
 
 // judge gives the row its verdict: OVERSOLD, and a flaw, when the audit
 // did not hold; else flaw when the row shows a flaw, fine when it does not.
-func (row *Row) judge(audit client.Audit, flaw, fine string) {
+func (row *Row) Judge(audit client.Audit, flaw, fine string) {
 	switch {
 	case !audit.Held():
 		row.Flaw = true
@@ -91,7 +91,7 @@ func (row *Row) judge(audit client.Audit, flaw, fine string) {
 
 // add appends a row; expected says it went as the lesson says, and its
 // verdict says so when it did not.
-func (r *Result) add(row Row, expected bool) {
+func (r *Result) Add(row Row, expected bool) {
 	row.Expected = expected
 	if !expected {
 		row.Verdict = "UNEXPECTED: " + row.Verdict

@@ -39,7 +39,7 @@ type Workshop struct {
 
 	mu      sync.Mutex
 	running bool
-	last    *world // the last run's, kept up for its audits until the next
+	last    *World // the last run's, kept up for its audits until the next
 }
 
 // NewWorkshop returns the page over lab. Runs end when ctx does.

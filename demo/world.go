@@ -18,8 +18,8 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// world is one scenario's run: its stores, instances and series.
-type world struct {
+// World is one scenario's run: its stores, instances and series.
+type World struct {
 	ctx    context.Context
 	lab    *Lab
 	cfg    config.Config
@@ -36,19 +36,19 @@ type world struct {
 	prefix string
 
 	mu        sync.Mutex
-	series    []*series
-	instances []*instance
+	series    []*Series
+	instances []*Instance
 	closers   []func() error
 }
 
-func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*world, error) {
+func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*World, error) {
 	hc := client.NewHTTPClient(0)
 	if t, ok := hc.Transport.(*http.Transport); ok {
 		t.MaxIdleConnsPerHost = 128 // a connection kept per buyer of the largest crowd
 	}
-	w := &world{ctx: ctx, lab: l, cfg: l.cfg, obs: obs, start: time.Now(), http: hc,
+	w := &World{ctx: ctx, lab: l, cfg: l.cfg, obs: obs, start: time.Now(), http: hc,
 		prefix: "seckill-demo:" + rand.Text()[:8] + ":"}
-	if sc.faults || len(l.cfg.RedisAddrs) == 0 {
+	if sc.Faults || len(l.cfg.RedisAddrs) == 0 {
 		nodes, err := store.StartMiniRedisNodes(store.EmbeddedRedisNodes)
 		if err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
@@ -69,11 +69,11 @@ func (l *Lab) newWorld(ctx context.Context, sc Scenario, obs Observer) (*world, 
 
 // auditOf reads the audit of the series called id from the instance that
 // sold it, with the admin token.
-func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
+func (w *World) auditOf(ctx context.Context, id string) (client.Audit, error) {
 	w.mu.Lock()
-	var found *series
+	var found *Series
 	for _, s := range w.series {
-		if s.id == id {
+		if s.ID == id {
 			found = s
 		}
 	}
@@ -81,7 +81,7 @@ func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
 	if found == nil {
 		return client.Audit{}, fmt.Errorf("demo: no series %q in the last run", id)
 	}
-	a, err := found.seller.c.Audit(ctx, found.product)
+	a, err := found.Seller.Client.Audit(ctx, found.Product)
 	if err != nil {
 		return client.Audit{}, fmt.Errorf("demo: audit %s: %w", id, err)
 	}
@@ -89,14 +89,14 @@ func (w *world) auditOf(ctx context.Context, id string) (client.Audit, error) {
 }
 
 // close stops the instances, then closes the stores and the nodes.
-func (w *world) close() error {
+func (w *World) close() error {
 	w.mu.Lock()
 	instances, closers := w.instances, w.closers
 	w.instances, w.closers = nil, nil
 	w.mu.Unlock()
 	var errs []error
 	for i := len(instances) - 1; i >= 0; i-- {
-		errs = append(errs, instances[i].stop())
+		errs = append(errs, instances[i].Stop())
 	}
 	for i := len(closers) - 1; i >= 0; i-- {
 		errs = append(errs, closers[i]())
@@ -105,9 +105,9 @@ func (w *world) close() error {
 	return errors.Join(errs...)
 }
 
-func (w *world) since() float64 { return time.Since(w.start).Seconds() }
+func (w *World) since() float64 { return time.Since(w.start).Seconds() }
 
-func (w *world) emit(e Event) {
+func (w *World) emit(e Event) {
 	if w.obs == nil {
 		return
 	}
@@ -116,93 +116,93 @@ func (w *world) emit(e Event) {
 }
 
 // note tells the observer what the scenario does now.
-func (w *world) note(format string, args ...any) {
+func (w *World) Note(format string, args ...any) {
 	w.emit(Event{Kind: "note", Text: fmt.Sprintf(format, args...)})
 }
 
-// clock is the clock one instance's setnx lock reads: real time, moved
+// Clock is the Clock one instance's setnx lock reads: real time, moved
 // ahead on demand.
-type clock struct{ ahead atomic.Int64 }
+type Clock struct{ ahead atomic.Int64 }
 
-func (c *clock) now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *Clock) now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
 
-// jump moves the clock d ahead of real time.
-func (c *clock) jump(d time.Duration) { c.ahead.Store(int64(d)) }
+// Jump moves the clock d ahead of real time.
+func (c *Clock) Jump(d time.Duration) { c.ahead.Store(int64(d)) }
 
-// setup is how an instance differs from the world's configuration.
-type setup struct {
-	// ttl, when not 0, is its lock lease (SECKILL_LOCK_TTL).
-	ttl time.Duration
-	// watchdog, when not nil, turns the watchdog on or off
+// Setup is how an instance differs from the world's configuration.
+type Setup struct {
+	// TTL, when not 0, is its lock lease (SECKILL_LOCK_TTL).
+	TTL time.Duration
+	// Watchdog, when not nil, turns the watchdog on or off
 	// (SECKILL_WATCHDOG), whatever the environment says: a scenario whose
 	// lesson needs it says so.
-	watchdog *bool
-	// clock, when not nil, is what its setnx lock reads.
-	clock *clock
-	// ipLimit and ipWindow, when not 0, are its SECKILL_IP_LIMIT.
-	ipLimit  int
-	ipWindow time.Duration
-	// reserve, when not empty, is its SECKILL_RESERVE_REDIS (one node, or
-	// cluster:seeds); noWriter runs no reserve writer on it.
-	reserve  string
-	noWriter bool
-	// acks and ackWait, when not 0, are its SECKILL_RESERVE_ACKS.
-	acks    int
-	ackWait time.Duration
-	// paymentTimeout, when not 0, is its SECKILL_PAYMENT_TIMEOUT.
-	paymentTimeout time.Duration
-	// mysqlDSN, when not empty, is its SECKILL_MYSQL_DSN: a database other
-	// than the world's, which only stores opened with it reach (startOn).
-	mysqlDSN string
+	Watchdog *bool
+	// Clock, when not nil, is what its setnx lock reads.
+	Clock *Clock
+	// IPLimit and IPWindow, when not 0, are its SECKILL_IP_LIMIT.
+	IPLimit  int
+	IPWindow time.Duration
+	// Reserve, when not empty, is its SECKILL_RESERVE_REDIS (one node, or
+	// cluster:seeds); NoWriter runs no reserve writer on it.
+	Reserve  string
+	NoWriter bool
+	// Acks and AckWait, when not 0, are its SECKILL_RESERVE_ACKS.
+	Acks    int
+	AckWait time.Duration
+	// PaymentTimeout, when not 0, is its SECKILL_PAYMENT_TIMEOUT.
+	PaymentTimeout time.Duration
+	// MySQLDSN, when not empty, is its SECKILL_MYSQL_DSN: a database other
+	// than the world's, which only stores opened with it reach (StartOwn).
+	MySQLDSN string
 }
 
 // apply returns the world's configuration and options as s changes them.
-func (w *world) apply(s setup) (config.Config, app.Options) {
+func (w *World) apply(s Setup) (config.Config, app.Options) {
 	cfg := w.cfg
-	if s.ttl > 0 {
-		cfg.LockTTL = s.ttl
+	if s.TTL > 0 {
+		cfg.LockTTL = s.TTL
 	}
-	if s.watchdog != nil {
-		cfg.Watchdog = *s.watchdog
+	if s.Watchdog != nil {
+		cfg.Watchdog = *s.Watchdog
 	}
-	if s.ipLimit > 0 {
-		cfg.IPLimit, cfg.IPWindow = s.ipLimit, s.ipWindow
+	if s.IPLimit > 0 {
+		cfg.IPLimit, cfg.IPWindow = s.IPLimit, s.IPWindow
 	}
-	if s.reserve != "" {
-		cfg.ReserveAddrs, cfg.ReserveCluster = []string{s.reserve}, false
-		if seeds, ok := strings.CutPrefix(s.reserve, "cluster:"); ok {
+	if s.Reserve != "" {
+		cfg.ReserveAddrs, cfg.ReserveCluster = []string{s.Reserve}, false
+		if seeds, ok := strings.CutPrefix(s.Reserve, "cluster:"); ok {
 			cfg.ReserveAddrs, cfg.ReserveCluster = strings.Split(seeds, ","), true
 		}
 	}
-	if s.acks > 0 {
-		cfg.ReserveAcks, cfg.ReserveAckWait = s.acks, s.ackWait
+	if s.Acks > 0 {
+		cfg.ReserveAcks, cfg.ReserveAckWait = s.Acks, s.AckWait
 	}
-	if s.paymentTimeout > 0 {
-		cfg.PaymentTimeout = s.paymentTimeout
+	if s.PaymentTimeout > 0 {
+		cfg.PaymentTimeout = s.PaymentTimeout
 	}
-	if s.mysqlDSN != "" {
-		cfg.MySQLDSN = s.mysqlDSN
+	if s.MySQLDSN != "" {
+		cfg.MySQLDSN = s.MySQLDSN
 	}
-	opts := app.Options{KeyPrefix: w.prefix, NoWriter: s.noWriter}
-	if s.clock != nil {
-		opts.Clock = s.clock.now
+	opts := app.Options{KeyPrefix: w.prefix, NoWriter: s.NoWriter}
+	if s.Clock != nil {
+		opts.Clock = s.Clock.now
 	}
 	return cfg, opts
 }
 
-// instance is one running instance of the service.
-type instance struct {
-	name string
-	url  string
-	srv  *app.Server
-	c    *client.Client
-	stop func() error
+// Instance is one running Instance of the service.
+type Instance struct {
+	Name   string
+	URL    string
+	srv    *app.Server
+	Client *client.Client
+	Stop   func() error
 }
 
 // startInstances starts n instances set up as s, over the world's stores.
-func (w *world) startInstances(n int, s setup) ([]*instance, error) {
+func (w *World) StartInstances(n int, s Setup) ([]*Instance, error) {
 	cfg, opts := w.apply(s)
-	var out []*instance
+	var out []*Instance
 	for range n {
 		in, err := w.serve(cfg, w.stores, opts)
 		if err != nil {
@@ -218,7 +218,7 @@ func (w *world) startInstances(n int, s setup) ([]*instance, error) {
 // once, as when its process dies: its listener and connections closed, its
 // database and Redis connections closed under it, so that it never writes,
 // unlocks or renews a lease again.
-func (w *world) startKillable(s setup) (*instance, func() error, error) {
+func (w *World) StartKillable(s Setup) (*Instance, func() error, error) {
 	cfg, opts := w.apply(s)
 	own, err := w.stores.Share(w.ctx, cfg)
 	if err != nil {
@@ -231,7 +231,7 @@ func (w *world) startKillable(s setup) (*instance, func() error, error) {
 	kill := sync.OnceValue(func() error {
 		err := errors.Join(in.srv.HTTP.Close(), own.Close())
 		if err != nil {
-			return fmt.Errorf("demo: kill %s: %w", in.name, err)
+			return fmt.Errorf("demo: kill %s: %w", in.Name, err)
 		}
 		return nil
 	})
@@ -241,7 +241,7 @@ func (w *world) startKillable(s setup) (*instance, func() error, error) {
 	return in, kill, nil
 }
 
-func (w *world) serve(cfg config.Config, st *app.Stores, opts app.Options) (*instance, error) {
+func (w *World) serve(cfg config.Config, st *app.Stores, opts app.Options) (*Instance, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("demo: listen: %w", err)
@@ -253,12 +253,12 @@ func (w *world) serve(cfg config.Config, st *app.Stores, opts app.Options) (*ins
 	url := "http://" + ln.Addr().String()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	in := &instance{
-		name: fmt.Sprintf("instance %d", len(w.instances)+1),
-		url:  url,
-		srv:  srv,
-		c:    &client.Client{BaseURL: url, AdminToken: cfg.AdminToken, HTTP: w.http},
-		stop: sync.OnceValue(func() error {
+	in := &Instance{
+		Name:   fmt.Sprintf("instance %d", len(w.instances)+1),
+		URL:    url,
+		srv:    srv,
+		Client: &client.Client{BaseURL: url, AdminToken: cfg.AdminToken, HTTP: w.http},
+		Stop: sync.OnceValue(func() error {
 			cancel()
 			// A killed instance's server is closed already: not news.
 			if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -277,7 +277,7 @@ const tickEvery = 100 * time.Millisecond
 // tick tells the observer, every tickEvery, the stock of every series (one
 // read of the product list) and its answers so far, until the returned
 // func is called.
-func (w *world) tick() (stop func()) {
+func (w *World) tick() (stop func()) {
 	if w.obs == nil {
 		return func() {}
 	}
@@ -305,10 +305,10 @@ func (w *world) tick() (stop func()) {
 // readStock reads the stock of every series that has no audit yet, from
 // the first instance started: a scenario that kills instances starts
 // another first.
-func (w *world) readStock() {
+func (w *World) readStock() {
 	w.mu.Lock()
-	all := append([]*series(nil), w.series...)
-	var admin *instance
+	all := append([]*Series(nil), w.series...)
+	var admin *Instance
 	if len(w.instances) > 0 {
 		admin = w.instances[0]
 	}
@@ -318,7 +318,7 @@ func (w *world) readStock() {
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, tickEvery*5)
 	defer cancel()
-	products, err := admin.c.Products(ctx)
+	products, err := admin.Client.Products(ctx)
 	if err != nil {
 		return // the next tick tries again; the page keeps the last stock
 	}
@@ -328,19 +328,19 @@ func (w *world) readStock() {
 	}
 	for _, s := range all {
 		s.mu.Lock()
-		if v, ok := stock[s.product]; ok && s.audit == nil {
+		if v, ok := stock[s.Product]; ok && s.audit == nil {
 			s.stock = v
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (w *world) emitTick() {
+func (w *World) emitTick() {
 	if w.obs == nil {
 		return
 	}
 	w.mu.Lock()
-	all := append([]*series(nil), w.series...)
+	all := append([]*Series(nil), w.series...)
 	w.mu.Unlock()
 	if len(all) == 0 {
 		return // nothing on sale yet
@@ -355,8 +355,8 @@ func (w *world) emitTick() {
 
 // lockAcquired returns how many purchases in has seen take strategy's lock:
 // the service counts each when its hold begins, before its work.
-func lockAcquired(ctx context.Context, in *instance, strategy string) (int, error) {
-	m, err := in.c.Metrics(ctx)
+func lockAcquired(ctx context.Context, in *Instance, strategy string) (int, error) {
+	m, err := in.Client.Metrics(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("demo: %w", err)
 	}
@@ -365,7 +365,7 @@ func lockAcquired(ctx context.Context, in *instance, strategy string) (int, erro
 
 // waitAcquired waits until in has seen strategy's lock taken more than
 // before times: a buyer holds it now. It gives up after limit.
-func waitAcquired(ctx context.Context, in *instance, strategy string, before int, limit time.Duration) error {
+func waitAcquired(ctx context.Context, in *Instance, strategy string, before int, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
@@ -375,7 +375,7 @@ func waitAcquired(ctx context.Context, in *instance, strategy string, before int
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo: %s took no %s lock within %s: %w", in.name, strategy, limit, errors.Join(err, ctx.Err()))
+			return fmt.Errorf("demo: %s took no %s lock within %s: %w", in.Name, strategy, limit, errors.Join(err, ctx.Err()))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
