@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // The queue and the batch: the same sale under redlock, one lock per
@@ -18,8 +19,8 @@ const (
 	batchStrategy    = "redlock"
 )
 
-func batchScenario() Scenario {
-	return Scenario{
+func batchScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "batch",
 		Title: "THE QUEUE AND THE BATCH: a lock per purchase against a batch per hold",
 		Shows: "one lock per purchase (batch=1, as in the articles) against up to 100 per hold",
@@ -27,17 +28,17 @@ func batchScenario() Scenario {
 			"with %s of work per hold of the lock. Buyers wait in line inside each instance and a "+
 			"release wakes the next one. First each hold sells one purchase (batch=1, as in the "+
 			"articles), then up to 100 of the buyers waiting (SECKILL_BATCH's default).",
-			batchBuyers, batchConcurrency, batchStock, batchStrategy, durWords(batchWork)),
+			batchBuyers, batchConcurrency, batchStock, batchStrategy, lab.DurWords(batchWork)),
 		Run: runBatch,
 	}
 }
 
-func runBatch(w *World) (*Result, error) {
-	ins, err := w.StartInstances(2, Setup{})
+func runBatch(w *lab.World) (*lab.Result, error) {
+	ins, err := w.StartInstances(2, lab.Setup{})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"BATCH", "LOCK HOLDS", "SOLD", "SALES/S", "P99 OF 201s", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"BATCH", "LOCK HOLDS", "SOLD", "SALES/S", "P99 OF 201s", "VERDICT"}}
 	for _, batch := range []int{1, 100} {
 		label := fmt.Sprintf("batch=%d", batch)
 		s, err := w.NewSeries(label, label, ins[0], batchStock)
@@ -50,9 +51,9 @@ func runBatch(w *World) (*Result, error) {
 			return nil, err
 		}
 		start := time.Now()
-		as := w.Crowd(w.ctx, s, ins, batchBuyers, batchConcurrency,
+		as := w.Crowd(w.Context(), s, ins, batchBuyers, batchConcurrency,
 			client.Override{Strategy: batchStrategy, Hold: batchWork, Batch: batch})
-		if err := w.ctx.Err(); err != nil {
+		if err := w.Context().Err(); err != nil {
 			return nil, err
 		}
 		holdsAfter, err := holds(w, ins)
@@ -77,7 +78,7 @@ func runBatch(w *World) (*Result, error) {
 // answers as (sent from start on) and the audit: the row, and whether it
 // did what it should (sold the stock, batch=1 a hold per sale, a batch
 // fewer holds than sales).
-func batchRow(s *Series, batch, h int, start time.Time, as []Answer, audit client.Audit) (Row, bool) {
+func batchRow(s *lab.Series, batch, h int, start time.Time, as []lab.Answer, audit client.Audit) (lab.Row, bool) {
 	var lat []time.Duration
 	var last time.Time
 	for _, a := range as {
@@ -93,19 +94,19 @@ func batchRow(s *Series, batch, h int, start time.Time, as []Answer, audit clien
 	if sold > 0 {
 		rate = float64(sold) / last.Sub(start).Seconds()
 	}
-	row := Row{Key: s.ID, Series: s.ID, Flaw: h >= sold,
+	row := lab.Row{Key: s.ID, Series: s.ID, Flaw: h >= sold,
 		Cells: []string{fmt.Sprint(batch), fmt.Sprint(h), fmt.Sprint(sold), fmt.Sprintf("%.0f", rate), ms(p99(lat))}}
 	row.Judge(audit, "a lock round trip per sale", fmt.Sprintf("%.1f sales per lock hold", float64(sold)/float64(max(h, 1))))
 	return row, audit.Held() && sold == batchStock && row.Flaw == (batch == 1)
 }
 
 // holds counts the holds of batchStrategy's lock the instances have made.
-func holds(w *World, ins []*Instance) (int, error) {
+func holds(w *lab.World, ins []*lab.Instance) (int, error) {
 	n := 0
 	for _, in := range ins {
-		m, err := in.Client.Metrics(w.ctx)
+		m, err := in.Client.Metrics(w.Context())
 		if err != nil {
-			return 0, fmt.Errorf("demo: %w", err)
+			return 0, fmt.Errorf("scenario: %w", err)
 		}
 		n += int(m.Sum("seckill_batch_size", "strategy", batchStrategy))
 	}

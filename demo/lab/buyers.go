@@ -1,4 +1,4 @@
-package demo
+package lab
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +16,14 @@ import (
 
 // Series is one product on sale in a scenario, and what its buyers got.
 type Series struct {
+	// ID names it for programs (Row.Series, the page's audit links);
+	// Label names it in notes.
 	ID, Label string
-	Product   int64
-	initial   int64
-	Seller    *Instance // reads its stock and audit
+	// Product is the product's id; Seller is the instance that reads its
+	// stock and audit.
+	Product int64
+	Seller  *Instance
+	initial int64
 
 	mu       sync.Mutex
 	answers  map[string]int
@@ -28,16 +31,16 @@ type Series struct {
 	next     int64
 	stock    int64
 	audit    *client.Audit
-	// broken counts its 202s known lost or refused: finish does not wait
+	// broken counts its 202s known lost or refused: Finish does not wait
 	// for their orders.
 	broken int
 }
 
-// newSeries creates a product of stock units, sold under label.
+// NewSeries creates a product of stock units, sold under label.
 func (w *World) NewSeries(id, label string, seller *Instance, stock int64) (*Series, error) {
 	p, err := seller.Client.CreateProduct(w.ctx, "demo "+id, stock)
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("lab: %w", err)
 	}
 	s := &Series{ID: id, Label: label, Product: p.ID, initial: stock, Seller: seller, stock: stock,
 		answers: map[string]int{}, inflight: map[int64]time.Time{}}
@@ -47,32 +50,35 @@ func (w *World) NewSeries(id, label string, seller *Instance, stock int64) (*Ser
 	return s, nil
 }
 
-// finish reads the series' audit: what the rows report.
+// Finish reads the series' audit, which its rows report. Under reserve the
+// orders are written moments after the 202s: it waits for them, 10 s at
+// most (the verdict says what is missing then).
 func (w *World) Finish(s *Series) (client.Audit, error) {
-	a, err := s.Seller.Client.Audit(w.ctx, s.Product)
-	if err != nil {
-		return a, fmt.Errorf("demo: audit %s: %w", s.Label, err)
-	}
-	// Under reserve the orders are written moments after the 202s: the
-	// audit waits for them, 10 s at most (the verdict says what is
-	// missing then).
 	s.mu.Lock()
 	reserved := int64(s.answers["202"] - s.broken)
 	s.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); a.UnitsSold < reserved && time.Now().Before(deadline); {
-		select {
-		case <-w.ctx.Done():
-			return a, w.ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if a, err = s.Seller.Client.Audit(w.ctx, s.Product); err != nil {
-			return a, fmt.Errorf("demo: audit %s: %w", s.Label, err)
-		}
+	return w.FinishWhen(s, func(a client.Audit) bool { return a.UnitsSold >= reserved }, 10*time.Second)
+}
+
+// FinishWhen reads s's audit until done says so, for limit at most, and
+// keeps it as the series' last word: the stock it shows from then on.
+func (w *World) FinishWhen(s *Series, done func(client.Audit) bool, limit time.Duration) (client.Audit, error) {
+	a, err := w.WaitAudit(s, done, limit)
+	if err != nil {
+		return a, err
 	}
 	s.mu.Lock()
 	s.audit, s.stock = &a, a.Stock
 	s.mu.Unlock()
 	return a, nil
+}
+
+// SetBroken says n of the series' 202s are known lost or refused: Finish
+// does not wait for their orders.
+func (s *Series) SetBroken(n int) {
+	s.mu.Lock()
+	s.broken = n
+	s.mu.Unlock()
 }
 
 func (s *Series) snapshot(now time.Time) Snapshot {
@@ -92,17 +98,18 @@ func (s *Series) snapshot(now time.Time) Snapshot {
 
 // Answer is what one purchase got.
 type Answer struct {
-	Status int    // 0: no answer (a transport error)
-	Code   string // the contract's error code
-	Order  client.Order
-	// requestID is a 202's: its reservation's, which the server made.
+	Status int          // 0: no answer (a transport error)
+	Code   string       // the contract's error code
+	Order  client.Order // a 201's
+	// RequestID is a 202's: its reservation's, which the server made.
 	RequestID string
-	Sent      time.Time
-	Took      time.Duration
-	Err       error // transport error
+	// Sent is when it was sent; Took, how long its answer took.
+	Sent time.Time
+	Took time.Duration
+	Err  error // transport error
 }
 
-// created says the purchase made an order, or under reserve a
+// Created says the purchase made an order, or under reserve a
 // reservation (202) whose order is written moments later.
 func (a Answer) Created() bool {
 	return a.Status == http.StatusCreated || a.Status == http.StatusAccepted
@@ -123,7 +130,7 @@ func (a Answer) String() string {
 	return fmt.Sprintf("%d", a.Status)
 }
 
-// label is the answer's key in a series' counts.
+// Label is the answer's key in a series' counts.
 func (a Answer) Label() string {
 	if a.Created() {
 		return strconv.Itoa(a.Status)
@@ -131,16 +138,16 @@ func (a Answer) Label() string {
 	return a.String()
 }
 
-// user returns a buyer's name no other purchase of the world has used.
+// User returns a buyer's name no other purchase of the world has used.
 func (w *World) User() string { return fmt.Sprintf("buyer-%d", w.users.Add(1)) }
 
-// buy makes one purchase of s's product on in as a new buyer, with o's
+// Buy makes one purchase of s's product on in as a new buyer, with o's
 // query, and counts its answer in s.
 func (w *World) Buy(ctx context.Context, s *Series, in *Instance, o client.Override) Answer {
 	return w.BuyAs(ctx, s, in, o, "")
 }
 
-// buyAs is buy with a request ID of the caller's (empty: none).
+// BuyAs is Buy with a request ID of the caller's (empty: none).
 func (w *World) BuyAs(ctx context.Context, s *Series, in *Instance, o client.Override, requestID string) Answer {
 	s.mu.Lock()
 	ticket := s.next
@@ -172,7 +179,7 @@ func (w *World) BuyAs(ctx context.Context, s *Series, in *Instance, o client.Ove
 	return a
 }
 
-// buyAsync makes the purchase in the background; the channel gives its
+// BuyAsync makes the purchase in the background; the channel gives its
 // answer.
 func (w *World) BuyAsync(ctx context.Context, s *Series, in *Instance, o client.Override) <-chan Answer {
 	c := make(chan Answer, 1)
@@ -180,7 +187,7 @@ func (w *World) BuyAsync(ctx context.Context, s *Series, in *Instance, o client.
 	return c
 }
 
-// crowd sends n purchases of s, k at a time, spread over ins in turn, and
+// Crowd sends n purchases of s, k at a time, spread over ins in turn, and
 // returns their answers in the order they were sent.
 func (w *World) Crowd(ctx context.Context, s *Series, ins []*Instance, n, k int, o client.Override) []Answer {
 	out := make([]Answer, n)
@@ -201,7 +208,7 @@ func (w *World) Crowd(ctx context.Context, s *Series, ins []*Instance, n, k int,
 	return out
 }
 
-// sellOut has n buyers of s, k at a time, buy on ins in turn with o, then
+// SellOut has n buyers of s, k at a time, buy on ins in turn with o, then
 // reads the audit: every answer, in the order sent, and the audit.
 func (w *World) SellOut(s *Series, ins []*Instance, n, k int, o client.Override) ([]Answer, client.Audit, error) {
 	w.Note("%s: %d buyers", s.Label, n)
@@ -213,7 +220,7 @@ func (w *World) SellOut(s *Series, ins []*Instance, n, k int, o client.Override)
 	return as, audit, err
 }
 
-// stream keeps k buyers of s buying on ins in turn, each pausing gap
+// Stream keeps k buyers of s buying on ins in turn, each pausing gap
 // between purchases, until d has passed; it returns every answer.
 func (w *World) Stream(ctx context.Context, s *Series, ins []*Instance, d time.Duration, k int, gap time.Duration, o client.Override) []Answer {
 	ctx, cancel := context.WithTimeout(ctx, d)
@@ -244,8 +251,8 @@ func (w *World) Stream(ctx context.Context, s *Series, ins []*Instance, d time.D
 	return out
 }
 
-// count returns how many answers were label ("201", "503 unavailable").
-func count(as []Answer, label string) int {
+// Count returns how many answers were label ("201", "503 unavailable").
+func Count(as []Answer, label string) int {
 	n := 0
 	for _, a := range as {
 		if a.Label() == label {
@@ -255,32 +262,68 @@ func count(as []Answer, label string) int {
 	return n
 }
 
-// ms says a duration in whole milliseconds, or seconds from 10 s on.
-func ms(d time.Duration) string {
-	if d >= 10*time.Second {
-		return fmt.Sprintf("%.1f s", d.Seconds())
+// Short says an answer in a word: "201", "lock_lost", "sold_out".
+func (a Answer) Short() string {
+	switch {
+	case a.Created():
+		return "201"
+	case a.Code != "":
+		return a.Code
 	}
-	return fmt.Sprintf("%d ms", d.Milliseconds())
+	return a.String()
 }
 
-// onOff says a flag.
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
-}
-
-// fencing is the fencing= parameter of a purchase.
-func fencing(on bool) *bool { return &on }
-
-// joinNonEmpty joins the non-empty parts with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	var kept []string
-	for _, p := range parts {
-		if p != "" {
-			kept = append(kept, p)
+// WaitAudit reads s's audit until done says so, for limit at most.
+func (w *World) WaitAudit(s *Series, done func(client.Audit) bool, limit time.Duration) (client.Audit, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		a, err := s.Seller.Client.Audit(w.ctx, s.Product)
+		if err != nil {
+			return a, fmt.Errorf("lab: audit %s: %w", s.Label, err)
+		}
+		if done(a) || time.Now().After(deadline) {
+			return a, nil
+		}
+		select {
+		case <-w.ctx.Done():
+			return a, w.ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return strings.Join(kept, sep)
+}
+
+// PromisesOf asks in what became of each reservation of rids, until none
+// is pending or unanswered (10 s at most): how many became orders and how many no
+// instance knows.
+func (w *World) PromisesOf(in *Instance, rids []string) (kept, lost int, err error) {
+	pending := rids
+	for deadline := time.Now().Add(10 * time.Second); len(pending) > 0 && time.Now().Before(deadline); {
+		var still []string
+		for _, rid := range pending {
+			st, err := in.Client.PurchaseState(w.ctx, rid)
+			var e *client.Error
+			switch {
+			case errors.As(err, &e) && e.Code == "purchase_not_found":
+				lost++
+			case errors.As(err, &e) && e.Status == http.StatusServiceUnavailable:
+				// A store between two states (a Redis Cluster's failover
+				// not yet seen by the client): ask again.
+				still = append(still, rid)
+			case err != nil:
+				return kept, lost, fmt.Errorf("lab: what became of %s: %w", rid, err)
+			case st.State == "ordered":
+				kept++
+			case st.State == "pending":
+				still = append(still, rid)
+			}
+		}
+		if pending = still; len(pending) > 0 {
+			select {
+			case <-w.ctx.Done():
+				return kept, lost, w.ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return kept, lost, nil
 }

@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/internal/galera"
 )
 
@@ -25,8 +26,8 @@ const (
 	galeraDatabase = "seckill_demo"
 )
 
-func galeraScenario() Scenario {
-	return Scenario{
+func galeraScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "galera",
 		Title: "PESSIMISTIC ON A GALERA CLUSTER: A ROW LOCK THAT IS ONLY ITS NODE'S",
 		Shows: "pessimistic on a three-node Galera Cluster: one node, then two, and certification",
@@ -42,19 +43,19 @@ func galeraScenario() Scenario {
 	}
 }
 
-func runGalera(w *World) (*Result, error) {
-	res := &Result{Columns: []string{"RUN", "NODES", "SOLD", "OVERSOLD", "CERT. FAILURES", "TIME", "VERDICT"}}
+func runGalera(w *lab.World) (*lab.Result, error) {
+	res := &lab.Result{Columns: []string{"RUN", "NODES", "SOLD", "OVERSOLD", "CERT. FAILURES", "TIME", "VERDICT"}}
 	if err := galera.Available(); err != nil {
-		res.Add(Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-"},
+		res.Add(lab.Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-"},
 			Verdict: "needs apt-get install mariadb-server galera-4 rsync"}, true)
 		return res, nil
 	}
-	cl, err := w.startGalera()
+	cl, err := startGalera(w)
 	if err != nil {
 		return nil, err
 	}
 	dsn := func(node int) string { return cl.Nodes[node].DatabaseDSN(galeraDatabase) }
-	a, err := w.StartOwn(Setup{MySQLDSN: dsn(0)})
+	a, err := w.StartOwn(lab.Setup{MySQLDSN: dsn(0)})
 	if err != nil {
 		return nil, err
 	}
@@ -62,11 +63,11 @@ func runGalera(w *World) (*Result, error) {
 		key, on string
 		node    int // the second instance's node
 	}{{"one node", "0 and 0", 0}, {"two nodes", "0 and 2", 2}} {
-		b, err := w.StartOwn(Setup{MySQLDSN: dsn(run.node)})
+		b, err := w.StartOwn(lab.Setup{MySQLDSN: dsn(run.node)})
 		if err != nil {
 			return nil, err
 		}
-		row, err := w.galeraRun(cl, run.key, run.on, []*Instance{a, b})
+		row, err := galeraRun(w, cl, run.key, run.on, []*lab.Instance{a, b})
 		if err != nil {
 			return nil, err
 		}
@@ -87,20 +88,18 @@ func runGalera(w *World) (*Result, error) {
 // startGalera starts a Galera Cluster of the scenario's own in a temporary
 // directory, killed and removed when the world closes, and creates the
 // instances' database on it.
-func (w *World) startGalera() (*galera.Cluster, error) {
+func startGalera(w *lab.World) (*galera.Cluster, error) {
 	dir, err := os.MkdirTemp("", "seckill-demo-galera-")
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
 	w.Note("starting a Galera Cluster of three mariadbd processes")
-	cl, err := galera.Start(w.ctx, dir)
+	cl, err := galera.Start(w.Context(), dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	w.mu.Lock()
-	w.closers = append(w.closers, func() error { cl.Close(); return os.RemoveAll(dir) })
-	w.mu.Unlock()
-	if err := cl.CreateDatabase(w.ctx, galeraDatabase); err != nil {
+	w.OnClose(func() error { cl.Close(); return os.RemoveAll(dir) })
+	if err := cl.CreateDatabase(w.Context(), galeraDatabase); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -109,27 +108,27 @@ func (w *World) startGalera() (*galera.Cluster, error) {
 // galeraRun sells a product of galeraStock units under pessimistic on ins
 // and reads how many transactions the cluster threw away meanwhile: the
 // row, which is a flaw only when the sale did not sell exactly the stock.
-func (w *World) galeraRun(cl *galera.Cluster, key, on string, ins []*Instance) (Row, error) {
+func galeraRun(w *lab.World, cl *galera.Cluster, key, on string, ins []*lab.Instance) (lab.Row, error) {
 	s, err := w.NewSeries("galera "+key, key, ins[0], galeraStock)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
-	before, err := w.thrownAway(cl)
+	before, err := thrownAway(w, cl)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	began := time.Now()
 	_, audit, err := w.SellOut(s, ins, galeraBuyers, galeraConcurrency, client.Override{Strategy: "pessimistic", Batch: 1})
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	took := time.Since(began)
-	after, err := w.thrownAway(cl)
+	after, err := thrownAway(w, cl)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	thrown := after - before
-	row := Row{Key: key, Series: s.ID, Flaw: !audit.Held() || audit.UnitsSold != galeraStock,
+	row := lab.Row{Key: key, Series: s.ID, Flaw: !audit.Held() || audit.UnitsSold != galeraStock,
 		Cells: []string{key, on, fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.OversoldUnits),
 			fmt.Sprint(thrown), ms(took)}}
 	fine := "held: one row lock ordered every buyer"
@@ -146,7 +145,7 @@ func (w *World) galeraRun(cl *galera.Cluster, key, on string, ins []*Instance) (
 // node's local transactions thrown away for a conflict with another
 // node's: refused at certification, or aborted by a replicated write set
 // while they waited.
-func (w *World) thrownAway(cl *galera.Cluster) (int64, error) {
+func thrownAway(w *lab.World, cl *galera.Cluster) (int64, error) {
 	counters := []string{"wsrep_local_cert_failures", "wsrep_local_bf_aborts"}
 	var (
 		mu    sync.Mutex
@@ -157,11 +156,11 @@ func (w *World) thrownAway(cl *galera.Cluster) (int64, error) {
 	for _, n := range cl.Nodes {
 		for _, name := range counters {
 			wg.Go(func() {
-				v, err := n.Status(w.ctx, name)
+				v, err := n.Status(w.Context(), name)
 				var c int64
 				if err == nil {
 					if c, err = strconv.ParseInt(v, 10, 64); err != nil {
-						err = fmt.Errorf("demo: %s of %s: %w", name, n, err)
+						err = fmt.Errorf("scenario: %s of %s: %w", name, n, err)
 					}
 				}
 				mu.Lock()

@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/internal/rediscluster"
 	"github.com/seckill/seckill/service/reserve"
 )
@@ -29,8 +30,8 @@ const (
 // failoverAckWait is failoverAcks's timeout.
 const failoverAckWait = 250 * time.Millisecond
 
-func failoverScenario() Scenario {
-	return Scenario{
+func failoverScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "failover",
 		Title: "RESERVE ON A REDIS CLUSTER: A MASTER DIES WHILE ITS REPLICA LAGS",
 		Shows: "the promises a Redis Cluster's failover breaks, and WAIT keeping them",
@@ -46,18 +47,18 @@ func failoverScenario() Scenario {
 	}
 }
 
-func runFailover(w *World) (*Result, error) {
-	res := &Result{Columns: []string{"RUN", "202s", "KEPT", "LOST", "503 UNKNOWN", "SOLD", "LEFT", "VERDICT"}}
+func runFailover(w *lab.World) (*lab.Result, error) {
+	res := &lab.Result{Columns: []string{"RUN", "202s", "KEPT", "LOST", "503 UNKNOWN", "SOLD", "LEFT", "VERDICT"}}
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			res.Add(Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-", "-"},
+			res.Add(lab.Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-", "-"},
 				Verdict: "needs redis-server and redis-cli (apt-get install redis-server)"}, true)
 			return res, nil
 		}
 	}
 	var ordered, unknown int // of the acks run's outcome_unknown answers
 	for _, acks := range []string{"", failoverAcks} {
-		row, ok, err := w.failover(acks)
+		row, ok, err := failover(w, acks)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func runFailover(w *World) (*Result, error) {
 // failoverRow is a run's row, and what became of its outcome_unknown
 // answers: how many there were, and how many became orders.
 type failoverRow struct {
-	Row
+	lab.Row
 	unknown, unknownOrdered int
 }
 
@@ -90,24 +91,22 @@ type failoverRow struct {
 // SECKILL_RESERVE_ACKS acks (empty: none): the row, and whether it went as
 // the lesson says (without acks, the promises of the last stage are
 // broken; with them, none is).
-func (w *World) failover(acks string) (failoverRow, bool, error) {
+func failover(w *lab.World, acks string) (failoverRow, bool, error) {
 	label := "asynchronous"
 	if acks != "" {
 		label = "acks " + acks
 	}
 	dir, err := os.MkdirTemp("", "seckill-demo-cluster")
 	if err != nil {
-		return failoverRow{}, false, fmt.Errorf("demo: %w", err)
+		return failoverRow{}, false, fmt.Errorf("scenario: %w", err)
 	}
 	w.Note("%s: starting six redis-server processes in cluster mode", label)
-	cl, err := rediscluster.Start(w.ctx, dir, 3, 1)
+	cl, err := rediscluster.Start(w.Context(), dir, 3, 1)
 	if err != nil {
 		return failoverRow{}, false, errors.Join(err, os.RemoveAll(dir))
 	}
-	w.mu.Lock()
-	w.closers = append(w.closers, func() error { cl.Close(); return os.RemoveAll(dir) })
-	w.mu.Unlock()
-	s := Setup{Reserve: "cluster:" + strings.Join(cl.Addrs(), ",")}
+	w.OnClose(func() error { cl.Close(); return os.RemoveAll(dir) })
+	s := lab.Setup{Reserve: "cluster:" + strings.Join(cl.Addrs(), ",")}
 	if acks != "" {
 		s.Acks, s.AckWait = 1, failoverAckWait
 	}
@@ -130,7 +129,7 @@ func (w *World) failover(acks string) (failoverRow, bool, error) {
 	buy := func(n int) {
 		for range n {
 			rid := fmt.Sprintf("failover-%d-%s", series.Product, w.User())
-			switch a := w.BuyAs(w.ctx, series, seller, o, rid); {
+			switch a := w.BuyAs(w.Context(), series, seller, o, rid); {
 			case a.Status == 202:
 				promised = append(promised, rid)
 			case a.Code == "outcome_unknown":
@@ -142,12 +141,12 @@ func (w *World) failover(acks string) (failoverRow, bool, error) {
 	if _, _, err := w.PromisesOf(seller, promised); err != nil {
 		return failoverRow{}, false, err
 	}
-	master, replica, err := w.productMaster(cl, series.Product)
+	master, replica, err := productMaster(w, cl, series.Product)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
 	w.Note("%s: the replica %s falls behind its master %s", label, replica.Addr, master.Addr)
-	if err := cl.Lag(w.ctx, master, replica); err != nil {
+	if err := cl.Lag(w.Context(), master, replica); err != nil {
 		return failoverRow{}, false, err
 	}
 	buy(failoverStage)
@@ -161,7 +160,7 @@ func (w *World) failover(acks string) (failoverRow, bool, error) {
 	buy(failoverStage)
 	w.Note("%s: the master is killed, and its replica takes over", label)
 	master.Kill()
-	if err := errors.Join(replica.Thaw(), cl.Takeover(w.ctx, replica)); err != nil {
+	if err := errors.Join(replica.Thaw(), cl.Takeover(w.Context(), replica)); err != nil {
 		return failoverRow{}, false, err
 	}
 	if _, err := w.StartOwn(s); err != nil {
@@ -171,14 +170,12 @@ func (w *World) failover(acks string) (failoverRow, bool, error) {
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	series.mu.Lock()
-	series.broken = lost
-	series.mu.Unlock()
+	series.SetBroken(lost)
 	audit, err := w.Finish(series)
 	if err != nil {
 		return failoverRow{}, false, err
 	}
-	row := Row{Key: label, Series: series.ID, Flaw: lost > 0,
+	row := lab.Row{Key: label, Series: series.ID, Flaw: lost > 0,
 		Cells: []string{label, fmt.Sprint(len(promised)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(len(unknown)),
 			fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
 	row.Judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
@@ -195,19 +192,19 @@ func (w *World) failover(acks string) (failoverRow, bool, error) {
 
 // productMaster returns the master of the cluster that holds product's
 // keys under reserve, and its replica.
-func (w *World) productMaster(cl *rediscluster.Cluster, product int64) (master, replica *rediscluster.Node, err error) {
+func productMaster(w *lab.World, cl *rediscluster.Cluster, product int64) (master, replica *rediscluster.Node, err error) {
 	c := redis.NewClient(&redis.Options{Addr: cl.Nodes[0].Addr})
 	defer c.Close()
-	slot, err := c.ClusterKeySlot(w.ctx, reserve.New(c, w.prefix).KeysOf(product).Counter).Result()
+	slot, err := c.ClusterKeySlot(w.Context(), reserve.New(c, w.KeyPrefix()).KeysOf(product).Counter).Result()
 	if err != nil {
-		return nil, nil, fmt.Errorf("demo: CLUSTER KEYSLOT: %w", err)
+		return nil, nil, fmt.Errorf("scenario: CLUSTER KEYSLOT: %w", err)
 	}
-	master, replicas, err := cl.MasterOf(w.ctx, int(slot))
+	master, replicas, err := cl.MasterOf(w.Context(), int(slot))
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(replicas) == 0 {
-		return nil, nil, fmt.Errorf("demo: the master %s of slot %d has no replica", master.Addr, slot)
+		return nil, nil, fmt.Errorf("scenario: the master %s of slot %d has no replica", master.Addr, slot)
 	}
 	return master, replicas[0], nil
 }

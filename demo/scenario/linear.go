@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/history"
 )
 
@@ -20,8 +21,8 @@ const (
 	linearHold        = 20 * time.Millisecond
 )
 
-func linearScenario() Scenario {
-	return Scenario{
+func linearScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "history",
 		Title: "EVERY ANSWER TRUE: the buyers' answers checked against one stock counter",
 		Shows: "none's answers fit no single stock counter (not linearizable); redlock's do",
@@ -30,17 +31,17 @@ func linearScenario() Scenario {
 			"with when it was asked and when it came. Then a checker looks for one order of the "+
 			"purchases, within those times, in which a single stock counter gives every answer that "+
 			"was given (linearizability, as loadtest -check does).",
-			linearBuyers, linearConcurrency, linearStock, durWords(linearHold)),
+			linearBuyers, linearConcurrency, linearStock, lab.DurWords(linearHold)),
 		Run: runLinear,
 	}
 }
 
-func runLinear(w *World) (*Result, error) {
-	ins, err := w.StartInstances(2, Setup{})
+func runLinear(w *lab.World) (*lab.Result, error) {
+	ins, err := w.StartInstances(2, lab.Setup{})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"STRATEGY", "SOLD", "LEFT", "HISTORY", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"STRATEGY", "SOLD", "LEFT", "HISTORY", "VERDICT"}}
 	for _, strategy := range []string{"none", "redlock"} {
 		s, err := w.NewSeries("history-"+strategy, strategy, ins[0], linearStock)
 		if err != nil {
@@ -53,9 +54,9 @@ func runLinear(w *World) (*Result, error) {
 		}
 		verdict, err := history.Check(historyOf(s.Product, linearStock, began, as))
 		if err != nil {
-			return nil, fmt.Errorf("demo: check the history of %s: %w", strategy, err)
+			return nil, fmt.Errorf("scenario: check the history of %s: %w", strategy, err)
 		}
-		row := Row{Key: strategy, Series: s.ID, Flaw: !verdict.Linearizable,
+		row := lab.Row{Key: strategy, Series: s.ID, Flaw: !verdict.Linearizable,
 			Cells: []string{strategy, fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock), "linearizable"}}
 		switch {
 		case row.Flaw:
@@ -76,7 +77,7 @@ func runLinear(w *World) (*Result, error) {
 
 // historyOf is the history of a crowd's answers: the stock at began, when
 // no purchase was in flight, then each purchase.
-func historyOf(product, stock int64, began time.Time, as []Answer) []history.Line {
+func historyOf(product, stock int64, began time.Time, as []lab.Answer) []history.Line {
 	lines := []history.Line{{Product: product, Stock: &stock, TimeNS: began.UnixNano()}}
 	for i, a := range as {
 		l := history.Line{Product: product, UserID: fmt.Sprint("buyer #", i+1), RequestID: fmt.Sprint("#", i+1),
