@@ -92,102 +92,134 @@ type failoverRow struct {
 // the lesson says (without acks, the promises of the last stage are
 // broken; with them, none is).
 func failover(w *lab.World, acks string) (failoverRow, bool, error) {
-	label := "asynchronous"
+	r, err := startFailover(w, acks)
+	if err != nil {
+		return failoverRow{}, false, err
+	}
+	if err := r.play(); err != nil {
+		return failoverRow{}, false, err
+	}
+	kept, lost, err := w.PromisesOf(r.seller, r.promised)
+	if err != nil {
+		return failoverRow{}, false, err
+	}
+	r.series.SetBroken(lost)
+	audit, err := w.Finish(r.series)
+	if err != nil {
+		return failoverRow{}, false, err
+	}
+	row := lab.Row{Key: r.label, Series: r.series.ID, Flaw: lost > 0,
+		Cells: []string{r.label, fmt.Sprint(len(r.promised)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(len(r.unknown)),
+			fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
+	row.Judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
+	ordered, _, err := w.PromisesOf(r.seller, r.unknown)
+	if err != nil {
+		return failoverRow{}, false, err
+	}
+	out := failoverRow{Row: row, unknown: len(r.unknown), unknownOrdered: ordered}
+	if acks == "" {
+		return out, lost == failoverStage && len(r.unknown) == 0 && audit.Held(), nil
+	}
+	return out, lost == 0 && len(r.unknown) == 2*failoverStage && audit.Held(), nil
+}
+
+// failoverRun is one play of the scenario: its cluster, its instances and
+// product, and the request IDs its buyers were answered with so far.
+type failoverRun struct {
+	w     *lab.World
+	label string
+	cl    *rediscluster.Cluster
+	// setup is the writers'; the seller runs no writer.
+	setup          lab.Setup
+	seller, writer *lab.Instance
+	series         *lab.Series
+	// promised were answered 202, unknown 503 outcome_unknown.
+	promised, unknown []string
+}
+
+// startFailover starts a run's cluster, with SECKILL_RESERVE_ACKS acks
+// (empty: none), its seller and a writer, and puts its product on sale.
+func startFailover(w *lab.World, acks string) (*failoverRun, error) {
+	r := &failoverRun{w: w, label: "asynchronous"}
 	if acks != "" {
-		label = "acks " + acks
+		r.label = "acks " + acks
 	}
 	dir, err := os.MkdirTemp("", "seckill-demo-cluster")
 	if err != nil {
-		return failoverRow{}, false, fmt.Errorf("scenario: %w", err)
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	w.Note("%s: starting six redis-server processes in cluster mode", label)
-	cl, err := rediscluster.Start(w.Context(), dir, 3, 1)
-	if err != nil {
-		return failoverRow{}, false, errors.Join(err, os.RemoveAll(dir))
+	w.Note("%s: starting six redis-server processes in cluster mode", r.label)
+	if r.cl, err = rediscluster.Start(w.Context(), dir, 3, 1); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	w.OnClose(func() error { cl.Close(); return os.RemoveAll(dir) })
-	s := lab.Setup{Reserve: "cluster:" + strings.Join(cl.Addrs(), ",")}
+	w.OnClose(func() error { r.cl.Close(); return os.RemoveAll(dir) })
+	r.setup = lab.Setup{Reserve: "cluster:" + strings.Join(r.cl.Addrs(), ",")}
 	if acks != "" {
-		s.Acks, s.AckWait = 1, failoverAckWait
+		r.setup.Acks, r.setup.AckWait = 1, failoverAckWait
 	}
-	sellerSetup := s
+	sellerSetup := r.setup
 	sellerSetup.NoWriter = true
-	seller, err := w.StartOwn(sellerSetup)
-	if err != nil {
-		return failoverRow{}, false, err
+	if r.seller, err = w.StartOwn(sellerSetup); err != nil {
+		return nil, err
 	}
-	writer, err := w.StartOwn(s)
-	if err != nil {
-		return failoverRow{}, false, err
+	if r.writer, err = w.StartOwn(r.setup); err != nil {
+		return nil, err
 	}
-	series, err := w.NewSeries("failover "+label, label, seller, failoverStock)
-	if err != nil {
-		return failoverRow{}, false, err
+	if r.series, err = w.NewSeries("failover "+r.label, r.label, r.seller, failoverStock); err != nil {
+		return nil, err
 	}
+	return r, nil
+}
+
+// play plays the run's stages: buyers while all is well, then while the
+// product's replica lags, then while no writer runs; then the master is
+// killed, its replica takes over and a writer starts again.
+func (r *failoverRun) play() error {
+	w := r.w
+	r.buy(failoverStage)
+	if _, _, err := w.PromisesOf(r.seller, r.promised); err != nil {
+		return err
+	}
+	master, replica, err := productMaster(w, r.cl, r.series.Product)
+	if err != nil {
+		return err
+	}
+	w.Note("%s: the replica %s falls behind its master %s", r.label, replica.Addr, master.Addr)
+	if err := r.cl.Lag(w.Context(), master, replica); err != nil {
+		return err
+	}
+	r.buy(failoverStage)
+	if _, _, err := w.PromisesOf(r.seller, append(append([]string(nil), r.promised...), r.unknown...)); err != nil {
+		return err
+	}
+	w.Note("%s: the writer stops; %d more buyers", r.label, failoverStage)
+	if err := r.writer.Stop(); err != nil {
+		return err
+	}
+	r.buy(failoverStage)
+	w.Note("%s: the master is killed, and its replica takes over", r.label)
+	master.Kill()
+	if err := errors.Join(replica.Thaw(), r.cl.Takeover(w.Context(), replica)); err != nil {
+		return err
+	}
+	_, err = w.StartOwn(r.setup)
+	return err
+}
+
+// buy has n buyers reserve on the seller, each with a request ID of its
+// own, and keeps the IDs of those promised and of those answered
+// outcome_unknown.
+func (r *failoverRun) buy(n int) {
 	o := client.Override{Strategy: "reserve"}
-	var promised, unknown []string
-	buy := func(n int) {
-		for range n {
-			rid := fmt.Sprintf("failover-%d-%s", series.Product, w.User())
-			switch a := w.BuyAs(w.Context(), series, seller, o, rid); {
-			case a.Status == 202:
-				promised = append(promised, rid)
-			case a.Code == "outcome_unknown":
-				unknown = append(unknown, rid)
-			}
+	for range n {
+		rid := fmt.Sprintf("failover-%d-%s", r.series.Product, r.w.User())
+		switch a := r.w.BuyAs(r.w.Context(), r.series, r.seller, o, rid); {
+		case a.Status == 202:
+			r.promised = append(r.promised, rid)
+		case a.Code == "outcome_unknown":
+			r.unknown = append(r.unknown, rid)
 		}
 	}
-	buy(failoverStage)
-	if _, _, err := w.PromisesOf(seller, promised); err != nil {
-		return failoverRow{}, false, err
-	}
-	master, replica, err := productMaster(w, cl, series.Product)
-	if err != nil {
-		return failoverRow{}, false, err
-	}
-	w.Note("%s: the replica %s falls behind its master %s", label, replica.Addr, master.Addr)
-	if err := cl.Lag(w.Context(), master, replica); err != nil {
-		return failoverRow{}, false, err
-	}
-	buy(failoverStage)
-	if _, _, err := w.PromisesOf(seller, append(append([]string(nil), promised...), unknown...)); err != nil {
-		return failoverRow{}, false, err
-	}
-	w.Note("%s: the writer stops; %d more buyers", label, failoverStage)
-	if err := writer.Stop(); err != nil {
-		return failoverRow{}, false, err
-	}
-	buy(failoverStage)
-	w.Note("%s: the master is killed, and its replica takes over", label)
-	master.Kill()
-	if err := errors.Join(replica.Thaw(), cl.Takeover(w.Context(), replica)); err != nil {
-		return failoverRow{}, false, err
-	}
-	if _, err := w.StartOwn(s); err != nil {
-		return failoverRow{}, false, err
-	}
-	kept, lost, err := w.PromisesOf(seller, promised)
-	if err != nil {
-		return failoverRow{}, false, err
-	}
-	series.SetBroken(lost)
-	audit, err := w.Finish(series)
-	if err != nil {
-		return failoverRow{}, false, err
-	}
-	row := lab.Row{Key: label, Series: series.ID, Flaw: lost > 0,
-		Cells: []string{label, fmt.Sprint(len(promised)), fmt.Sprint(kept), fmt.Sprint(lost), fmt.Sprint(len(unknown)),
-			fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock)}}
-	row.Judge(audit, fmt.Sprintf("%d promises broken; none oversold", lost), "no promise broken")
-	ordered, _, err := w.PromisesOf(seller, unknown)
-	if err != nil {
-		return failoverRow{}, false, err
-	}
-	out := failoverRow{Row: row, unknown: len(unknown), unknownOrdered: ordered}
-	if acks == "" {
-		return out, lost == failoverStage && len(unknown) == 0 && audit.Held(), nil
-	}
-	return out, lost == 0 && len(unknown) == 2*failoverStage && audit.Held(), nil
 }
 
 // productMaster returns the master of the cluster that holds product's
