@@ -88,11 +88,14 @@ func (w *World) apply(s Setup) (config.Config, app.Options) {
 
 // Instance is one running instance of the service.
 type Instance struct {
-	Name   string
-	URL    string
-	srv    *app.Server
+	// Name says it in notes and errors: "instance 2".
+	Name string
+	// Client talks to it, with the admin token.
 	Client *client.Client
-	Stop   func() error
+	// Stop shuts it down; a second call returns what the first did.
+	Stop func() error
+	url  string
+	srv  *app.Server
 }
 
 // StartInstances starts n instances set up as s, over the world's stores.
@@ -149,7 +152,7 @@ func (w *World) serve(cfg config.Config, st *app.Stores, opts app.Options) (*Ins
 	defer w.mu.Unlock()
 	in := &Instance{
 		Name:   fmt.Sprintf("instance %d", len(w.instances)+1),
-		URL:    url,
+		url:    url,
 		srv:    srv,
 		Client: &client.Client{BaseURL: url, AdminToken: cfg.AdminToken, HTTP: w.http},
 		Stop: sync.OnceValue(func() error {

@@ -40,18 +40,6 @@ func waitAcquired(ctx context.Context, in *Instance, strategy string, before int
 	}
 }
 
-// Sleep waits d or until ctx ends.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // Holder sends a purchase of s on in, with o's work (hold_ms) or pause
 // (pause_ms) inside the lock, and returns once it holds the lock; the
 // channel gives its answer.

@@ -21,7 +21,8 @@ type Scenario struct {
 	// an instance): it runs on embedded nodes of its own whatever
 	// SECKILL_REDIS_ADDRS says.
 	Faults bool
-	Run    func(w *World) (*Result, error)
+	// Run plays the story in w and returns its table.
+	Run func(w *World) (*Result, error)
 }
 
 // Result is what a scenario found: a table with a verdict per row.

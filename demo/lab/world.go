@@ -238,3 +238,15 @@ func (w *World) Settle() error {
 	}
 	return nil
 }
+
+// Sleep waits d or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
