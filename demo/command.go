@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/term"
+
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // usage heads `seckill demo -h`.
@@ -68,15 +70,15 @@ func Command(ctx context.Context, args []string, getenv func(string) string, std
 	// go-redis reports the nodes the demo stops on purpose on its own
 	// logger: to the file with the rest.
 	redis.SetLogger(fileLog{logFile})
-	lab, err := NewLab(getenv, logFile)
+	l, err := lab.NewLab(getenv, logFile)
 	if err != nil {
 		return err
 	}
 	if *web != "" {
-		return Serve(ctx, lab, *web, stdout)
+		return Serve(ctx, l, *web, stdout)
 	}
 	tty := isTerminal(stdout)
-	_, err = Run(ctx, lab, scenarios, Terminal{
+	_, err = Run(ctx, l, scenarios, Terminal{
 		Out:    stdout,
 		Colour: tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
 		Live:   tty,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/demo"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // want is what one row of a scenario must show: its cells (a cell of ""
@@ -132,12 +133,12 @@ func TestScenarios(t *testing.T) {
 		t.Skip("plays every scenario")
 	}
 	logs := logFile(t)
-	lab, err := demo.NewLab(func(string) string { return "" }, logs)
+	l, err := lab.NewLab(func(string) string { return "" }, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	results, err := demo.Run(t.Context(), lab, demo.Scenarios(), demo.Terminal{Out: &out})
+	results, err := demo.Run(t.Context(), l, demo.Scenarios(), demo.Terminal{Out: &out})
 	if err != nil {
 		t.Errorf("Run = %v", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // Width is the most columns a line of the demo takes.
@@ -30,16 +32,16 @@ type Terminal struct {
 // flaw.
 var ErrUnexpected = errors.New("demo: not every scenario went as the lesson says")
 
-// Run plays scs in turn in lab and prints, for each, its story, then its
+// Run plays scs in turn in l and prints, for each, its story, then its
 // table and notes. It returns the results, and an error wrapping
 // ErrUnexpected when a row went otherwise than the lesson says, or the
 // errors of the scenarios that could not run; the others run all the
 // same.
-func Run(ctx context.Context, lab *Lab, scs []Scenario, t Terminal) ([]*Result, error) {
+func Run(ctx context.Context, l *lab.Lab, scs []lab.Scenario, t Terminal) ([]*lab.Result, error) {
 	start := time.Now()
-	fmt.Fprintf(t.Out, "seckill demo: %d %s on %s.\n", len(scs), pluralWord(len(scs), "scenario"), lab.Stores())
+	fmt.Fprintf(t.Out, "seckill demo: %d %s on %s.\n", len(scs), pluralWord(len(scs), "scenario"), l.Stores())
 	var (
-		results []*Result
+		results []*lab.Result
 		failed  []string
 		errs    []error
 	)
@@ -47,13 +49,13 @@ func Run(ctx context.Context, lab *Lab, scs []Scenario, t Terminal) ([]*Result, 
 		fmt.Fprintln(t.Out)
 		writeWrapped(t.Out, sc.Title, "")
 		writeWrapped(t.Out, sc.Story, "")
-		var obs Observer
+		var obs lab.Observer
 		var status *statusLine
 		if t.Live {
 			status = &statusLine{out: t.Out, name: sc.Name}
 			obs = status
 		}
-		res, _, err := lab.Run(ctx, sc, obs, false)
+		res, _, err := l.Run(ctx, sc, obs, false)
 		if status != nil {
 			status.clear()
 		}
@@ -74,7 +76,7 @@ func Run(ctx context.Context, lab *Lab, scs []Scenario, t Terminal) ([]*Result, 
 			failed = append(failed, sc.Name)
 		}
 	}
-	took := durWords(time.Since(start).Round(100 * time.Millisecond))
+	took := lab.DurWords(time.Since(start).Round(100 * time.Millisecond))
 	fmt.Fprintln(t.Out)
 	if len(failed) > 0 {
 		writeWrapped(t.Out, fmt.Sprintf("NOT AS EXPECTED in %s, after %s: the rows marked UNEXPECTED "+
@@ -87,7 +89,7 @@ func Run(ctx context.Context, lab *Lab, scs []Scenario, t Terminal) ([]*Result, 
 }
 
 // writeResult prints a result's table, then its notes.
-func writeResult(w io.Writer, res *Result, colour bool) error {
+func writeResult(w io.Writer, res *lab.Result, colour bool) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(res.Columns, "\t"))
@@ -112,7 +114,7 @@ const (
 	reset  = "\x1b[0m"
 )
 
-func paint(row Row, colour bool) string {
+func paint(row lab.Row, colour bool) string {
 	if !colour {
 		return row.Verdict
 	}
@@ -183,7 +185,7 @@ type statusLine struct {
 	drawn bool
 }
 
-func (s *statusLine) Observe(e Event) {
+func (s *statusLine) Observe(e lab.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Kind {
@@ -222,4 +224,15 @@ func List(w io.Writer) error {
 		return fmt.Errorf("demo: list: %w", err)
 	}
 	return nil
+}
+
+// joinNonEmpty joins the non-empty parts with sep.
+func joinNonEmpty(sep string, parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
 }

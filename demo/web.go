@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill/demo/lab"
 )
 
 //go:embed workshop.html
@@ -33,18 +35,18 @@ var workshopPage = template.Must(template.New("workshop").Parse(workshopHTML))
 // of the last run stay up until the next run or Close, so that the page's
 // links to their audits answer.
 type Workshop struct {
-	lab *Lab
+	lab *lab.Lab
 	ctx context.Context
 	mux *http.ServeMux
 
 	mu      sync.Mutex
 	running bool
-	last    *world // the last run's, kept up for its audits until the next
+	last    *lab.World // the last run's, kept up for its audits until the next
 }
 
 // NewWorkshop returns the page over lab. Runs end when ctx does.
-func NewWorkshop(ctx context.Context, lab *Lab) *Workshop {
-	ws := &Workshop{lab: lab, ctx: ctx, mux: http.NewServeMux()}
+func NewWorkshop(ctx context.Context, l *lab.Lab) *Workshop {
+	ws := &Workshop{lab: l, ctx: ctx, mux: http.NewServeMux()}
 	ws.mux.HandleFunc("GET /{$}", ws.page)
 	ws.mux.HandleFunc("POST /api/run", ws.run)
 	ws.mux.HandleFunc("GET /api/audit", ws.audit)
@@ -61,14 +63,14 @@ func (ws *Workshop) audit(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no run to audit yet", http.StatusNotFound)
 		return
 	}
-	a, err := last.auditOf(r.Context(), r.URL.Query().Get("series"))
+	a, err := last.AuditOf(r.Context(), r.URL.Query().Get("series"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(a); err != nil {
-		ws.lab.log.Error("write an audit", "err", err)
+		ws.lab.Log().Error("write an audit", "err", err)
 	}
 }
 
@@ -116,19 +118,19 @@ func (ws *Workshop) Close() error {
 	if ws.last == nil {
 		return nil
 	}
-	err := ws.last.close()
+	err := ws.last.Close()
 	ws.last = nil
 	return err
 }
 
 func (ws *Workshop) page(w http.ResponseWriter, _ *http.Request) {
-	var infos []*Info
+	var infos []*lab.Info
 	for _, sc := range Scenarios() {
-		infos = append(infos, infoOf(sc))
+		infos = append(infos, sc.Info())
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := workshopPage.Execute(w, map[string]any{"Scenarios": infos, "Stores": ws.lab.Stores()}); err != nil {
-		ws.lab.log.Error("workshop page", "err", err)
+		ws.lab.Log().Error("workshop page", "err", err)
 	}
 }
 
@@ -148,7 +150,7 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	events := make(chan Event, 1024)
+	events := make(chan lab.Event, 1024)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(ws.ctx, cancel)
@@ -158,7 +160,7 @@ func (ws *Workshop) run(w http.ResponseWriter, r *http.Request) {
 		defer close(done)
 		_, kept, err := ws.lab.Run(ctx, scs[0], eventQueue(events), true)
 		if err != nil {
-			ws.lab.log.Error("workshop run", "scenario", scs[0].Name, "err", err)
+			ws.lab.Log().Error("workshop run", "scenario", scs[0].Name, "err", err)
 		}
 		ws.mu.Lock()
 		ws.last = kept
@@ -180,8 +182,8 @@ func (ws *Workshop) begin() bool {
 	ws.last = nil
 	ws.mu.Unlock()
 	if last != nil {
-		if err := last.close(); err != nil {
-			ws.lab.log.Error("close the last run", "err", err)
+		if err := last.Close(); err != nil {
+			ws.lab.Log().Error("close the last run", "err", err)
 		}
 	}
 	return true
@@ -197,7 +199,7 @@ func (ws *Workshop) end() {
 // streamEvents writes each event to w as a JSON line as it comes, until
 // done, then the events still queued; when the page has gone it cancels
 // the run.
-func streamEvents(w http.ResponseWriter, events <-chan Event, done <-chan struct{}, cancel func()) {
+func streamEvents(w http.ResponseWriter, events <-chan lab.Event, done <-chan struct{}, cancel func()) {
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
 	for {
@@ -228,9 +230,9 @@ func streamEvents(w http.ResponseWriter, events <-chan Event, done <-chan struct
 // eventQueue is an Observer that hands events to a channel, dropping
 // ticks when the reader falls behind (the next tick has the same and
 // more).
-type eventQueue chan Event
+type eventQueue chan lab.Event
 
-func (s eventQueue) Observe(e Event) {
+func (s eventQueue) Observe(e lab.Event) {
 	if e.Kind == "tick" {
 		select {
 		case s <- e:
@@ -243,15 +245,15 @@ func (s eventQueue) Observe(e Event) {
 
 // Serve serves the workshop page at addr until ctx ends, then stops the
 // last run's instances.
-func Serve(ctx context.Context, lab *Lab, addr string, out io.Writer) (err error) {
+func Serve(ctx context.Context, l *lab.Lab, addr string, out io.Writer) (err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("demo: -web: %w", err)
 	}
-	ws := NewWorkshop(ctx, lab)
+	ws := NewWorkshop(ctx, l)
 	defer func() { err = errors.Join(err, ws.Close()) }()
 	srv := &http.Server{Handler: ws, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(out, "The workshop page: http://%s/ (on %s; Ctrl-C ends it)\n", ln.Addr(), lab.Stores())
+	fmt.Fprintf(out, "The workshop page: http://%s/ (on %s; Ctrl-C ends it)\n", ln.Addr(), l.Stores())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

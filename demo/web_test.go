@@ -3,7 +3,6 @@ package demo_test
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/seckill/seckill/service"
 	"io"
 	"net"
 	"net/http"
@@ -18,7 +17,9 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/demo"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/service"
 )
 
 // shownSeries is a row of the page's live table, as the page shows it.
@@ -172,11 +173,11 @@ func TestWorkshopLiveTableFits(t *testing.T) {
 // ends.
 func startWorkshop(t *testing.T) *httptest.Server {
 	t.Helper()
-	lab, err := demo.NewLab(func(string) string { return "" }, logFile(t))
+	l, err := lab.NewLab(func(string) string { return "" }, logFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := demo.NewWorkshop(t.Context(), lab)
+	ws := demo.NewWorkshop(t.Context(), l)
 	srv := httptest.NewServer(ws)
 	t.Cleanup(func() {
 		srv.Close()
@@ -253,7 +254,7 @@ func TestWorkshopCalls(t *testing.T) {
 	first := post("setnx-clock")
 	defer first.Body.Close()
 	events := bufio.NewScanner(first.Body)
-	var start demo.Event
+	var start lab.Event
 	if !events.Scan() || json.Unmarshal(events.Bytes(), &start) != nil || start.Kind != "start" ||
 		start.Scenario == nil || start.Scenario.Name != "setnx-clock" {
 		t.Fatalf("the run's first line = %q; want the start of setnx-clock", events.Text())
@@ -263,7 +264,7 @@ func TestWorkshopCalls(t *testing.T) {
 	if second.StatusCode != http.StatusConflict {
 		t.Errorf("a second run while one plays = %d; want 409", second.StatusCode)
 	}
-	var last demo.Event
+	var last lab.Event
 	for events.Scan() {
 		if err := json.Unmarshal(events.Bytes(), &last); err != nil {
 			t.Fatalf("a line of the run is not an event: %q", events.Text())

@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // The lease overrun: a lease shorter than buyer A's work, and buyer B who
@@ -24,8 +25,8 @@ const (
 	overrunAfter = 1400 * time.Millisecond
 )
 
-func overrunScenario() Scenario {
-	return Scenario{
+func overrunScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "lease-overrun",
 		Title: "THE LEASE OVERRUN: slow work, then a paused holder",
 		Shows: "slow work past the lease: the watchdog saves it; a pause: only fencing does",
@@ -34,25 +35,25 @@ func overrunScenario() Scenario {
 			"on a new unit, is paused %s (a stop-the-world pause: the watchdog stops too). "+
 			"%s after A took the lock, buyer B asks on instance 2. One unit is on sale each time, "+
 			"under each Redis lock; the pause with fencing off, then on.",
-			durWords(overrunLease), durWords(overrunWork), durWords(overrunWork), durWords(overrunAfter)),
-		run: runOverrun,
+			lab.DurWords(overrunLease), lab.DurWords(overrunWork), lab.DurWords(overrunWork), lab.DurWords(overrunAfter)),
+		Run: runOverrun,
 	}
 }
 
-func runOverrun(w *world) (*Result, error) {
+func runOverrun(w *lab.World) (*lab.Result, error) {
 	watchdog := true // renews slow work's lease; a pause stops it
-	ins, err := w.startInstances(2, setup{ttl: overrunLease, watchdog: &watchdog})
+	ins, err := w.StartInstances(2, lab.Setup{TTL: overrunLease, Watchdog: &watchdog})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"LOCK", "A", "FENCING", "BUYER A", "B", "LEFT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"LOCK", "A", "FENCING", "BUYER A", "B", "LEFT", "VERDICT"}}
 	for _, round := range []overrunCase{{false, false}, {true, false}, {true, true}} {
-		rows, expected, err := w.overrunRound(ins, round)
+		rows, expected, err := overrunRound(w, ins, round)
 		if err != nil {
 			return nil, err
 		}
 		for i, row := range rows {
-			res.add(row, expected[i])
+			res.Add(row, expected[i])
 		}
 	}
 	res.Notes = []string{"A watchdog renews the lease of a holder that works slowly, but not of one that " +
@@ -69,9 +70,9 @@ type overrunCase struct {
 
 // overrunRound plays a round under each lock, the three at once, each on
 // its product: their rows, and whether each did what it should.
-func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool, error) {
+func overrunRound(w *lab.World, ins []*lab.Instance, round overrunCase) ([]lab.Row, []bool, error) {
 	locks := []string{"setnx", "token", "redlock"}
-	rows := make([]Row, len(locks))
+	rows := make([]lab.Row, len(locks))
 	expected := make([]bool, len(locks))
 	var g errgroup.Group
 	for i, lock := range locks {
@@ -82,12 +83,12 @@ func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool,
 		} else {
 			does = "paused"
 		}
-		s, err := w.newSeries(key, key, ins[0], 1)
+		s, err := w.NewSeries(key, key, ins[0], 1)
 		if err != nil {
 			return nil, nil, err
 		}
 		g.Go(func() error {
-			a, b, audit, err := w.playOverrun(s, ins, lock, key, does, round)
+			a, b, audit, err := playOverrun(w, s, ins, lock, key, does, round)
 			if err != nil {
 				return err
 			}
@@ -101,26 +102,26 @@ func (w *world) overrunRound(ins []*instance, round overrunCase) ([]Row, []bool,
 // playOverrun plays overrun's story of s under lock: buyer A takes the
 // lock on instance 1 and works slowly or is paused past its lease, and
 // buyer B asks on instance 2. It returns A's and B's answers and the audit.
-func (w *world) playOverrun(s *series, ins []*instance, lock, key, does string, round overrunCase) (answer, answer, client.Audit, error) {
+func playOverrun(w *lab.World, s *lab.Series, ins []*lab.Instance, lock, key, does string, round overrunCase) (lab.Answer, lab.Answer, client.Audit, error) {
 	o := client.Override{Strategy: lock, Fencing: fencing(round.fenced)}
-	w.note("%s: buyer A takes the lock and %s", key, does)
+	w.Note("%s: buyer A takes the lock and %s", key, does)
 	slow := o
 	if round.pause {
 		slow.Pause = overrunWork
 	} else {
 		slow.Hold = overrunWork
 	}
-	a, err := w.holder(s, ins[0], slow)
+	a, err := w.Holder(s, ins[0], slow)
 	if err != nil {
-		return answer{}, answer{}, client.Audit{}, err
+		return lab.Answer{}, lab.Answer{}, client.Audit{}, err
 	}
-	if err := sleep(w.ctx, overrunAfter); err != nil {
-		return answer{}, answer{}, client.Audit{}, err
+	if err := lab.Sleep(w.Context(), overrunAfter); err != nil {
+		return lab.Answer{}, lab.Answer{}, client.Audit{}, err
 	}
-	w.note("%s: A's lease was %s; buyer B asks", key, durWords(overrunLease))
-	b := w.buy(w.ctx, s, ins[1], o)
+	w.Note("%s: A's lease was %s; buyer B asks", key, lab.DurWords(overrunLease))
+	b := w.Buy(w.Context(), s, ins[1], o)
 	aa := <-a
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	return aa, b, audit, err
 }
 
@@ -128,11 +129,11 @@ func (w *world) playOverrun(s *series, ins []*instance, lock, key, does string, 
 // token's and redlock's lease (B waits, finds the unit sold), setnx's runs
 // out (both write). A pause: without fencing both write, with it A's late
 // write is refused.
-func overrunRow(lock, does, key string, s *series, pause, on bool, a, b answer, audit client.Audit) (Row, bool) {
-	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+func overrunRow(lock, does, key string, s *lab.Series, pause, on bool, a, b lab.Answer, audit client.Audit) (lab.Row, bool) {
+	row := lab.Row{Key: key, Series: s.ID, Flaw: !audit.Held(),
 		Cells: []string{lock, does, onOff(on), a.String(), b.String(), fmt.Sprint(audit.Stock)}}
-	fenced := a.code == "lock_lost" && b.created()
-	kept := a.created() && b.code == "sold_out"
+	fenced := a.Code == "lock_lost" && b.Created()
+	kept := a.Created() && b.Code == "sold_out"
 	switch {
 	case row.Flaw:
 		row.Verdict = "OVERSOLD: A wrote after B"

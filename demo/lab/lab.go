@@ -1,4 +1,4 @@
-package demo
+package lab
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func NewLab(getenv func(string) string, logs io.Writer) (*Lab, error) {
 		return nil, err
 	}
 	if !cfg.StrategyOverride {
-		return nil, errors.New("demo: SECKILL_STRATEGY_OVERRIDE=false: the demo chooses each purchase's strategy, unset it")
+		return nil, errors.New("lab: SECKILL_STRATEGY_OVERRIDE=false: the demo chooses each purchase's strategy, unset it")
 	}
 	return &Lab{cfg: cfg, log: slog.New(slog.NewTextHandler(logs, nil))}, nil
 }
@@ -69,7 +69,8 @@ type Info struct {
 	Story string `json:"story"`
 }
 
-func infoOf(sc Scenario) *Info {
+// Info describes sc.
+func (sc Scenario) Info() *Info {
 	return &Info{Name: sc.Name, Title: sc.Title, Shows: sc.Shows, Story: sc.Story}
 }
 
@@ -100,14 +101,14 @@ type Snapshot struct {
 // not nil, receives its events; keep, when true, leaves the world's
 // instances running until the returned close is called (the workshop page
 // links to their audits), otherwise they are stopped before Run returns.
-func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, kept *world, err error) {
+func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (res *Result, kept *World, err error) {
 	w, err := l.newWorld(ctx, sc, obs)
 	if err != nil {
 		return nil, nil, err
 	}
-	w.emit(Event{Kind: "start", Scenario: infoOf(sc)})
+	w.emit(Event{Kind: "start", Scenario: sc.Info()})
 	stopTicks := w.tick()
-	res, err = sc.run(w)
+	res, err = sc.Run(w)
 	stopTicks()
 	if err == nil {
 		res.Scenario, res.Title = sc.Name, sc.Title
@@ -120,5 +121,9 @@ func (l *Lab) Run(ctx context.Context, sc Scenario, obs Observer, keep bool) (re
 	if keep && err == nil {
 		return res, w, nil
 	}
-	return res, nil, errors.Join(err, w.close())
+	return res, nil, errors.Join(err, w.Close())
 }
+
+// Log is where the instances log, and where a caller logs what the
+// scenarios' readers should not see.
+func (l *Lab) Log() *slog.Logger { return l.log }

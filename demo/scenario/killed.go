@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // The instance that dies holding the lock: how long its product stays
@@ -31,8 +32,8 @@ const (
 	killLimit = 30 * time.Second
 )
 
-func killScenario() Scenario {
-	return Scenario{
+func killScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "killed-holder",
 		Title: "AN INSTANCE DIES HOLDING THE LOCK: how long its product stays blocked",
 		Shows: "an instance killed while it holds a lock: how long its product stays blocked",
@@ -42,20 +43,20 @@ func killScenario() Scenario {
 			"With the watchdog the lease can be short (%s): it is renewed while A works, and nobody "+
 			"renews it once A is dead. Without it, the lease is chosen for slow work not to lose its "+
 			"lock (%s here), and a dead holder blocks the product until it runs out.",
-			durWords(killAfter), durWords(killShortLease), durWords(killLongLease)),
-		faults: true,
-		run:    runKill,
+			lab.DurWords(killAfter), lab.DurWords(killShortLease), lab.DurWords(killLongLease)),
+		Faults: true,
+		Run:    runKill,
 	}
 }
 
-func runKill(w *world) (*Result, error) {
-	res := &Result{Columns: []string{"LEASE", "WATCHDOG", "BLOCKED", "BUYERS AFTER THE KILL", "VERDICT"}}
+func runKill(w *lab.World) (*lab.Result, error) {
+	res := &lab.Result{Columns: []string{"LEASE", "WATCHDOG", "BLOCKED", "BUYERS AFTER THE KILL", "VERDICT"}}
 	for _, c := range []killCase{{killShortLease, true}, {killLongLease, false}} {
 		k, err := playKill(w, c)
 		if err != nil {
 			return nil, err
 		}
-		res.add(killRow(c, k))
+		res.Add(killRow(c, k))
 	}
 	res.Notes = []string{"A lease is how long a dead holder blocks its product. Without a watchdog it must " +
 		"outlast the slowest work; with one it can be short, because only a live holder renews it."}
@@ -73,7 +74,7 @@ func (c killCase) key() string { return "watchdog=" + onOff(c.watchdog) }
 
 // killRun is what playKill saw.
 type killRun struct {
-	series  *series
+	series  *lab.Series
 	got     string        // what the buyers after the kill got, in order
 	blocked time.Duration // from the kill until a buyer after it got a unit
 	expires time.Duration // from the kill until A's lease ran out, unrenewed
@@ -83,45 +84,45 @@ type killRun struct {
 // playKill plays kill under c: buyer A takes the lock on an instance that
 // is killed while A works, and buyers on the survivor ask until one gets
 // the unit.
-func playKill(w *world, c killCase) (killRun, error) {
+func playKill(w *lab.World, c killCase) (killRun, error) {
 	key := c.key()
-	s := setup{ttl: c.lease, watchdog: &c.watchdog}
+	s := lab.Setup{TTL: c.lease, Watchdog: &c.watchdog}
 	// The survivor first: the live stock is read from the first
 	// instance started.
-	ins, err := w.startInstances(1, s)
+	ins, err := w.StartInstances(1, s)
 	if err != nil {
 		return killRun{}, err
 	}
 	survivor := ins[0]
-	doomed, kill, err := w.startKillable(s)
+	doomed, kill, err := w.StartKillable(s)
 	if err != nil {
 		return killRun{}, err
 	}
-	series, err := w.newSeries(key, fmt.Sprintf("lease %s, %s", ms(c.lease), key), survivor, 10)
+	series, err := w.NewSeries(key, fmt.Sprintf("lease %s, %s", ms(c.lease), key), survivor, 10)
 	if err != nil {
 		return killRun{}, err
 	}
-	w.note("%s: buyer A takes the lock on %s and works", key, doomed.name)
-	a, err := w.holder(series, doomed, client.Override{Strategy: "redlock", Hold: killWork})
+	w.Note("%s: buyer A takes the lock on %s and works", key, doomed.Name)
+	a, err := w.Holder(series, doomed, client.Override{Strategy: "redlock", Hold: killWork})
 	if err != nil {
 		return killRun{}, err
 	}
 	granted := time.Now()
-	if err := sleep(w.ctx, killAfter); err != nil {
+	if err := lab.Sleep(w.Context(), killAfter); err != nil {
 		return killRun{}, err
 	}
-	w.note("%s: %s dies holding the lock", key, doomed.name)
+	w.Note("%s: %s dies holding the lock", key, doomed.Name)
 	if err := kill(); err != nil {
 		return killRun{}, err
 	}
 	killed := time.Now()
 	got, err := buyUntilSold(w, series, survivor)
 	if err != nil {
-		return killRun{}, fmt.Errorf("demo: %s: %w", key, err)
+		return killRun{}, fmt.Errorf("scenario: %s: %w", key, err)
 	}
 	blocked := time.Since(killed)
 	<-a // A's purchase: cut off with its instance
-	audit, err := w.finish(series)
+	audit, err := w.Finish(series)
 	if err != nil {
 		return killRun{}, err
 	}
@@ -134,8 +135,8 @@ func playKill(w *world, c killCase) (killRun, error) {
 // killRow judges kill under c: the row, and whether the lease did what it
 // should (with the watchdog, freed within about a lease though renewed
 // past the first; without, blocked until the long lease ran out).
-func killRow(c killCase, k killRun) (Row, bool) {
-	row := Row{Key: c.key(), Series: k.series.id,
+func killRow(c killCase, k killRun) (lab.Row, bool) {
+	row := lab.Row{Key: c.key(), Series: k.series.ID,
 		Cells: []string{fmt.Sprintf("%g s", c.lease.Seconds()), onOff(c.watchdog),
 			fmt.Sprintf("%.1f s", k.blocked.Seconds()), k.got}}
 	// The one unit sold is the survivor's: A never wrote.
@@ -155,7 +156,7 @@ func killRow(c killCase, k killRun) (Row, bool) {
 // buyUntilSold has buyers on in ask for s's product one after another
 // until one gets a unit, and says what they got in order, repeats counted:
 // "503 lock_timeout, 201", "3 × 503 unavailable, 201".
-func buyUntilSold(w *world, s *series, in *instance) (string, error) {
+func buyUntilSold(w *lab.World, s *lab.Series, in *lab.Instance) (string, error) {
 	var (
 		got   []string
 		last  string
@@ -170,11 +171,11 @@ func buyUntilSold(w *world, s *series, in *instance) (string, error) {
 	}
 	start := time.Now()
 	for {
-		b := w.buy(w.ctx, s, in, client.Override{Strategy: "redlock"})
-		if err := w.ctx.Err(); err != nil {
+		b := w.Buy(w.Context(), s, in, client.Override{Strategy: "redlock"})
+		if err := w.Context().Err(); err != nil {
 			return "", err
 		}
-		if b.created() {
+		if b.Created() {
 			flush()
 			return strings.Join(append(got, "201"), ", "), nil
 		}
@@ -188,8 +189,8 @@ func buyUntilSold(w *world, s *series, in *instance) (string, error) {
 			flush()
 			return "", fmt.Errorf("nothing sold within %s of the kill: %s", killLimit, strings.Join(got, ", "))
 		}
-		if b.code != "lock_timeout" {
-			if err := sleep(w.ctx, killRetry); err != nil {
+		if b.Code != "lock_timeout" {
+			if err := lab.Sleep(w.Context(), killRetry); err != nil {
 				return "", err
 			}
 		}

@@ -1,10 +1,11 @@
-package demo
+package scenario
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // The order's life: a sale sells out, a third of its buyers never pay,
@@ -18,35 +19,35 @@ const (
 	ordersUnpaidEvery = 3
 )
 
-func ordersScenario() Scenario {
-	return Scenario{
+func ordersScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "orders",
 		Title: "AN ORDER'S LIFE: UNPAID ORDERS EXPIRE, THEIR UNITS SELL AGAIN",
 		Shows: "unpaid orders of a sold-out sale expire: their units come back and sell again, once",
 		Story: fmt.Sprintf("Orders wait %s for their payment (SECKILL_PAYMENT_TIMEOUT). For redlock, then "+
 			"reserve, %d buyers on two instances try for %d units; it sells out. Two buyers in three pay; "+
 			"the third never does. Their orders expire, the units come back, and %d more buyers try.",
-			durWords(ordersTimeout), ordersBuyers, ordersStock, ordersBuyers),
-		run: runOrders,
+			lab.DurWords(ordersTimeout), ordersBuyers, ordersStock, ordersBuyers),
+		Run: runOrders,
 	}
 }
 
-func runOrders(w *world) (*Result, error) {
-	ins, err := w.startInstances(2, setup{paymentTimeout: ordersTimeout})
+func runOrders(w *lab.World) (*lab.Result, error) {
+	ins, err := w.StartInstances(2, lab.Setup{PaymentTimeout: ordersTimeout})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"STRATEGY", "SOLD", "PAID", "RETURNED", "RESOLD", "LEFT", "AUDIT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"STRATEGY", "SOLD", "PAID", "RETURNED", "RESOLD", "LEFT", "AUDIT", "VERDICT"}}
 	for _, st := range []string{"redlock", "reserve"} {
-		s, err := w.newSeries("orders-"+st, st+", orders expire", ins[0], ordersStock)
+		s, err := w.NewSeries("orders-"+st, st+", orders expire", ins[0], ordersStock)
 		if err != nil {
 			return nil, err
 		}
-		row, ok, err := w.orderLife(s, ins, st)
+		row, ok, err := orderLife(w, s, ins, st)
 		if err != nil {
 			return nil, err
 		}
-		res.add(row, ok)
+		res.Add(row, ok)
 	}
 	res.Notes = []string{"An unpaid order's units come back exactly once: one transaction under the " +
 		"product's row lock marks it expired and puts them back, whichever instance sweeps; under reserve " +
@@ -56,88 +57,66 @@ func runOrders(w *world) (*Result, error) {
 
 // orderLife sells s out under strategy, pays two orders in three, waits
 // for the rest to expire and sells again: its row.
-func (w *world) orderLife(s *series, ins []*instance, strategy string) (Row, bool, error) {
+func orderLife(w *lab.World, s *lab.Series, ins []*lab.Instance, strategy string) (lab.Row, bool, error) {
 	o := client.Override{Strategy: strategy}
-	first, _, err := w.sellOut(s, ins, ordersBuyers, 16, o)
+	first, _, err := w.SellOut(s, ins, ordersBuyers, 16, o)
 	if err != nil {
-		return Row{}, false, err
+		return lab.Row{}, false, err
 	}
 	var sold, paid int64
 	for i, a := range first {
-		if !a.created() {
+		if !a.Created() {
 			continue
 		}
 		sold++
-		order := a.order
-		if a.requestID != "" { // a reservation: its order, written since
-			st, err := s.seller.c.PurchaseState(w.ctx, a.requestID)
+		order := a.Order
+		if a.RequestID != "" { // a reservation: its order, written since
+			st, err := s.Seller.Client.PurchaseState(w.Context(), a.RequestID)
 			if err != nil || st.Order == nil {
-				return Row{}, false, fmt.Errorf("demo: the order of reservation %s: %+v, %w", a.requestID, st, err)
+				return lab.Row{}, false, fmt.Errorf("scenario: the order of reservation %s: %+v, %w", a.RequestID, st, err)
 			}
 			order = *st.Order
 		}
 		if sold%ordersUnpaidEvery == 0 {
 			continue // this buyer never pays: one in three of those who bought
 		}
-		if _, err := ins[i%len(ins)].c.Pay(w.ctx, order.OrderID, order.UserID); err != nil {
-			return Row{}, false, fmt.Errorf("demo: pay order %d: %w", order.OrderID, err)
+		if _, err := ins[i%len(ins)].Client.Pay(w.Context(), order.OrderID, order.UserID); err != nil {
+			return lab.Row{}, false, fmt.Errorf("scenario: pay order %d: %w", order.OrderID, err)
 		}
 		paid++
 	}
-	w.note("%s: %d sold, %d paid; waiting %s for the rest to expire", s.label, sold, paid, durWords(ordersTimeout))
-	audit, err := w.waitAudit(s, func(a client.Audit) bool { return a.UnitsReturned >= sold-paid }, ordersTimeout+10*time.Second)
+	w.Note("%s: %d sold, %d paid; waiting %s for the rest to expire", s.Label, sold, paid, lab.DurWords(ordersTimeout))
+	audit, err := w.WaitAudit(s, func(a client.Audit) bool { return a.UnitsReturned >= sold-paid }, ordersTimeout+10*time.Second)
 	if err != nil {
-		return Row{}, false, err
+		return lab.Row{}, false, err
 	}
 	returned := audit.UnitsReturned
 	// Returned units are on sale on every instance within 1 s of their
 	// return (the contract): under reserve they reach the Redis counter
 	// after the database's COMMIT, and each instance hears of them.
-	if err := sleep(w.ctx, time.Second); err != nil {
-		return Row{}, false, err
+	if err := lab.Sleep(w.Context(), time.Second); err != nil {
+		return lab.Row{}, false, err
 	}
-	second := w.crowd(w.ctx, s, ins, ordersBuyers, 16, o)
+	second := w.Crowd(w.Context(), s, ins, ordersBuyers, 16, o)
 	var resold int64
 	for _, a := range second {
-		if a.created() {
+		if a.Created() {
 			resold++
 		}
 	}
 	// Under reserve the resold orders are written moments after their 202s.
-	if audit, err = w.waitAudit(s, func(a client.Audit) bool { return a.UnitsSold >= paid+resold }, 10*time.Second); err != nil {
-		return Row{}, false, err
+	if audit, err = w.FinishWhen(s, func(a client.Audit) bool { return a.UnitsSold >= paid+resold }, 10*time.Second); err != nil {
+		return lab.Row{}, false, err
 	}
-	s.mu.Lock()
-	s.audit, s.stock = &audit, audit.Stock
-	s.mu.Unlock()
-	row := Row{Key: strategy, Series: s.id, Cells: []string{strategy, fmt.Sprint(sold), fmt.Sprint(paid),
+	row := lab.Row{Key: strategy, Series: s.ID, Cells: []string{strategy, fmt.Sprint(sold), fmt.Sprint(paid),
 		fmt.Sprint(returned), fmt.Sprint(resold), fmt.Sprint(audit.Stock), auditWords(audit)}}
 	ok := audit.Held() && sold == ordersStock && returned == sold-paid && resold == returned && audit.Stock == 0 &&
 		audit.UnitsSold == paid+resold
-	row.judge(audit, "UNITS LOST OR RETURNED TWICE", "every unit sold, returned and resold once")
+	row.Judge(audit, "UNITS LOST OR RETURNED TWICE", "every unit sold, returned and resold once")
 	if !ok && audit.Held() {
 		row.Flaw, row.Verdict = true, "UNITS LOST OR RETURNED TWICE"
 	}
 	return row, ok, nil
-}
-
-// waitAudit reads s's audit until done says so, for limit at most.
-func (w *world) waitAudit(s *series, done func(client.Audit) bool, limit time.Duration) (client.Audit, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		a, err := s.seller.c.Audit(w.ctx, s.product)
-		if err != nil {
-			return a, fmt.Errorf("demo: audit %s: %w", s.label, err)
-		}
-		if done(a) || time.Now().After(deadline) {
-			return a, nil
-		}
-		select {
-		case <-w.ctx.Done():
-			return a, w.ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // auditWords is an audit in a cell: consistent or not.

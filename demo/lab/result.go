@@ -1,8 +1,8 @@
-package demo
+package lab
 
 import (
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/seckill/seckill/client"
 )
@@ -17,11 +17,12 @@ type Scenario struct {
 	Shows string
 	// Story says, before it runs, what it does.
 	Story string
-	// faults says it injects faults (stops or restarts Redis nodes, kills
+	// Faults says it injects faults (stops or restarts Redis nodes, kills
 	// an instance): it runs on embedded nodes of its own whatever
 	// SECKILL_REDIS_ADDRS says.
-	faults bool
-	run    func(w *world) (*Result, error)
+	Faults bool
+	// Run plays the story in w and returns its table.
+	Run func(w *World) (*Result, error)
 }
 
 // Result is what a scenario found: a table with a verdict per row.
@@ -75,9 +76,9 @@ func (r *Result) Row(key string) (Row, bool) {
 	return Row{}, false
 }
 
-// judge gives the row its verdict: OVERSOLD, and a flaw, when the audit
+// Judge gives the row its verdict: OVERSOLD, and a flaw, when the audit
 // did not hold; else flaw when the row shows a flaw, fine when it does not.
-func (row *Row) judge(audit client.Audit, flaw, fine string) {
+func (row *Row) Judge(audit client.Audit, flaw, fine string) {
 	switch {
 	case !audit.Held():
 		row.Flaw = true
@@ -89,9 +90,9 @@ func (row *Row) judge(audit client.Audit, flaw, fine string) {
 	}
 }
 
-// add appends a row; expected says it went as the lesson says, and its
+// Add appends a row; expected says it went as the lesson says, and its
 // verdict says so when it did not.
-func (r *Result) add(row Row, expected bool) {
+func (r *Result) Add(row Row, expected bool) {
 	row.Expected = expected
 	if !expected {
 		row.Verdict = "UNEXPECTED: " + row.Verdict
@@ -99,55 +100,14 @@ func (r *Result) add(row Row, expected bool) {
 	r.Rows = append(r.Rows, row)
 }
 
-// Scenarios returns every scenario, in the order the demo plays them.
-func Scenarios() []Scenario {
-	return []Scenario{
-		saleScenario(),
-		clockScenario(),
-		unlockScenario(),
-		overrunScenario(),
-		killScenario(),
-		nodeDownScenario(),
-		nodeRestartScenario(),
-		batchScenario(),
-		linearScenario(),
-		counterScenario(),
-		reserveScenario(),
-		ordersScenario(),
-		failoverScenario(),
-		galeraScenario(),
+// DurWords says a duration for a story or a screen: "300 ms", "1 s", "1.5 s", "1 min",
+// with a no-break space that keeps the number and its unit on one line.
+func DurWords(d time.Duration) string {
+	switch {
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d\u00a0min", d/time.Minute)
+	case d >= time.Second:
+		return fmt.Sprintf("%g\u00a0s", d.Seconds())
 	}
-}
-
-// Select returns the scenarios named in list, a comma-separated list of
-// names, in the order given; an empty list is every scenario.
-func Select(list string) ([]Scenario, error) {
-	all := Scenarios()
-	if strings.TrimSpace(list) == "" {
-		return all, nil
-	}
-	var out []Scenario
-	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSpace(name)
-		found := false
-		for _, sc := range all {
-			if sc.Name == name {
-				out = append(out, sc)
-				found = true
-				break
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("demo: no scenario %q (-list lists them: %s)", name, strings.Join(names(all), ", "))
-		}
-	}
-	return out, nil
-}
-
-func names(scs []Scenario) []string {
-	out := make([]string, len(scs))
-	for i, sc := range scs {
-		out[i] = sc.Name
-	}
-	return out
+	return fmt.Sprintf("%d\u00a0ms", d.Milliseconds())
 }

@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/locker"
 )
 
@@ -28,8 +29,8 @@ const (
 	counterRaceGap = 2 * time.Millisecond // between the read and the write
 )
 
-func counterScenario() Scenario {
-	return Scenario{
+func counterScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "ip-limit",
 		Title: "THE BOUNDED COUNTER: an IP access limit kept in Redis",
 		Shows: "a read-check-write counter passes its limit unlocked; locks or an atomic INCR hold it",
@@ -37,15 +38,15 @@ func counterScenario() Scenario {
 			"Redis. %d requests of one IP arrive at once. Each reads the count, checks it is under %d, "+
 			"and %s later writes it back plus one: without a lock, then under token's and Redlock's. "+
 			"Last, the service's own SECKILL_IP_LIMIT=%d/1m, over two instances: one INCR in Redis, no lock.",
-			counterLimit, counterBuyers, counterLimit, durWords(counterRaceGap), counterLimit),
-		run: runCounter,
+			counterLimit, counterBuyers, counterLimit, lab.DurWords(counterRaceGap), counterLimit),
+		Run: runCounter,
 	}
 }
 
-func runCounter(w *world) (*Result, error) {
-	nodes := w.stores.Redis
+func runCounter(w *lab.World) (*lab.Result, error) {
+	nodes := w.Redis()
 	opts := locker.Options{TTL: 2 * time.Second, Wait: 10 * time.Second}
-	res := &Result{Columns: []string{"COUNTER", "GUARDED BY", "ALLOWED", "LIMIT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"COUNTER", "GUARDED BY", "ALLOWED", "LIMIT", "VERDICT"}}
 	for _, c := range []struct {
 		key, guard string
 		lock       locker.Locker
@@ -54,30 +55,30 @@ func runCounter(w *world) (*Result, error) {
 		{"read-check-write token", "token: SET NX PX", locker.NewToken(nodes[0], opts)},
 		{"read-check-write redlock", "Redlock: 2 of 3 nodes", locker.NewRedlock(nodes, opts)},
 	} {
-		w.note("%s: %d requests", c.key, counterBuyers)
-		allowed, err := naiveCounter(w.ctx, nodes[0], w.prefix+"counter:"+c.key, c.lock)
+		w.Note("%s: %d requests", c.key, counterBuyers)
+		allowed, err := naiveCounter(w.Context(), nodes[0], w.KeyPrefix()+"counter:"+c.key, c.lock)
 		if err != nil {
 			return nil, err
 		}
-		row := Row{Key: c.key, Flaw: allowed > counterLimit,
+		row := lab.Row{Key: c.key, Flaw: allowed > counterLimit,
 			Cells: []string{"read, check, write", c.guard, strconv.Itoa(allowed), strconv.Itoa(counterLimit)}}
 		row.Verdict = "held"
 		if row.Flaw {
 			row.Verdict = fmt.Sprintf("LIMIT PASSED by %d", allowed-counterLimit)
 		}
-		res.add(row, row.Flaw == (c.lock == nil))
+		res.Add(row, row.Flaw == (c.lock == nil))
 	}
 	allowed, err := serviceLimit(w)
 	if err != nil {
 		return nil, err
 	}
-	row := Row{Key: "incr", Flaw: allowed > counterLimit,
+	row := lab.Row{Key: "incr", Flaw: allowed > counterLimit,
 		Cells: []string{"INCR (SECKILL_IP_LIMIT)", "one atomic step", strconv.Itoa(allowed), strconv.Itoa(counterLimit)}}
 	row.Verdict = "held, with no lock"
 	if row.Flaw || allowed < counterLimit {
 		row.Verdict = fmt.Sprintf("%d allowed of a limit of %d", allowed, counterLimit)
 	}
-	res.add(row, allowed == counterLimit)
+	res.Add(row, allowed == counterLimit)
 	res.Notes = []string{"A lock makes the read-check-write safe, at a lock round per request. " +
 		"The count needs none: INCR reads and writes in one step, and the expiry set with the first " +
 		"request opens the window. Reach for a lock when the step cannot be made atomic."}
@@ -90,7 +91,7 @@ func runCounter(w *world) (*Result, error) {
 // were allowed.
 func naiveCounter(ctx context.Context, node redis.UniversalClient, key string, lk locker.Locker) (int, error) {
 	if err := node.Del(ctx, key).Err(); err != nil {
-		return 0, fmt.Errorf("demo: reset the counter: %w", err)
+		return 0, fmt.Errorf("scenario: reset the counter: %w", err)
 	}
 	var (
 		allowed atomic.Int64
@@ -112,7 +113,7 @@ func naiveCounter(ctx context.Context, node redis.UniversalClient, key string, l
 	close(start)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("demo: the counter: %w", err)
+		return 0, fmt.Errorf("scenario: the counter: %w", err)
 	}
 	return int(allowed.Load()), nil
 }
@@ -133,7 +134,7 @@ func countOnce(ctx context.Context, node redis.UniversalClient, key string, lk l
 	if n >= counterLimit {
 		return nil // refused
 	}
-	if err := sleep(ctx, counterRaceGap); err != nil {
+	if err := lab.Sleep(ctx, counterRaceGap); err != nil {
 		return err
 	}
 	if err := node.Set(ctx, key, n+1, time.Minute).Err(); err != nil {
@@ -146,22 +147,22 @@ func countOnce(ctx context.Context, node redis.UniversalClient, key string, lk l
 // serviceLimit sends counterBuyers purchases at once over two instances
 // that limit each IP to counterLimit a minute, and returns how many were
 // not answered 429.
-func serviceLimit(w *world) (int, error) {
-	ins, err := w.startInstances(2, setup{ipLimit: counterLimit, ipWindow: time.Minute})
+func serviceLimit(w *lab.World) (int, error) {
+	ins, err := w.StartInstances(2, lab.Setup{IPLimit: counterLimit, IPWindow: time.Minute})
 	if err != nil {
 		return 0, err
 	}
-	s, err := w.newSeries("ip-limit", "INCR", ins[0], counterBuyers)
+	s, err := w.NewSeries("ip-limit", "INCR", ins[0], counterBuyers)
 	if err != nil {
 		return 0, err
 	}
-	w.note("SECKILL_IP_LIMIT=%d/1m: %d requests", counterLimit, counterBuyers)
-	as := w.crowd(w.ctx, s, ins, counterBuyers, counterBuyers, client.Override{})
-	if err := w.ctx.Err(); err != nil {
+	w.Note("SECKILL_IP_LIMIT=%d/1m: %d requests", counterLimit, counterBuyers)
+	as := w.Crowd(w.Context(), s, ins, counterBuyers, counterBuyers, client.Override{})
+	if err := w.Context().Err(); err != nil {
 		return 0, err
 	}
-	if _, err := w.finish(s); err != nil {
+	if _, err := w.Finish(s); err != nil {
 		return 0, err
 	}
-	return len(as) - count(as, fmt.Sprintf("%d rate_limited", http.StatusTooManyRequests)), nil
+	return len(as) - lab.Count(as, fmt.Sprintf("%d rate_limited", http.StatusTooManyRequests)), nil
 }

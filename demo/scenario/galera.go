@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/internal/galera"
 )
 
@@ -25,8 +26,8 @@ const (
 	galeraDatabase = "seckill_demo"
 )
 
-func galeraScenario() Scenario {
-	return Scenario{
+func galeraScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "galera",
 		Title: "PESSIMISTIC ON A GALERA CLUSTER: A ROW LOCK THAT IS ONLY ITS NODE'S",
 		Shows: "pessimistic on a three-node Galera Cluster: one node, then two, and certification",
@@ -37,24 +38,24 @@ func galeraScenario() Scenario {
 			"node 2 (NODES: the instances' nodes). CERT. FAILURES counts the transactions the "+
 			"cluster threw away for a conflict with another node's.",
 			galeraStock, galeraBuyers, galeraConcurrency),
-		faults: true,
-		run:    runGalera,
+		Faults: true,
+		Run:    runGalera,
 	}
 }
 
-func runGalera(w *world) (*Result, error) {
-	res := &Result{Columns: []string{"RUN", "NODES", "SOLD", "OVERSOLD", "CERT. FAILURES", "TIME", "VERDICT"}}
+func runGalera(w *lab.World) (*lab.Result, error) {
+	res := &lab.Result{Columns: []string{"RUN", "NODES", "SOLD", "OVERSOLD", "CERT. FAILURES", "TIME", "VERDICT"}}
 	if err := galera.Available(); err != nil {
-		res.add(Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-"},
+		res.Add(lab.Row{Key: "left out", Cells: []string{"left out", "-", "-", "-", "-", "-"},
 			Verdict: "needs apt-get install mariadb-server galera-4 rsync"}, true)
 		return res, nil
 	}
-	cl, err := w.startGalera()
+	cl, err := startGalera(w)
 	if err != nil {
 		return nil, err
 	}
 	dsn := func(node int) string { return cl.Nodes[node].DatabaseDSN(galeraDatabase) }
-	a, err := w.startOwn(setup{mysqlDSN: dsn(0)})
+	a, err := w.StartOwn(lab.Setup{MySQLDSN: dsn(0)})
 	if err != nil {
 		return nil, err
 	}
@@ -62,15 +63,15 @@ func runGalera(w *world) (*Result, error) {
 		key, on string
 		node    int // the second instance's node
 	}{{"one node", "0 and 0", 0}, {"two nodes", "0 and 2", 2}} {
-		b, err := w.startOwn(setup{mysqlDSN: dsn(run.node)})
+		b, err := w.StartOwn(lab.Setup{MySQLDSN: dsn(run.node)})
 		if err != nil {
 			return nil, err
 		}
-		row, err := w.galeraRun(cl, run.key, run.on, []*instance{a, b})
+		row, err := galeraRun(w, cl, run.key, run.on, []*lab.Instance{a, b})
 		if err != nil {
 			return nil, err
 		}
-		res.add(row, !row.Flaw)
+		res.Add(row, !row.Flaw)
 	}
 	res.Notes = []string{"On one MariaDB, SELECT ... FOR UPDATE is a lock every buyer of the product " +
 		"waits on. On a Galera Cluster the row lock is only its node's: two instances on two nodes each " +
@@ -87,20 +88,18 @@ func runGalera(w *world) (*Result, error) {
 // startGalera starts a Galera Cluster of the scenario's own in a temporary
 // directory, killed and removed when the world closes, and creates the
 // instances' database on it.
-func (w *world) startGalera() (*galera.Cluster, error) {
+func startGalera(w *lab.World) (*galera.Cluster, error) {
 	dir, err := os.MkdirTemp("", "seckill-demo-galera-")
 	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	w.note("starting a Galera Cluster of three mariadbd processes")
-	cl, err := galera.Start(w.ctx, dir)
+	w.Note("starting a Galera Cluster of three mariadbd processes")
+	cl, err := galera.Start(w.Context(), dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	w.mu.Lock()
-	w.closers = append(w.closers, func() error { cl.Close(); return os.RemoveAll(dir) })
-	w.mu.Unlock()
-	if err := cl.CreateDatabase(w.ctx, galeraDatabase); err != nil {
+	w.OnClose(func() error { cl.Close(); return os.RemoveAll(dir) })
+	if err := cl.CreateDatabase(w.Context(), galeraDatabase); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -109,27 +108,27 @@ func (w *world) startGalera() (*galera.Cluster, error) {
 // galeraRun sells a product of galeraStock units under pessimistic on ins
 // and reads how many transactions the cluster threw away meanwhile: the
 // row, which is a flaw only when the sale did not sell exactly the stock.
-func (w *world) galeraRun(cl *galera.Cluster, key, on string, ins []*instance) (Row, error) {
-	s, err := w.newSeries("galera "+key, key, ins[0], galeraStock)
+func galeraRun(w *lab.World, cl *galera.Cluster, key, on string, ins []*lab.Instance) (lab.Row, error) {
+	s, err := w.NewSeries("galera "+key, key, ins[0], galeraStock)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
-	before, err := w.thrownAway(cl)
+	before, err := thrownAway(w, cl)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	began := time.Now()
-	_, audit, err := w.sellOut(s, ins, galeraBuyers, galeraConcurrency, client.Override{Strategy: "pessimistic", Batch: 1})
+	_, audit, err := w.SellOut(s, ins, galeraBuyers, galeraConcurrency, client.Override{Strategy: "pessimistic", Batch: 1})
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	took := time.Since(began)
-	after, err := w.thrownAway(cl)
+	after, err := thrownAway(w, cl)
 	if err != nil {
-		return Row{}, err
+		return lab.Row{}, err
 	}
 	thrown := after - before
-	row := Row{Key: key, Series: s.id, Flaw: !audit.Held() || audit.UnitsSold != galeraStock,
+	row := lab.Row{Key: key, Series: s.ID, Flaw: !audit.Held() || audit.UnitsSold != galeraStock,
 		Cells: []string{key, on, fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.OversoldUnits),
 			fmt.Sprint(thrown), ms(took)}}
 	fine := "held: one row lock ordered every buyer"
@@ -138,7 +137,7 @@ func (w *world) galeraRun(cl *galera.Cluster, key, on string, ins []*instance) (
 	} else if key != "one node" {
 		fine = "held: no conflict at COMMIT this time"
 	}
-	row.judge(audit, fmt.Sprintf("sold %d of %d", audit.UnitsSold, galeraStock), fine)
+	row.Judge(audit, fmt.Sprintf("sold %d of %d", audit.UnitsSold, galeraStock), fine)
 	return row, nil
 }
 
@@ -146,7 +145,7 @@ func (w *world) galeraRun(cl *galera.Cluster, key, on string, ins []*instance) (
 // node's local transactions thrown away for a conflict with another
 // node's: refused at certification, or aborted by a replicated write set
 // while they waited.
-func (w *world) thrownAway(cl *galera.Cluster) (int64, error) {
+func thrownAway(w *lab.World, cl *galera.Cluster) (int64, error) {
 	counters := []string{"wsrep_local_cert_failures", "wsrep_local_bf_aborts"}
 	var (
 		mu    sync.Mutex
@@ -157,11 +156,11 @@ func (w *world) thrownAway(cl *galera.Cluster) (int64, error) {
 	for _, n := range cl.Nodes {
 		for _, name := range counters {
 			wg.Go(func() {
-				v, err := n.Status(w.ctx, name)
+				v, err := n.Status(w.Context(), name)
 				var c int64
 				if err == nil {
 					if c, err = strconv.ParseInt(v, 10, 64); err != nil {
-						err = fmt.Errorf("demo: %s of %s: %w", name, n, err)
+						err = fmt.Errorf("scenario: %s of %s: %w", name, n, err)
 					}
 				}
 				mu.Lock()

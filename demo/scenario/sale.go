@@ -1,10 +1,11 @@
-package demo
+package scenario
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/service"
 )
 
@@ -25,8 +26,8 @@ const (
 	saleHold = 150 * time.Millisecond
 )
 
-func saleScenario() Scenario {
-	return Scenario{
+func saleScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "sale",
 		Title: "THE SALE: every strategy, two instances, one product each",
 		Shows: fmt.Sprintf("every strategy sells %d units to %d buyers over two instances", saleStock, saleBuyers),
@@ -34,35 +35,35 @@ func saleScenario() Scenario {
 			"For each strategy in turn, %d buyers (%d at a time, spread over both instances) "+
 			"try to buy one of %d units, with %s of work inside each critical section; one hold of a lock "+
 			"sells every buyer waiting for it on its instance (SECKILL_BATCH).",
-			saleBuyers, saleConcurrency, saleStock, durWords(saleHold)),
-		run: runSale,
+			saleBuyers, saleConcurrency, saleStock, lab.DurWords(saleHold)),
+		Run: runSale,
 	}
 }
 
-func runSale(w *world) (*Result, error) {
-	ins, err := w.startInstances(2, setup{})
+func runSale(w *lab.World) (*lab.Result, error) {
+	ins, err := w.StartInstances(2, lab.Setup{})
 	if err != nil {
 		return nil, err
 	}
 	strategies := service.StrategyTable()
-	all := make([]*series, len(strategies))
+	all := make([]*lab.Series, len(strategies))
 	for i, st := range strategies {
-		if all[i], err = w.newSeries(st.Name, st.Name, ins[0], saleStock); err != nil {
+		if all[i], err = w.NewSeries(st.Name, st.Name, ins[0], saleStock); err != nil {
 			return nil, err
 		}
 	}
-	res := &Result{Columns: []string{"STRATEGY", "WHAT GUARDS THE STOCK", "SOLD", "LEFT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"STRATEGY", "WHAT GUARDS THE STOCK", "SOLD", "LEFT", "VERDICT"}}
 	for i, st := range strategies {
-		_, a, err := w.sellOut(all[i], ins, saleBuyers, saleConcurrency, client.Override{Strategy: st.Name, Hold: saleHold})
+		_, a, err := w.SellOut(all[i], ins, saleBuyers, saleConcurrency, client.Override{Strategy: st.Name, Hold: saleHold})
 		if err != nil {
 			return nil, err
 		}
-		row := Row{Key: st.Name, Series: all[i].id, Flaw: !a.Held(),
+		row := lab.Row{Key: st.Name, Series: all[i].ID, Flaw: !a.Held(),
 			Cells: []string{st.Name, st.Guard, fmt.Sprint(a.UnitsSold), fmt.Sprint(a.Stock)}}
 		row.Verdict = saleVerdict(st.Name, st.Safe, a)
 		// none and local are there to fail; setnx fails only when clocks or
 		// leases go wrong (its own scenarios); the safe ones never.
-		res.add(row, row.Flaw == (st.Name == "none" || st.Name == "local"))
+		res.Add(row, row.Flaw == (st.Name == "none" || st.Name == "local"))
 	}
 	res.Notes = []string{"setnx held here: its flaws need a clock that runs ahead or a lease that " +
 		"runs out, which setnx-clock, setnx-unlock and lease-overrun show.",
@@ -77,7 +78,10 @@ func saleVerdict(strategy string, safe bool, a client.Audit) string {
 			"none":  "nothing guards it",
 			"local": "one mutex per instance",
 		}[strategy]
-		return joinNonEmpty(": ", fmt.Sprintf("OVERSOLD by %d", a.OversoldUnits), why)
+		if why == "" {
+			return fmt.Sprintf("OVERSOLD by %d", a.OversoldUnits)
+		}
+		return fmt.Sprintf("OVERSOLD by %d: %s", a.OversoldUnits, why)
 	}
 	if !safe {
 		return "held here; unsafe: see setnx-clock"

@@ -1,12 +1,12 @@
-package demo
+package scenario
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 )
 
 // setnx's scenarios: instance 2's clock runs a minute ahead of instance
@@ -36,70 +36,68 @@ const (
 	// unlockTokenWorkB is B's work under token: within its own lease, and
 	// past the end of A's work.
 	unlockTokenWorkB = 1200 * time.Millisecond
-	// acquireLimit bounds the wait for a buyer to take a free lock.
-	acquireLimit = 10 * time.Second
 )
 
-func clockScenario() Scenario {
-	return Scenario{
+func clockScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "setnx-clock",
 		Title: "SETNX AND A CLOCK THAT RUNS AHEAD: two holders of one lock",
 		Shows: "a client whose clock runs ahead takes setnx's live lock; token reads no clock",
 		Story: fmt.Sprintf("The classic SETNX recipe stores the lock's expiry time in the key and "+
-			"every client compares it with its own clock. Instance 2's clock runs %s ahead. "+
+			"every client compares it with its own clock. lab.Instance 2's clock runs %s ahead. "+
 			"Buyer A takes the lock on instance 1 and works %s (the lease is %s); buyer B "+
-			"then asks on instance 2. One unit is on sale.", durWords(clockAhead), durWords(clockWork),
-			durWords(clockLease)),
-		run: runClock,
+			"then asks on instance 2. One unit is on sale.", lab.DurWords(clockAhead), lab.DurWords(clockWork),
+			lab.DurWords(clockLease)),
+		Run: runClock,
 	}
 }
 
 // skewed starts two instances with lease: instance 2's setnx lock reads a
 // clock a minute ahead.
-func skewed(w *world, lease time.Duration) (*instance, *instance, error) {
-	ahead := &clock{}
-	ahead.jump(clockAhead)
-	one, err := w.startInstances(1, setup{ttl: lease})
+func skewed(w *lab.World, lease time.Duration) (*lab.Instance, *lab.Instance, error) {
+	ahead := &lab.Clock{}
+	ahead.Jump(clockAhead)
+	one, err := w.StartInstances(1, lab.Setup{TTL: lease})
 	if err != nil {
 		return nil, nil, err
 	}
-	two, err := w.startInstances(1, setup{ttl: lease, clock: ahead})
+	two, err := w.StartInstances(1, lab.Setup{TTL: lease, Clock: ahead})
 	if err != nil {
 		return nil, nil, err
 	}
 	return one[0], two[0], nil
 }
 
-func runClock(w *world) (*Result, error) {
+func runClock(w *lab.World) (*lab.Result, error) {
 	one, two, err := skewed(w, clockLease)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"LOCK", "FENCING", "BUYER A", "BUYER B (CLOCK AHEAD)", "LEFT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"LOCK", "FENCING", "BUYER A", "BUYER B (CLOCK AHEAD)", "LEFT", "VERDICT"}}
 	for _, r := range []lockCase{{"setnx", false}, {"setnx", true}, {"token", false}} {
 		key := r.key()
-		s, err := w.newSeries(key, key, one, 1)
+		s, err := w.NewSeries(key, key, one, 1)
 		if err != nil {
 			return nil, err
 		}
 		o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
-		w.note("%s: buyer A takes the lock on instance 1", key)
-		a, err := w.holder(s, one, working(o, clockWork))
+		w.Note("%s: buyer A takes the lock on instance 1", key)
+		a, err := w.Holder(s, one, working(o, clockWork))
 		if err != nil {
 			return nil, err
 		}
-		w.note("%s: buyer B asks on instance 2, whose clock runs ahead", key)
-		b := w.buy(w.ctx, s, two, o)
+		w.Note("%s: buyer B asks on instance 2, whose clock runs ahead", key)
+		b := w.Buy(w.Context(), s, two, o)
 		aa := <-a
-		audit, err := w.finish(s)
+		audit, err := w.Finish(s)
 		if err != nil {
 			return nil, err
 		}
-		both := b.took > 0 && beside(b, aa)
-		row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
+		both := b.Took > 0 && beside(b, aa)
+		row := lab.Row{Key: key, Series: s.ID, Flaw: !audit.Held(),
 			Cells: []string{r.lock, onOff(r.fencing), aa.String(), b.String(), fmt.Sprint(audit.Stock)}}
 		row.Verdict = holders{"B took A's live lock", "fencing refused A's write", "B waited for A"}.verdict(audit, both)
-		res.add(row, r.expected(row.Flaw, both))
+		res.Add(row, r.expected(row.Flaw, both))
 	}
 	res.Notes = []string{
 		"setnx: B's clock said A's expiry had passed, so B's GETSET took the lock A still held.",
@@ -108,21 +106,21 @@ func runClock(w *world) (*Result, error) {
 	return res, nil
 }
 
-func unlockScenario() Scenario {
-	return Scenario{
+func unlockScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "setnx-unlock",
 		Title: "AN UNLOCK THAT DELETES ANOTHER HOLDER'S LOCK",
 		Shows: "setnx's plain DEL frees a lock it no longer owns; token's compare-and-delete does not",
 		Story: fmt.Sprintf("Buyer B takes buyer A's lock over while A still works: under setnx "+
 			"because B's clock runs %s ahead (A works %s of its %s lease), under token because A is "+
 			"paused %s (its watchdog too), past its %s lease. Then A finishes and unlocks, and buyer C "+
-			"arrives while B still works. Two units are on sale.", durWords(clockAhead), durWords(unlockWorkA),
-			durWords(unlockLease), durWords(unlockTokenPauseA), durWords(clockLease)),
-		run: runUnlock,
+			"arrives while B still works. Two units are on sale.", lab.DurWords(clockAhead), lab.DurWords(unlockWorkA),
+			lab.DurWords(unlockLease), lab.DurWords(unlockTokenPauseA), lab.DurWords(clockLease)),
+		Run: runUnlock,
 	}
 }
 
-func runUnlock(w *world) (*Result, error) {
+func runUnlock(w *lab.World) (*lab.Result, error) {
 	setnxOne, setnxTwo, err := skewed(w, unlockLease)
 	if err != nil {
 		return nil, err
@@ -131,7 +129,7 @@ func runUnlock(w *world) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"LOCK", "FENCING", "A", "B", "C", "LEFT", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"LOCK", "FENCING", "A", "B", "C", "LEFT", "VERDICT"}}
 	for _, r := range []lockCase{{"setnx", false}, {"setnx", true}, {"token", false}} {
 		one, two := setnxOne, setnxTwo
 		if r.lock == "token" {
@@ -141,7 +139,7 @@ func runUnlock(w *world) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.add(row, expected)
+		res.Add(row, expected)
 	}
 	res.Notes = []string{
 		"setnx: A's unlock checks its own expiry by its own clock, then DELs the key whoever holds it.",
@@ -177,23 +175,23 @@ func (r lockCase) expected(flaw, both bool) bool {
 // clock ahead) and judges it: the row, and whether the lock did what it
 // should (setnx without fencing oversells, with fencing refuses a write,
 // token keeps C out).
-func unlockRow(w *world, r lockCase, one, two *instance) (Row, bool, error) {
+func unlockRow(w *lab.World, r lockCase, one, two *lab.Instance) (lab.Row, bool, error) {
 	key := r.key()
-	s, err := w.newSeries(key, key, one, 2)
+	s, err := w.NewSeries(key, key, one, 2)
 	if err != nil {
-		return Row{}, false, err
+		return lab.Row{}, false, err
 	}
 	aa, bb, c, err := playUnlock(w, s, r, one, two)
 	if err != nil {
-		return Row{}, false, err
+		return lab.Row{}, false, err
 	}
-	audit, err := w.finish(s)
+	audit, err := w.Finish(s)
 	if err != nil {
-		return Row{}, false, err
+		return lab.Row{}, false, err
 	}
 	cIn := beside(c, bb)
-	row := Row{Key: key, Series: s.id, Flaw: !audit.Held(),
-		Cells: []string{r.lock, onOff(r.fencing), aa.short(), bb.short(), c.short(), fmt.Sprint(audit.Stock)}}
+	row := lab.Row{Key: key, Series: s.ID, Flaw: !audit.Held(),
+		Cells: []string{r.lock, onOff(r.fencing), aa.Short(), bb.Short(), c.Short(), fmt.Sprint(audit.Stock)}}
 	row.Verdict = holders{"A deleted B's lock, C got in", "C got in, fencing refused " + refused(aa, bb, c),
 		"A's unlock spared B's lock"}.verdict(audit, cIn)
 	return row, r.expected(row.Flaw, cIn), nil
@@ -202,7 +200,7 @@ func unlockRow(w *world, r lockCase, one, two *instance) (Row, bool, error) {
 // playUnlock plays setnx-unlock's story of s under r: buyer A takes the
 // lock on one, B takes it over on two, A finishes and unlocks, and C
 // arrives on one while B still works. It returns A's, B's and C's answers.
-func playUnlock(w *world, s *series, r lockCase, one, two *instance) (aa, bb, c answer, err error) {
+func playUnlock(w *lab.World, s *lab.Series, r lockCase, one, two *lab.Instance) (aa, bb, c lab.Answer, err error) {
 	key := r.key()
 	o := client.Override{Strategy: r.lock, Fencing: fencing(r.fencing)}
 	// Under token, A is paused: a slow holder's watchdog would renew
@@ -212,60 +210,35 @@ func playUnlock(w *world, s *series, r lockCase, one, two *instance) (aa, bb, c 
 		aOver, bOver = o, working(o, unlockTokenWorkB)
 		aOver.Pause = unlockTokenPauseA
 	}
-	w.note("%s: buyer A takes the lock on instance 1", key)
-	a, err := w.holder(s, one, aOver)
+	w.Note("%s: buyer A takes the lock on instance 1", key)
+	a, err := w.Holder(s, one, aOver)
 	if err != nil {
 		return aa, bb, c, err
 	}
 	if r.lock == "token" {
-		w.note("%s: A's lease runs out while A is paused", key)
-		if err := sleep(w.ctx, unlockTokenAfter); err != nil {
+		w.Note("%s: A's lease runs out while A is paused", key)
+		if err := lab.Sleep(w.Context(), unlockTokenAfter); err != nil {
 			return aa, bb, c, err
 		}
 	}
-	w.note("%s: buyer B takes the lock over on instance 2", key)
-	b, err := w.holder(s, two, bOver)
+	w.Note("%s: buyer B takes the lock over on instance 2", key)
+	b, err := w.Holder(s, two, bOver)
 	if err != nil {
 		return aa, bb, c, err
 	}
 	aa = <-a
-	w.note("%s: A has finished and unlocked; buyer C arrives", key)
-	c = w.buy(w.ctx, s, one, o)
+	w.Note("%s: A has finished and unlocked; buyer C arrives", key)
+	c = w.Buy(w.Context(), s, one, o)
 	bb = <-b
 	return aa, bb, c, nil
 }
 
-// holder sends a purchase of s on in, with o's work (hold_ms) or pause
-// (pause_ms) inside the lock, and returns once it holds the lock; the
-// channel gives its answer.
-func (w *world) holder(s *series, in *instance, o client.Override) (<-chan answer, error) {
-	before, err := lockAcquired(w.ctx, in, o.Strategy)
-	if err != nil {
-		return nil, err
-	}
-	c := w.buyAsync(w.ctx, s, in, o)
-	ctx, cancel := context.WithCancel(w.ctx)
-	defer cancel()
-	held := make(chan error, 1)
-	go func() { held <- waitAcquired(ctx, in, o.Strategy, before, acquireLimit) }()
-	select {
-	case err := <-held:
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	case a := <-c:
-		// It answered without ever holding the lock.
-		return nil, fmt.Errorf("demo: a buyer who was to hold the %s lock on %s got %s", o.Strategy, in.name, a)
-	}
-}
-
 // refused names the buyers among A, B and C whose write fencing refused:
 // "B", "A and B".
-func refused(as ...answer) string {
+func refused(as ...lab.Answer) string {
 	var names []string
 	for i, a := range as {
-		if a.code == "lock_lost" {
+		if a.Code == "lock_lost" {
 			names = append(names, string(rune('A'+i)))
 		}
 	}
@@ -276,11 +249,13 @@ func refused(as ...answer) string {
 }
 
 // answeredBefore says a's answer came before b's.
-func answeredBefore(a, b answer) bool { return a.sent.Add(a.took).Before(b.sent.Add(b.took)) }
+func answeredBefore(a, b lab.Answer) bool { return a.Sent.Add(a.Took).Before(b.Sent.Add(b.Took)) }
 
 // beside says b held the lock beside a: b answered first, and it sold or
 // was fenced off (lock_lost).
-func beside(b, a answer) bool { return answeredBefore(b, a) && (b.created() || b.code == "lock_lost") }
+func beside(b, a lab.Answer) bool {
+	return answeredBefore(b, a) && (b.Created() || b.Code == "lock_lost")
+}
 
 // holders are a story's words for how it went when a later buyer may have
 // held the lock beside an earlier one: how the two holders oversold, how
@@ -305,27 +280,4 @@ func (h holders) verdict(audit client.Audit, both bool) string {
 func working(o client.Override, work time.Duration) client.Override {
 	o.Hold = work
 	return o
-}
-
-// short says an answer in a word: "201", "lock_lost", "sold_out".
-func (a answer) short() string {
-	switch {
-	case a.created():
-		return "201"
-	case a.code != "":
-		return a.code
-	}
-	return a.String()
-}
-
-// durWords says a duration for a story: "300 ms", "1 s", "1.5 s", "1 min",
-// with a no-break space that keeps the number and its unit on one line.
-func durWords(d time.Duration) string {
-	switch {
-	case d >= time.Minute && d%time.Minute == 0:
-		return fmt.Sprintf("%d\u00a0min", d/time.Minute)
-	case d >= time.Second:
-		return fmt.Sprintf("%g\u00a0s", d.Seconds())
-	}
-	return fmt.Sprintf("%d\u00a0ms", d.Milliseconds())
 }

@@ -1,4 +1,4 @@
-package demo
+package scenario
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
+	"github.com/seckill/seckill/demo/lab"
 	"github.com/seckill/seckill/history"
 )
 
@@ -20,8 +21,8 @@ const (
 	linearHold        = 20 * time.Millisecond
 )
 
-func linearScenario() Scenario {
-	return Scenario{
+func linearScenario() lab.Scenario {
+	return lab.Scenario{
 		Name:  "history",
 		Title: "EVERY ANSWER TRUE: the buyers' answers checked against one stock counter",
 		Shows: "none's answers fit no single stock counter (not linearizable); redlock's do",
@@ -30,32 +31,32 @@ func linearScenario() Scenario {
 			"with when it was asked and when it came. Then a checker looks for one order of the "+
 			"purchases, within those times, in which a single stock counter gives every answer that "+
 			"was given (linearizability, as loadtest -check does).",
-			linearBuyers, linearConcurrency, linearStock, durWords(linearHold)),
-		run: runLinear,
+			linearBuyers, linearConcurrency, linearStock, lab.DurWords(linearHold)),
+		Run: runLinear,
 	}
 }
 
-func runLinear(w *world) (*Result, error) {
-	ins, err := w.startInstances(2, setup{})
+func runLinear(w *lab.World) (*lab.Result, error) {
+	ins, err := w.StartInstances(2, lab.Setup{})
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Columns: []string{"STRATEGY", "SOLD", "LEFT", "HISTORY", "VERDICT"}}
+	res := &lab.Result{Columns: []string{"STRATEGY", "SOLD", "LEFT", "HISTORY", "VERDICT"}}
 	for _, strategy := range []string{"none", "redlock"} {
-		s, err := w.newSeries("history-"+strategy, strategy, ins[0], linearStock)
+		s, err := w.NewSeries("history-"+strategy, strategy, ins[0], linearStock)
 		if err != nil {
 			return nil, err
 		}
 		began := time.Now()
-		as, audit, err := w.sellOut(s, ins, linearBuyers, linearConcurrency, client.Override{Strategy: strategy, Hold: linearHold})
+		as, audit, err := w.SellOut(s, ins, linearBuyers, linearConcurrency, client.Override{Strategy: strategy, Hold: linearHold})
 		if err != nil {
 			return nil, err
 		}
-		verdict, err := history.Check(historyOf(s.product, linearStock, began, as))
+		verdict, err := history.Check(historyOf(s.Product, linearStock, began, as))
 		if err != nil {
-			return nil, fmt.Errorf("demo: check the history of %s: %w", strategy, err)
+			return nil, fmt.Errorf("scenario: check the history of %s: %w", strategy, err)
 		}
-		row := Row{Key: strategy, Series: s.id, Flaw: !verdict.Linearizable,
+		row := lab.Row{Key: strategy, Series: s.ID, Flaw: !verdict.Linearizable,
 			Cells: []string{strategy, fmt.Sprint(audit.UnitsSold), fmt.Sprint(audit.Stock), "linearizable"}}
 		switch {
 		case row.Flaw:
@@ -66,7 +67,7 @@ func runLinear(w *world) (*Result, error) {
 		default:
 			row.Verdict = "every answer fits one stock counter"
 		}
-		res.add(row, row.Flaw == (strategy == "none"))
+		res.Add(row, row.Flaw == (strategy == "none"))
 	}
 	res.Notes = append(res.Notes, "An audit sees oversell at the end; the history check sees any answer "+
 		"that no correct execution could have given, oversold or not (a sold_out while units were "+
@@ -76,14 +77,14 @@ func runLinear(w *world) (*Result, error) {
 
 // historyOf is the history of a crowd's answers: the stock at began, when
 // no purchase was in flight, then each purchase.
-func historyOf(product, stock int64, began time.Time, as []answer) []history.Line {
+func historyOf(product, stock int64, began time.Time, as []lab.Answer) []history.Line {
 	lines := []history.Line{{Product: product, Stock: &stock, TimeNS: began.UnixNano()}}
 	for i, a := range as {
 		l := history.Line{Product: product, UserID: fmt.Sprint("buyer #", i+1), RequestID: fmt.Sprint("#", i+1),
-			Quantity: 1, StartNS: a.sent.UnixNano(), EndNS: a.sent.Add(a.took).UnixNano(), Status: a.status, Code: a.code}
-		if a.created() {
-			left, id := a.order.RemainingStock, a.order.OrderID
-			l.UserID = a.order.UserID
+			Quantity: 1, StartNS: a.Sent.UnixNano(), EndNS: a.Sent.Add(a.Took).UnixNano(), Status: a.Status, Code: a.Code}
+		if a.Created() {
+			left, id := a.Order.RemainingStock, a.Order.OrderID
+			l.UserID = a.Order.UserID
 			l.RemainingStock, l.OrderID = &left, &id
 		}
 		lines = append(lines, l)
