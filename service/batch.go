@@ -11,13 +11,12 @@ import (
 	"github.com/seckill/seckill/service/stockcache"
 )
 
-// sellBatch is the critical section of a hold: it sells the hold's
-// purchases, all of one product and strategy, in line order, as if one by
-// one, in one transaction, and returns one answer per purchase (an error
-// is the whole hold's).
+// sellLocked is the critical section of a hold of a strategy's lock of
+// package locker (its way.hold; pessimistic's is sellRowLocked): it sells
+// the hold's purchases, all of one product and strategy, in line order, as
+// if one by one, in one transaction, and returns one answer per purchase
+// (an error is the whole hold's).
 //
-//   - pessimistic reads the stock with SELECT ... FOR UPDATE and keeps the
-//     row lock to the commit, the batch's work included.
 //   - A fenced hold with work to do reads the product (its stock and
 //     generation), then claims the product's next fencing token (one short
 //     statement: fence = fence + 1, read back), which makes every earlier
@@ -35,12 +34,9 @@ import (
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
-func (s *Seckill) sellBatch(ctx context.Context, st Strategy, h hold) ([]answer, error) {
+func (s *Seckill) sellLocked(ctx context.Context, st Strategy, h hold) ([]answer, error) {
 	ps := h.ps
 	busy, work := batchWork(ctx, ps, h.wd)
-	if st.RowLock {
-		return s.sellRowLocked(ctx, st, h, busy, work)
-	}
 	fenced := s.fencing(st, ps[0])
 	if fenced && busy == 0 {
 		return s.sellClaiming(ctx, st, ps)
@@ -227,11 +223,12 @@ func batchWork(ctx context.Context, ps []Purchase, wd *locker.Watchdog) (busy ti
 
 // sellRowLocked is a pessimistic hold: it reads the stock under the
 // product's row lock (SELECT ... FOR UPDATE) and keeps it to the commit, the
-// batch's work included (work, which lasts busy). The row lock is part of
+// batch's work included. The row lock is part of
 // each purchase's lock wait, which began when it joined the line: the hold
 // waits as long as the youngest may, and those whose own wait ran out
 // meanwhile answer lock_timeout.
-func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold, busy time.Duration, work func() error) ([]answer, error) {
+func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold) ([]answer, error) {
+	busy, work := batchWork(ctx, h.ps, h.wd)
 	as, err := s.sell(ctx, st, h.ps, stockRead{
 		lockUntil: h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait),
 		extra:     s.cfg.LockWait + busy,

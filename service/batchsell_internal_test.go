@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkBatchSell is the hot path's batch layer alone: one hold's
-// critical section (sellBatch) selling a batch of n purchases of one
+// critical section (its way.hold) selling a batch of n purchases of one
 // product, each of a user of its own under a limit of one unit, on the
 // real MariaDB, with no lock round and no HTTP around it, in each form of
 // the sale store: "mysql" (three round trips), "portable" (GORM's
@@ -41,9 +41,9 @@ func benchBatchSell(b *testing.B, n int, form string) {
 				RequestID: fmt.Sprintf("r-%d-%d", i, j)}
 			h.arrived[j] = time.Now()
 		}
-		as, err := s.sellBatch(ctx, st, h)
+		as, err := st.way.hold(s, ctx, st, h)
 		if err != nil {
-			b.Fatalf("sellBatch(%d purchases) = %v", n, err)
+			b.Fatalf("hold(%d purchases) = %v", n, err)
 		}
 		for j, a := range as {
 			if a.err != nil || a.r.Order.ID == 0 {

@@ -12,7 +12,7 @@ func (s *Seckill) fencing(st Strategy, p Purchase) bool {
 	if p.Fencing != nil {
 		on = *p.Fencing
 	}
-	return on && st.Fenced
+	return on && st.way.fenced
 }
 
 // fenceMoved is a fenced write's refusal: the product's fence is no longer

@@ -31,7 +31,7 @@ import (
 // service.StrategyTable.
 var strategies = slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
 	st, _ := service.LookupStrategy(name)
-	return st.Deferred
+	return st.Deferred()
 })
 
 // safeStrategies are the strategies the Guarantees call safe (with fencing

@@ -40,6 +40,16 @@ func (s *Seckill) newLines() *lines {
 	return combine.New(s.serveLine)
 }
 
+// sellLined sells p in its line (sellInLine): decided in its hold, in line
+// order, with the request IDs already used in view.
+func (s *Seckill) sellLined(ctx context.Context, st Strategy, p Purchase) (Receipt, error) {
+	r, err := s.sellInLine(ctx, st, p)
+	if err != nil {
+		return r, failure.Store(purchaseOp(p), err)
+	}
+	return r, nil
+}
+
 // sellInLine puts p in its line and waits for its answer. A buyer who hangs
 // up, or whose lock wait runs out, before its purchase is taken into a hold
 // leaves the line; once taken, its answer is the hold's.
@@ -80,7 +90,7 @@ func (s *Seckill) serveLine(key lineKey, l *line) {
 		return
 	}
 	var lease locker.Lease
-	if st.Locked {
+	if st.way.locked {
 		var err error
 		if lease, err = s.lockFor(ctx, st, key, l); err != nil {
 			return // answered or timed out: the next round prunes again
@@ -198,14 +208,14 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	// row), a hold takes milliseconds; one that takes longer than a
 	// database call's bound is waiting on the database.
 	due := busy + s.cfg.DBTimeout
-	if !st.Locked {
+	if !st.way.locked {
 		due += s.cfg.LockWait
 	}
 	l.Stall(false, start.Add(due))
-	if lease != nil && st.Watchdog && s.cfg.Watchdog {
+	if lease != nil && st.way.renewed && s.cfg.Watchdog {
 		h.wd = locker.StartWatchdog(ctx, lease, s.cfg.LockTTL/3)
 	}
-	as, err := s.sellBatch(ctx, st, h)
+	as, err := st.way.hold(s, ctx, st, h)
 	h.wd.Stop()
 	if err == nil {
 		// What was sold is committed, and giving the lock back can no

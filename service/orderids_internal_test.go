@@ -36,9 +36,9 @@ func TestBatchOrderIDs(t *testing.T) {
 						RequestID: fmt.Sprintf("r-%d-%d", batch, i), Strategy: st.Name}
 					h.arrived[i] = time.Now()
 				}
-				as, err := s.sellBatch(ctx, st, h)
+				as, err := st.way.hold(s, ctx, st, h)
 				if err != nil {
-					t.Fatalf("sellBatch = %v", err)
+					t.Fatalf("hold = %v", err)
 				}
 				for i, a := range as {
 					var row model.Order

@@ -114,7 +114,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 		s.metrics.Purchase(st.Name, outcome(r, err), time.Since(start))
 	}()
 	if out := s.cache.SoldOutAnswer(p.ProductID, p.Quantity); out != nil {
-		if !st.Deferred || p.RequestID == "" {
+		if !st.way.deferred || p.RequestID == "" {
 			return s.answerOut(ctx, p, out)
 		}
 		// Under reserve the script answers a replay of a reservation not
@@ -128,28 +128,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 
-	switch {
-	case st.Deferred:
-		return s.sellReserve(ctx, p)
-	case st.Lined:
-		// Decided in its hold, in line order, with the request IDs already
-		// used in view.
-		r, err = s.sellInLine(ctx, st, p)
-		if err != nil {
-			return r, failure.Store(purchaseOp(p), err)
-		}
-		return r, nil
-	case st.Conditional:
-		r, err = s.sellOptimistic(ctx, p)
-	default:
-		r, err = s.sellNone(ctx, p)
-	}
-	if err != nil {
-		rctx, cancel := s.dbCtx(ctx, 0)
-		defer cancel()
-		return s.replayRaced(rctx, p, failure.Store(purchaseOp(p), err))
-	}
-	return r, nil
+	return st.way.sell(s, ctx, st, p)
 }
 
 // purchaseOp names purchase p in its errors; it is made only for an error,

@@ -661,7 +661,7 @@ func BenchmarkPurchase(b *testing.B) {
 	var cases []benchCase
 	for _, st := range service.StrategyTable() {
 		cases = append(cases, benchCase{st.Name, st.Name, 0})
-		if st.Lined {
+		if st.Lined() {
 			cases = append(cases, benchCase{st.Name + "/batch=1", st.Name, 1})
 		}
 	}

@@ -36,7 +36,7 @@ import (
 // knows (its first reserve purchase since a reset, a reset this instance
 // has not heard of, or a Redis that lost it) is moved into Redis first,
 // once however many purchases ask at once.
-func (s *Seckill) sellReserve(ctx context.Context, p Purchase) (Receipt, error) {
+func (s *Seckill) sellReserve(ctx context.Context, _ Strategy, p Purchase) (Receipt, error) {
 	if s.reserve == nil {
 		return Receipt{}, failure.Errorf(failure.CodeUnavailable, "reserve has no Redis on this instance")
 	}

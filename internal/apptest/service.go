@@ -200,6 +200,6 @@ func (s *Service) Buy(ctx context.Context, id int64, p api.Purchase, o client.Ov
 func SafeStrategies() []string {
 	return slices.DeleteFunc(service.StrategyNames(), func(name string) bool {
 		st, _ := service.LookupStrategy(name)
-		return !st.Safe || st.Deferred
+		return !st.Safe || st.Deferred()
 	})
 }
