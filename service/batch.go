@@ -8,6 +8,7 @@ import (
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -34,7 +35,7 @@ import (
 //     trusts its lock: it sells from the stock it read before the work and
 //     writes the decrement unconditionally. Two holders at once oversell;
 //     that is what the unsafe strategies are kept to show.
-func (s *Seckill) sellLocked(ctx context.Context, st Strategy, h hold) ([]answer, error) {
+func (s *Seckill) sellLocked(ctx context.Context, st Strategy, h hold) ([]salestore.Answer, error) {
 	ps := h.ps
 	busy, work := batchWork(ctx, ps, h.wd)
 	fenced := s.fencing(st, ps[0])
@@ -57,17 +58,17 @@ func (s *Seckill) sellLocked(ctx context.Context, st Strategy, h hold) ([]answer
 		// Unfenced: sell from the stock read before the work. The row
 		// lock is taken first all the same, as every writer does, so that
 		// two holders at once oversell rather than deadlock.
-		return s.sell(ctx, st, ps, stockRead{trusted: &start.Stock})
+		return s.sell(ctx, st, ps, salestore.Read{Trusted: &start.Stock})
 	}
-	token, err := s.sales.claim(ctx, ps[0].ProductID)
+	token, err := s.sales.Claim(ctx, ps[0].ProductID)
 	if err != nil {
 		return nil, err
 	}
 	if err := work(); err != nil {
 		return nil, err
 	}
-	as, err := s.sell(ctx, st, ps, stockRead{token: &token})
-	if moved, ok := errors.AsType[*fenceMoved](err); ok {
+	as, err := s.sell(ctx, st, ps, salestore.Read{Token: &token})
+	if moved, ok := errors.AsType[*salestore.FenceMoved](err); ok {
 		return s.overtaken(ctx, st, ps, h.lease, token, start.Generation, moved)
 	}
 	return as, err
@@ -75,10 +76,10 @@ func (s *Seckill) sellLocked(ctx context.Context, st Strategy, h hold) ([]answer
 
 // sell has the sale store sell ps, deciding with the rule, and tells the
 // stock cache what the sale left.
-func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockRead) ([]answer, error) {
+func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r salestore.Read) ([]salestore.Answer, error) {
 	id := ps[0].ProductID
 	v := s.cache.At(id)
-	d, err := s.sales.sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
+	d, err := s.sales.Sell(ctx, ps, r, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) salestore.Sale {
 		return s.decide(st, ps, expired, stock, used, units)
 	})
 	if errors.Is(err, failure.ErrStrategyConflict) {
@@ -87,10 +88,10 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 	if err != nil {
 		return nil, err
 	}
-	if d.final {
+	if d.Final {
 		s.wroteSale(id, d, v)
 	}
-	return d.answers, nil
+	return d.Answers, nil
 }
 
 // wroteSale tells the stock cache what sale d left of the product, whose
@@ -99,27 +100,27 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r stockR
 // the row lock is the node's own, and a return of units that another node
 // has announced (a newer version) and not yet committed does not wait for
 // it, nor it for the return.
-func (s *Seckill) wroteSale(id int64, d decided, at stockcache.Version) {
-	if d.read.Before(at) {
-		at = d.read
+func (s *Seckill) wroteSale(id int64, d salestore.Sale, at stockcache.Version) {
+	if d.Read.Before(at) {
+		at = d.Read
 	}
-	s.wrote(id, d.left, at)
+	s.wrote(id, d.Left, at)
 }
 
 // conflicted answers purchases of a product that sells under another
 // strategy now (conflict): each its request ID's order, made before the
 // product changed hands, or the conflict.
-func (s *Seckill) conflicted(ctx context.Context, ps []Purchase, conflict error) []answer {
-	as := make([]answer, len(ps))
+func (s *Seckill) conflicted(ctx context.Context, ps []Purchase, conflict error) []salestore.Answer {
+	as := make([]salestore.Answer, len(ps))
 	rctx, cancel := s.dbCtx(ctx, 0)
 	defer cancel()
 	for i, p := range ps {
-		as[i].err = conflict
-		if p.RequestID == "" || p.serverRequestID {
+		as[i].Err = conflict
+		if p.RequestID == "" || p.ServerRequestID {
 			continue
 		}
 		if r, ok, err := s.replay(rctx, s.db, p); ok || err != nil {
-			as[i] = answer{r: r, err: err}
+			as[i] = salestore.Answer{R: r, Err: err}
 		}
 	}
 	return as
@@ -136,22 +137,11 @@ type hold struct {
 	wd      *locker.Watchdog
 }
 
-// answer is what one purchase of a hold is answered: a receipt or an
-// error; or, when soldOut, that only stock units were left, too few: its
-// buyer then answers sold out after looking up its request ID, on its own
-// time rather than the hold's.
-type answer struct {
-	r       Receipt
-	err     error
-	soldOut bool
-	stock   int64
-}
-
 // soldOutAt is the answer of n purchases that found only stock units left.
-func soldOutAt(n int, stock int64) []answer {
-	as := make([]answer, n)
+func soldOutAt(n int, stock int64) []salestore.Answer {
+	as := make([]salestore.Answer, n)
 	for i := range as {
-		as[i] = answer{soldOut: true, stock: stock}
+		as[i] = salestore.Answer{SoldOut: true, Stock: stock}
 	}
 	return as
 }
@@ -161,12 +151,12 @@ func soldOutAt(n int, stock int64) []answer {
 // under the row lock it read the stock under, claim and sale one atomic
 // step, with no commit of its own. A hold of one purchase tries the store's
 // cheapest form first.
-func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ps []Purchase) ([]answer, error) {
+func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ps []Purchase) ([]salestore.Answer, error) {
 	if len(ps) == 1 {
 		a, err := s.sellOne(ctx, st, ps[0], true)
-		return []answer{a}, err
+		return []salestore.Answer{a}, err
 	}
-	return s.sell(ctx, st, ps, stockRead{claim: true})
+	return s.sell(ctx, st, ps, salestore.Read{Claim: true})
 }
 
 // overtaken answers a fenced hold whose write found the product's fence
@@ -179,9 +169,9 @@ func (s *Seckill) sellClaiming(ctx context.Context, st Strategy, ps []Purchase) 
 // folded into the write, one atomic step that needs no lease, from the
 // stock it reads under the row lock. Otherwise, or when the lock's nodes
 // cannot tell, it is lock_lost: nothing was written.
-func (s *Seckill) overtaken(ctx context.Context, st Strategy, ps []Purchase, lease locker.Lease, token, gen int64, moved *fenceMoved) ([]answer, error) {
+func (s *Seckill) overtaken(ctx context.Context, st Strategy, ps []Purchase, lease locker.Lease, token, gen int64, moved *salestore.FenceMoved) ([]salestore.Answer, error) {
 	id := ps[0].ProductID
-	if moved.generation != gen || lease == nil {
+	if moved.Generation != gen || lease == nil {
 		return nil, s.lockLost(st, id, token)
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
@@ -227,18 +217,18 @@ func batchWork(ctx context.Context, ps []Purchase, wd *locker.Watchdog) (busy ti
 // each purchase's lock wait, which began when it joined the line: the hold
 // waits as long as the youngest may, and those whose own wait ran out
 // meanwhile answer lock_timeout.
-func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold) ([]answer, error) {
+func (s *Seckill) sellRowLocked(ctx context.Context, st Strategy, h hold) ([]salestore.Answer, error) {
 	busy, work := batchWork(ctx, h.ps, h.wd)
-	as, err := s.sell(ctx, st, h.ps, stockRead{
-		lockUntil: h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait),
-		extra:     s.cfg.LockWait + busy,
-		underLock: func(waited time.Duration) ([]bool, error) {
+	as, err := s.sell(ctx, st, h.ps, salestore.Read{
+		LockUntil: h.arrived[len(h.arrived)-1].Add(s.cfg.LockWait),
+		Extra:     s.cfg.LockWait + busy,
+		UnderLock: func(waited time.Duration) ([]bool, error) {
 			s.metrics.LockWaited(st.Name, "acquired", waited)
 			return s.expired(st, h.arrived, time.Now()), work()
 		},
 	})
-	if timeout, ok := errors.AsType[*rowLockTimeout](err); ok {
-		s.metrics.LockWaited(st.Name, "timeout", timeout.waited)
+	if timeout, ok := errors.AsType[*salestore.RowLockTimeout](err); ok {
+		s.metrics.LockWaited(st.Name, "timeout", timeout.Waited)
 		s.metrics.LockFailed(st.Name, "timeout")
 		return nil, failure.ErrLockTimeout.Because(timeout)
 	}

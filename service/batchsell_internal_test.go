@@ -46,8 +46,8 @@ func benchBatchSell(b *testing.B, n int, form string) {
 			b.Fatalf("hold(%d purchases) = %v", n, err)
 		}
 		for j, a := range as {
-			if a.err != nil || a.r.Order.ID == 0 {
-				b.Fatalf("purchase %s: %+v, %v; want an order", show(h.ps[j]), a.r, a.err)
+			if a.Err != nil || a.R.Order.ID == 0 {
+				b.Fatalf("purchase %s: %+v, %v; want an order", show(h.ps[j]), a.R, a.Err)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -21,16 +22,13 @@ func (s *Seckill) Waiting(product int64) int {
 // trips: ok says it committed, !ok with a nil error that it wrote nothing
 // (always, in the portable form).
 func (s *Seckill) BuyOneTrip(ctx context.Context, p Purchase) (model.Order, bool, error) {
-	return s.sales.buy(ctx, p, true)
+	return s.sales.Buy(ctx, p, true)
 }
 
 // SaleForm names the form of the sale store New chose: "mysql" or
 // "portable".
 func (s *Seckill) SaleForm() string {
-	if _, ok := s.sales.(*mysqlSales); ok {
-		return "mysql"
-	}
-	return "portable"
+	return s.sales.Form()
 }
 
 // Hooks are the points where a test forces an interleaving (see hooks).
@@ -68,14 +66,14 @@ func ResetMessage(product, stock, gen int64) string {
 // TripsWaiting is how many one-trip purchases wait for a sender to take
 // them.
 func (s *Seckill) TripsWaiting() int {
-	if m, ok := s.sales.(*mysqlSales); ok {
-		return int(m.tripsWaiting.Load())
+	if m, ok := s.sales.(interface{ TripsWaiting() int }); ok {
+		return m.TripsWaiting()
 	}
 	return 0
 }
 
 // TripSenders is how many groups of one-trip purchases are sent at once.
-const TripSenders = tripSenders
+const TripSenders = salestore.TripSenders
 
 // MoveToReserve moves the product into Redis for reserve, as reserve's
 // first purchase does, and returns its generation.
@@ -90,7 +88,7 @@ func (s *Seckill) WriteReservations(ctx context.Context, gen int64, rs []Reserva
 	as, err := s.writeReservations(ctx, gen, rs)
 	rs2, errs := make([]Receipt, len(as)), make([]error, len(as))
 	for i, a := range as {
-		rs2[i], errs[i] = a.r, a.err
+		rs2[i], errs[i] = a.R, a.Err
 	}
 	return rs2, errs, err
 }
@@ -98,7 +96,7 @@ func (s *Seckill) WriteReservations(ctx context.Context, gen int64, rs []Reserva
 // ErrGenerationGone says whether err is a write of reservations that a
 // reset discarded.
 func ErrGenerationGone(err error) bool {
-	_, ok := errors.AsType[*generationGone](err)
+	_, ok := errors.AsType[*salestore.GenerationGone](err)
 	return ok
 }
 

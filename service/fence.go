@@ -15,17 +15,6 @@ func (s *Seckill) fencing(st Strategy, p Purchase) bool {
 	return on && st.way.fenced
 }
 
-// fenceMoved is a fenced write's refusal: the product's fence is no longer
-// the hold's token. generation is the product's generation then: a reset
-// moves both. The hold decides what it answers (overtaken).
-type fenceMoved struct {
-	generation int64
-}
-
-func (e *fenceMoved) Error() string {
-	return fmt.Sprintf("the fence moved on (generation %d)", e.generation)
-}
-
 // lockLost is the answer of a hold whose token went stale.
 func (s *Seckill) lockLost(st Strategy, id, token int64) error {
 	s.metrics.LockFailed(st.Name, "lost")

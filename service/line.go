@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -30,10 +31,10 @@ type lineKey struct {
 }
 
 // lines are an instance's lines: purchases in, one answer each out.
-type lines = combine.Combiner[lineKey, Purchase, answer]
+type lines = combine.Combiner[lineKey, Purchase, salestore.Answer]
 
 // line is one line, as its leader sees it.
-type line = combine.Queue[Purchase, answer]
+type line = combine.Queue[Purchase, salestore.Answer]
 
 // newLines makes the instance's lines, each served by s.serveLine.
 func (s *Seckill) newLines() *lines {
@@ -73,12 +74,12 @@ func (s *Seckill) sellInLine(ctx context.Context, st Strategy, p Purchase) (Rece
 	case err != nil:
 		return Receipt{}, err
 	}
-	if !a.soldOut {
-		return a.r, a.err
+	if !a.SoldOut {
+		return a.R, a.Err
 	}
 	// Found sold out: sold out, unless its request ID made an order, looked
 	// up on the buyer's own time, not the leader's.
-	return s.answerSoldOut(ctx, p, a.stock)
+	return s.answerSoldOut(ctx, p, a.Stock)
 }
 
 // serveLine is one round of a line's leader: it answers those the stock
@@ -129,13 +130,13 @@ func (s *Seckill) prune(ctx context.Context, key lineKey, l *line) bool {
 		if err == nil {
 			s.cache.Saw(prod.ID, prod.Stock, stockcache.Of(prod))
 		} else if errors.Is(err, failure.ErrNotFound) {
-			return l.AnswerIf(func(Purchase, time.Time) (answer, bool) { return answer{err: err}, true })
+			return l.AnswerIf(func(Purchase, time.Time) (salestore.Answer, bool) { return salestore.Answer{Err: err}, true })
 		}
 		// A store error is left to the hold to meet and answer.
 	}
-	return l.AnswerIf(func(p Purchase, _ time.Time) (answer, bool) {
+	return l.AnswerIf(func(p Purchase, _ time.Time) (salestore.Answer, bool) {
 		stock, out := s.cache.SoldOut(key.product, p.Quantity)
-		return answer{soldOut: true, stock: stock}, out // its buyer answers
+		return salestore.Answer{SoldOut: true, Stock: stock}, out // its buyer answers
 	})
 }
 
@@ -160,10 +161,10 @@ func (s *Seckill) lockFor(ctx context.Context, st Strategy, key lineKey, l *line
 		return lease, nil
 	}
 	if errors.Is(err, failure.ErrUnavailable) {
-		l.AnswerIf(func(_ Purchase, queued time.Time) (answer, bool) {
+		l.AnswerIf(func(_ Purchase, queued time.Time) (salestore.Answer, bool) {
 			s.metrics.LockWaited(st.Name, "unavailable", time.Since(queued))
 			s.metrics.LockFailed(st.Name, "unavailable")
-			return answer{err: err}, true
+			return salestore.Answer{Err: err}, true
 		})
 	}
 	return nil, err
@@ -191,7 +192,7 @@ func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 
 // runHold sells batch under the lease (nil for pessimistic, whose lock is
 // the row's), answers every purchase and gives the lease back.
-func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line, batch *combine.Batch[Purchase, answer], lease locker.Lease) {
+func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line, batch *combine.Batch[Purchase, salestore.Answer], lease locker.Lease) {
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
 	defer cancel()
 	start := time.Now()
@@ -229,6 +230,6 @@ func (s *Seckill) runHold(ctx context.Context, st Strategy, key lineKey, l *line
 	s.metrics.Held(st.Name, batch.Len(), time.Since(start))
 	l.Stall(failure.CodeOf(failure.Store("", err)) == failure.CodeUnavailable, time.Time{})
 	if err != nil {
-		batch.AnswerAll(answer{err: failure.Store("sell a batch", err)})
+		batch.AnswerAll(salestore.Answer{Err: failure.Store("sell a batch", err)})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/salestore"
 )
 
 // TestBatchOrderIDs: the orders of one batch, on a server that steps IDs by
@@ -22,7 +23,10 @@ func TestBatchOrderIDs(t *testing.T) {
 			ctx := context.Background()
 			s, db := newOnMySQL(t, testenv.DatabaseDSN(t, server.DSN, testenv.RandomName("seckill_test_")), Config{Fencing: true}, form == "portable")
 			if form == "read back" {
-				s.sales.(*mysqlSales).cfg.readBackIDs = true
+				s.sales.Close()
+				cfg := s.saleCfg
+				cfg.ReadBackIDs = true
+				s.sales = salestore.Open(s.db, cfg)
 			}
 			prod, err := s.CreateProduct(ctx, "stepped", 100)
 			if err != nil {
@@ -45,8 +49,8 @@ func TestBatchOrderIDs(t *testing.T) {
 					if err := db.WithContext(ctx).Where("request_id = ?", h.ps[i].RequestID).Take(&row).Error; err != nil {
 						t.Fatalf("read the order of %s: %v", h.ps[i].RequestID, err)
 					}
-					if a.err != nil || a.r.Order.ID != row.ID {
-						t.Errorf("purchase %s answered order %d, %v; its row is order %d", h.ps[i].RequestID, a.r.Order.ID, a.err, row.ID)
+					if a.Err != nil || a.R.Order.ID != row.ID {
+						t.Errorf("purchase %s answered order %d, %v; its row is order %d", h.ps[i].RequestID, a.R.Order.ID, a.Err, row.ID)
 					}
 				}
 			}

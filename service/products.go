@@ -11,6 +11,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -109,7 +110,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// And the stock is the database's again, whatever strategy
 			// sold it before.
 			err = tx.Model(&p).Updates(map[string]any{"stock": stock, "initial_stock": stock,
-				"fence": exprFenceBump(), "generation": gorm.Expr("generation + 1"), "returns": 0, "reserve": false, "reserve_loaded": false}).Error
+				"fence": salestore.ExprFenceBump(), "generation": gorm.Expr("generation + 1"), "returns": 0, "reserve": false, "reserve_loaded": false}).Error
 			if err != nil {
 				return fmt.Errorf("update stock: %w", err)
 			}
@@ -134,7 +135,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 	// was not found): the victim rolled back, so it is run again, within
 	// the same deadline.
 	err := reset()
-	for attempt := 2; attempt <= maxAttempts && isDeadlock(err); attempt++ {
+	for attempt := 2; attempt <= salestore.MaxAttempts && salestore.IsDeadlock(err); attempt++ {
 		err = reset()
 	}
 	if err != nil {
@@ -163,7 +164,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 // UPDATE) in transaction tx: a *failure.Error product_not_found when there is none.
 func lockProduct(tx *gorm.DB, id int64) (model.Product, error) {
 	var p model.Product
-	err := forUpdate(tx).Take(&p, id).Error
+	err := salestore.ForUpdate(tx).Take(&p, id).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return p, failure.NotFound(id)

@@ -14,6 +14,15 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/sale"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore"
+)
+
+// A purchase and what it is answered, in the words the service and its
+// sale store share.
+type (
+	Purchase    = salestore.Purchase
+	Receipt     = salestore.Receipt
+	Reservation = salestore.Reservation
 )
 
 // Limits of a purchase request.
@@ -23,51 +32,6 @@ const (
 	MaxBatch    = api.MaxBatch // the contract's
 	maxIDLength = api.MaxIDLength
 )
-
-// Purchase is one buyer's attempt to buy a product.
-type Purchase struct {
-	ProductID int64
-	UserID    string
-	Quantity  int64
-	// RequestID makes the purchase idempotent: a second purchase with the
-	// same RequestID answers with the first order.
-	RequestID string
-	// Strategy overrides Config.Strategy when not empty.
-	Strategy string
-	// Work is the contract's hold_ms: simulated business work done inside
-	// the lock (the critical section), after the stock is read and before
-	// it is written. It is not a hold: a hold is one tenure of a product's
-	// lock, in which a batch of purchases is sold.
-	Work time.Duration
-	// Pause is the contract's pause_ms: a simulated pause of the whole
-	// holder inside the critical section, after Work: a stop-the-world GC
-	// pause, a frozen VM. Unlike Work it stops the lease's watchdog too, so
-	// the lease runs out.
-	Pause time.Duration
-	// Fencing overrides Config.Fencing when not nil.
-	Fencing *bool
-	// Batch overrides Config.Batch for the hold this purchase heads, when
-	// not 0: the most purchases sold under that one hold of the lock.
-	Batch int
-
-	// serverRequestID says RequestID was made by the server for this
-	// purchase (the buyer sent none): no earlier purchase can have used it,
-	// so there is nothing to replay, but its order can be looked up when a
-	// COMMIT's outcome is unknown.
-	serverRequestID bool
-}
-
-// Receipt is the answer to a successful purchase: its order, or under
-// reserve its reservation, whose order is written moments later.
-type Receipt struct {
-	Order model.Order
-	// Reservation, when not nil, is the purchase's reservation under
-	// reserve (answered 202); Order is then empty.
-	Reservation *Reservation
-	// Replayed says the order, or the reservation, was made by an earlier
-	// purchase with the same request ID.
-	Replayed bool
-}
 
 // validate checks p and returns its strategy: Config.Strategy when p names
 // none.
@@ -122,7 +86,7 @@ func (s *Seckill) Purchase(ctx context.Context, p Purchase) (r Receipt, err erro
 	}
 	if p.RequestID == "" {
 		// Every order can be looked up by its request ID (see settle).
-		p.RequestID, p.serverRequestID = newRequestID(), true
+		p.RequestID, p.ServerRequestID = salestore.NewRequestID(), true
 	}
 	// A deadline for the whole purchase; each store call has its own too.
 	ctx, cancel := context.WithTimeout(ctx, s.leaderBudget())
@@ -153,7 +117,7 @@ func soldOut(productID, left int64) error {
 // duplicate request ID), or it took the last units or the user's limit
 // after p's own replay check. Otherwise it returns err.
 func (s *Seckill) replayRaced(ctx context.Context, p Purchase, err error) (Receipt, error) {
-	if p.RequestID == "" || p.serverRequestID ||
+	if p.RequestID == "" || p.ServerRequestID ||
 		!(errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, failure.ErrSoldOut) || errors.Is(err, failure.ErrLimitExceeded)) {
 		return Receipt{}, err
 	}

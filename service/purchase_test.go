@@ -299,7 +299,7 @@ func TestReserveWriters(t *testing.T) {
 	}
 	// A writer reads them, then dies; two others start.
 	if dead, err := store.Read(ctx, "dead", 100, 0); err != nil || len(dead) != 5 {
-		t.Fatalf("the dead writer's Read = %d entries, %v; want 5", len(dead), err)
+		t.Fatalf("the dead writer's salestore.Read = %d entries, %v; want 5", len(dead), err)
 	}
 	for _, c := range []string{"a", "b"} {
 		f.instance(settings{PerUserLimit: 1, Consumer: c})

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -80,7 +81,7 @@ func (s *Seckill) sellReserve(ctx context.Context, _ Strategy, p Purchase) (Rece
 		}
 		return Receipt{}, failure.Errorf(failure.CodeLimitExceeded, "user %s has %d of product %d, the limit is %d", p.UserID, res.Units, id, s.cfg.PerUserLimit)
 	}
-	return Receipt{}, failure.ErrUnavailable.Because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), maxAttempts))
+	return Receipt{}, failure.ErrUnavailable.Because(fmt.Errorf("%s: the product's stock was reset %d times while it was sold", purchaseOp(p), salestore.MaxAttempts))
 }
 
 // unacked is the answer to p whose reservation the master made and too
@@ -91,7 +92,7 @@ func (s *Seckill) sellReserve(ctx context.Context, _ Strategy, p Purchase) (Rece
 // (once the replicas have it) or its order, or, once lost, a new
 // reservation.
 func (s *Seckill) unacked(p Purchase) error {
-	return outcomeUnknown(p, fmt.Errorf("%s: fewer than %d replicas of reserve's Redis acknowledged the reservation within %v",
+	return salestore.OutcomeUnknown(p, fmt.Errorf("%s: fewer than %d replicas of reserve's Redis acknowledged the reservation within %v",
 		purchaseOp(p), s.cfg.ReserveAcks.Replicas, s.cfg.ReserveAcks.Timeout))
 }
 
@@ -128,7 +129,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		items[i] = reserve.Item{User: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID}
 	}
 	gen := s.cache.Generation(id)
-	for range maxAttempts {
+	for range salestore.MaxAttempts {
 		if gen == stockcache.UnknownGeneration {
 			var err error
 			if gen, err = s.loadReserve(ctx, id); err != nil {
@@ -165,7 +166,7 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		b.Answer(out)
 		return
 	}
-	b.AnswerAll(reserveAnswer{err: failure.ErrUnavailable.Because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, maxAttempts))})
+	b.AnswerAll(reserveAnswer{err: failure.ErrUnavailable.Because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, salestore.MaxAttempts))})
 }
 
 // scriptErr is the answer to p when the script's call failed: unavailable
@@ -181,7 +182,7 @@ func (s *Seckill) scriptErr(p Purchase, err error) error {
 		// nothing of the try before it.)
 		return failure.ErrUnavailable.Because(err)
 	}
-	return outcomeUnknown(p, err)
+	return salestore.OutcomeUnknown(p, err)
 }
 
 // neverSent says err is a failure to connect: the command was never sent.
@@ -255,7 +256,7 @@ func (s *Seckill) loadReserve(ctx context.Context, id int64) (int64, error) {
 // units and the request IDs of its orders (sold under another strategy
 // since the reset, or written before Redis lost the counter).
 func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
-	for range maxAttempts {
+	for range salestore.MaxAttempts {
 		gen, marked, err := s.loadMarked(ctx, id)
 		if err != nil {
 			return 0, failure.Store(fmt.Sprintf("move product %d to reserve", id), err)
@@ -265,7 +266,7 @@ func (s *Seckill) moveToReserve(ctx context.Context, id int64) (int64, error) {
 		}
 		// A counter of a newer generation (a reset since): look again.
 	}
-	return 0, failure.ErrUnavailable.Because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, maxAttempts))
+	return 0, failure.ErrUnavailable.Because(fmt.Errorf("move product %d to reserve: its stock was reset %d times meanwhile", id, salestore.MaxAttempts))
 }
 
 // loadMarked moves a product into Redis and returns its generation.
@@ -290,7 +291,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		units   map[string]int64
 		written []reserve.Written
 	)
-	err = retryDeadlocks(ctx, s.saleCfg, func() error {
+	err = salestore.RetryDeadlocks(ctx, s.saleCfg, func() error {
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var err error
 			first = false // an attempt that deadlocked decided nothing
@@ -378,14 +379,6 @@ func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error
 	return units, written, nil
 }
 
-// Reservation is one reservation of the reserve strategy, as its stream
-// holds it: the purchase, and the stock its counter in Redis left, which
-// its order carries as its remaining stock (what the buyer was answered).
-type Reservation struct {
-	Purchase
-	Left int64
-}
-
 // writeReservations writes reservations of one product, taken in
 // generation gen, in line order, in one transaction of the sale store: the
 // rule decides each against the database's stock, the buyers' units and
@@ -395,7 +388,7 @@ type Reservation struct {
 // or the reason the database refused it (sold_out, limit_exceeded,
 // request_id_reused). A *generationGone error says a reset discarded them
 // all: nothing is written.
-func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reservation) ([]answer, error) {
+func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reservation) ([]salestore.Answer, error) {
 	st := Strategy{Name: reserveStrategy}
 	ps := make([]Purchase, len(rs))
 	for i, r := range rs {
@@ -404,20 +397,20 @@ func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reserva
 	}
 	id := ps[0].ProductID
 	cacheAt := s.cache.At(id)
-	d, err := s.sales.sell(ctx, ps, stockRead{reserveGen: &gen}, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided {
+	d, err := s.sales.Sell(ctx, ps, salestore.Read{ReserveGen: &gen}, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) salestore.Sale {
 		d := s.decide(st, ps, expired, stock, used, units)
-		for k, i := range d.sold {
-			d.orders[k].RemainingStock = rs[i].Left
+		for k, i := range d.Sold {
+			d.Orders[k].RemainingStock = rs[i].Left
 		}
 		return d
 	})
 	if err != nil {
 		return nil, err
 	}
-	if d.final {
+	if d.Final {
 		s.wroteSale(id, d, cacheAt)
 	}
-	return d.answers, nil
+	return d.Answers, nil
 }
 
 // reserveStrategy is the name of the reserve strategy, which its orders

@@ -6,10 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/reserve"
+	"github.com/seckill/seckill/service/salestore"
 )
 
 // The reserve strategy's writer. Every instance set up for reserve runs
@@ -37,7 +36,7 @@ const (
 	// reads again.
 	writerPause = time.Second
 	// reconcileEvery is how often a writer holds the counters of the
-	// products it wrote against the database (reconcile.go).
+	// products it wrote against the database (reconcile).
 	reconcileEvery = 10 * time.Second
 	// writerParallel is how many products' transactions a writer runs at
 	// once.
@@ -220,19 +219,19 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 		rs[i] = Reservation{Purchase: Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
 	}
 	as, err := s.writeReservations(ctx, gen, rs)
-	var gone *generationGone
+	var gone *salestore.GenerationGone
 	switch {
 	case errors.As(err, &gone):
 		// Discarded with their generation's orders.
 		return s.reserve.Ack(ctx, group)
-	case err != nil && len(group) > 1 && !outage(err):
+	case err != nil && len(group) > 1 && !salestore.Outage(err):
 		for _, e := range group {
 			if err := s.writeGroup(ctx, w, gen, []reserve.Entry{e}); err != nil {
 				return err
 			}
 		}
 		return nil
-	case err != nil && !outage(err):
+	case err != nil && !salestore.Outage(err):
 		e := group[0]
 		if w.failed(e.ID) < writerMaxFailures {
 			return err
@@ -250,8 +249,8 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	}
 	written := 0
 	for i, a := range as {
-		switch code := failure.CodeOf(a.err); {
-		case a.err == nil:
+		switch code := failure.CodeOf(a.Err); {
+		case a.Err == nil:
 			w.forget(group[i].ID)
 			written++
 		case refused(code):
@@ -262,7 +261,7 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 			s.log.WarnContext(ctx, "a reservation the database refused: recorded as failed",
 				"request_id", group[i].RequestID, "product", group[i].Product, "code", code)
 		default:
-			return a.err // not known to be refused: leave it pending
+			return a.Err // not known to be refused: leave it pending
 		}
 	}
 	if err := s.reserve.Ack(ctx, group); err != nil {
@@ -272,42 +271,6 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 	w.wrote(group[0].Product)
 	return nil
 }
-
-// outage says err is not known to be the reservation's own fault: the
-// database (or Redis) not answering, refusing writes for a while
-// (read-only, shutting down, busy), a deadlock that kept coming back, a
-// connection lost; the reservations are written again later, however long
-// it lasts, and never given up on. Only the database's refusal of the row
-// itself (a value too long, or that does not fit its column; on the
-// embedded SQLite, a constraint, a trigger's abort, a value too big or of
-// the wrong type) is not.
-func outage(err error) bool {
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		switch my.Number {
-		case 1048, 1264, 1292, 1366, 1406: // null, out of range, bad value, bad string, too long
-			return false
-		}
-	}
-	// SQLite's errors carry its result code, the primary one in the low
-	// byte (the driver's type is not named here: the service does not
-	// depend on the embedded store's driver).
-	var coded interface{ Code() int }
-	if errors.As(err, &coded) {
-		switch coded.Code() & 0xff {
-		case sqliteTooBig, sqliteConstraint, sqliteMismatch:
-			return false
-		}
-	}
-	return true
-}
-
-// SQLite's primary result codes for a row it refuses.
-const (
-	sqliteTooBig     = 18 // SQLITE_TOOBIG
-	sqliteConstraint = 19 // SQLITE_CONSTRAINT
-	sqliteMismatch   = 20 // SQLITE_MISMATCH
-)
 
 // refused says code is the sale rule's refusal of a reservation, which
 // wrote nothing and never will: the only answers a reservation is

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/store"
 )
 
@@ -21,8 +22,8 @@ func newOnMySQL(tb testing.TB, dsn string, cfg Config, portable bool) (*Seckill,
 	tb.Helper()
 	s, db := newOnMySQLWith(tb, dsn, cfg, nil)
 	if portable {
-		s.sales.close()
-		s.sales = &sqlSales{sqlBase{db: db, cfg: s.saleCfg}}
+		s.sales.Close()
+		s.sales = salestore.Portable(db, s.saleCfg)
 	}
 	return s, db
 }

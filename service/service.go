@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/service/metrics"
 	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/reserve"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -58,7 +59,7 @@ type Config struct {
 	DBTimeout time.Duration
 	// ReserveRedis is the Redis of the reserve strategy; nil is the first
 	// of the Redis nodes New is given (none: reserve answers unavailable).
-	// The instance joins its writers (reservewriter.go).
+	// The instance joins its writers (runWriter).
 	ReserveRedis redis.UniversalClient
 	// ReserveAcks makes every reservation wait for that many replicas of
 	// ReserveRedis to acknowledge it: one they did not acknowledge in time
@@ -72,7 +73,7 @@ type Config struct {
 	// reserve, and the writers of other instances write what it sold.
 	NoWriter bool
 	// PaymentTimeout is how long an order may stay unpaid: orders are
-	// written unpaid, and expire that long after (returns.go). 0: orders
+	// written unpaid, and expire that long after (package orders). 0: orders
 	// are written paid and never expire.
 	PaymentTimeout time.Duration
 
@@ -118,11 +119,11 @@ type Seckill struct {
 	*orders.Service
 
 	db *gorm.DB
-	// sales writes every sale, in the form of db's database (salestore.go),
+	// sales writes every sale, in the form of db's database (salestore.Open),
 	// with the settings saleCfg (which the other transactions that try
 	// again on a deadlock share).
-	sales   saleStore
-	saleCfg saleConfig
+	sales   salestore.Store
+	saleCfg salestore.Config
 	lockers map[string]locker.Locker
 	redis   []redis.UniversalClient
 	cfg     Config
@@ -168,9 +169,9 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",
 		SoldOut: soldOut, Seen: m.Stock, Log: log, OrdersRead: cfg.hooks.ordersRead, ResetHeard: cfg.hooks.resetHeard})
-	s.saleCfg = saleConfig{limit: cfg.PerUserLimit, dbTimeout: cfg.DBTimeout,
-		paymentTimeout: cfg.PaymentTimeout, lockingReads: readsAtStart(db), readBackIDs: readsAtStart(db), hooks: cfg.hooks, log: log, retried: m.Retried}
-	s.sales = newSaleStore(db, s.saleCfg)
+	s.saleCfg = salestore.Config{Limit: cfg.PerUserLimit, DBTimeout: cfg.DBTimeout,
+		PaymentTimeout: cfg.PaymentTimeout, LockingReads: readsAtStart(db), ReadBackIDs: readsAtStart(db), TripGroup: cfg.hooks.tripGroup, BatchTrips: cfg.hooks.batchTrips, Log: log, Retried: m.Retried}
+	s.sales = salestore.Open(db, s.saleCfg)
 	s.lines = s.newLines()
 	s.reserveLines = combine.New(s.serveReserve)
 	if cfg.ReserveRedis == nil && len(redis) > 0 {
@@ -180,12 +181,12 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	if cfg.ReserveRedis != nil {
 		s.reserve = reserve.New(cfg.ReserveRedis, cfg.KeyPrefix).WithAcks(cfg.ReserveAcks)
 		if s.cfg.Consumer == "" {
-			s.cfg.Consumer = newRequestID() // 128 random bits
+			s.cfg.Consumer = salestore.NewRequestID() // 128 random bits
 		}
 	}
 	s.Service = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
 		Reserve: s.reserve, Product: s.Product, Returned: cfg.hooks.returned,
-		Retry: func(ctx context.Context, fn func() error) error { return retryDeadlocks(ctx, s.saleCfg, fn) }})
+		Retry: func(ctx context.Context, fn func() error) error { return salestore.RetryDeadlocks(ctx, s.saleCfg, fn) }})
 	// The background work starts once everything it reads is set.
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -211,7 +212,7 @@ func (s *Seckill) Close() {
 	s.reserveLines.Close()
 	s.stop()
 	s.background.Wait()
-	s.sales.close()
+	s.sales.Close()
 }
 
 // DependencyError says which dependency is down.

@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 
-	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -12,37 +12,21 @@ import (
 // when that form wrote nothing (sold out, over the limit, a request ID
 // already used, a deadlock), as a sale of one, which the rule decides.
 // An error is the hold's.
-func (s *Seckill) sellOne(ctx context.Context, st Strategy, p Purchase, claim bool) (answer, error) {
+func (s *Seckill) sellOne(ctx context.Context, st Strategy, p Purchase, claim bool) (salestore.Answer, error) {
 	v := s.cache.At(p.ProductID)
-	o, ok, err := s.sales.buy(ctx, p, claim)
+	o, ok, err := s.sales.Buy(ctx, p, claim)
 	switch {
 	case err != nil:
-		return answer{}, err
+		return salestore.Answer{}, err
 	case ok:
 		s.wrote(p.ProductID, o.RemainingStock, v)
-		return answer{r: Receipt{Order: o}}, nil
+		return salestore.Answer{R: Receipt{Order: o}}, nil
 	}
-	as, err := s.sell(ctx, st, []Purchase{p}, stockRead{claim: claim})
+	as, err := s.sell(ctx, st, []Purchase{p}, salestore.Read{Claim: claim})
 	if err != nil {
-		return answer{}, err
+		return salestore.Answer{}, err
 	}
 	return as[0], nil
-}
-
-// newOrder is the order p makes, leaving stock left.
-func newOrder(p Purchase, strategy string, left int64) model.Order {
-	o := model.Order{
-		ProductID:      p.ProductID,
-		UserID:         model.BinaryString(p.UserID),
-		Quantity:       p.Quantity,
-		Strategy:       strategy,
-		RemainingStock: left,
-	}
-	if p.RequestID != "" {
-		rid := model.BinaryString(p.RequestID)
-		o.RequestID = &rid
-	}
-	return o
 }
 
 // wrote records the stock a committed write left, in version v: the

@@ -25,7 +25,7 @@ func (s *Seckill) answerSoldOut(ctx context.Context, p Purchase, stock int64) (R
 // its request ID made an order of the product, which it replays. It bounds
 // its own database calls (there are none when the cache can tell).
 func (s *Seckill) answerOut(ctx context.Context, p Purchase, out error) (Receipt, error) {
-	if p.RequestID == "" || p.serverRequestID {
+	if p.RequestID == "" || p.ServerRequestID {
 		return Receipt{}, out // an ID made for this purchase made no order yet
 	}
 	id, known, err := s.cache.OrderOf(ctx, p.ProductID, p.RequestID)

@@ -36,7 +36,7 @@ func TestStaleSaleLowersNoNewVersion(t *testing.T) {
 			st, _ := LookupStrategy("pessimistic")
 			p := Purchase{ProductID: prod.ID, UserID: "u-1", Quantity: 1, RequestID: "r-1", Strategy: st.Name}
 			as, err := st.way.hold(s, ctx, st, hold{ps: []Purchase{p}, arrived: []time.Time{time.Now()}})
-			if err != nil || len(as) != 1 || !(as[0].soldOut || errors.Is(as[0].err, failure.ErrSoldOut)) {
+			if err != nil || len(as) != 1 || !(as[0].SoldOut || errors.Is(as[0].Err, failure.ErrSoldOut)) {
 				t.Fatalf("hold = %+v, %v; want sold out from the stock read before the return", as, err)
 			}
 			s.cache.Saw(prod.ID, 2, returned) // the return commits: 2 units back

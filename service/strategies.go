@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seckill/seckill/service/metrics"
+	"github.com/seckill/seckill/service/salestore"
 )
 
 // Strategy is one way of guarding the stock: what it is called and what it
@@ -38,7 +39,7 @@ type way struct {
 	// hold, for a strategy whose buyers wait in line per product on each
 	// instance (sellLined), sells one hold's batch, of up to SECKILL_BATCH
 	// purchases.
-	hold func(s *Seckill, ctx context.Context, st Strategy, h hold) ([]answer, error)
+	hold func(s *Seckill, ctx context.Context, st Strategy, h hold) ([]salestore.Answer, error)
 	// locked says a line takes the strategy's lock of package locker, by
 	// its name, before a hold; the others' lock is the database's.
 	locked bool

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -23,7 +24,7 @@ func (s *Seckill) sellOptimistic(ctx context.Context, st Strategy, p Purchase) (
 	if err != nil {
 		return s.unlockedFailed(ctx, p, err)
 	}
-	return a.r, a.err
+	return a.R, a.Err
 }
 
 // unlockedFailed answers an unlocked purchase p that failed with err.
@@ -58,9 +59,9 @@ func (s *Seckill) sellUnguarded(ctx context.Context, st Strategy, p Purchase) (R
 	if err := doWork(ctx, p.Work+p.Pause); err != nil {
 		return Receipt{}, err
 	}
-	as, err := s.sell(ctx, st, []Purchase{p}, stockRead{trusted: &prod.Stock})
+	as, err := s.sell(ctx, st, []Purchase{p}, salestore.Read{Trusted: &prod.Stock})
 	if err != nil {
 		return Receipt{}, err
 	}
-	return as[0].r, as[0].err
+	return as[0].R, as[0].Err
 }

@@ -1,4 +1,25 @@
-package service
+// Package salestore is the sale store: where a sale meets the database.
+// Every way of selling (a hold's batch, the conditional purchase, the
+// unguarded one) hands its purchases to one Store, in the one form of its
+// database chosen at open (Open): the store takes the product's row, reads
+// what the sale rule needs under it, has the rule decide (a DecideFunc:
+// package sale, through the service) and writes what it decided, in one
+// transaction. Anything that deciding again fixes (a deadlock, a request
+// ID another purchase wrote meanwhile, a connection lost before COMMIT) is
+// tried again in the same form; a COMMIT whose outcome is unknown is
+// settled by the store, which looks the orders up by request ID. Two
+// forms:
+//
+//   - mysqlSales: MySQL, MariaDB and TiDB over a pool whose DSN has what
+//     its multi-statements need (mysqlForm). A batch takes three round
+//     trips, and a single purchase two (a one-trip purchase).
+//   - sqlSales (Portable): any database GORM speaks, statement by
+//     statement: the embedded SQLite, or a MySQL pool opened without
+//     multi-statements, or a node of a Galera Cluster.
+//
+// The words a sale is told in (Purchase, Receipt, Answer, Sale) are this
+// package's, and the service's through its aliases.
+package salestore
 
 import (
 	"context"
@@ -19,99 +40,83 @@ import (
 	"github.com/seckill/seckill/service/metrics"
 )
 
-// The sale store: where a sale meets the database. Every way of selling (a
-// hold's batch, the conditional purchase, the unguarded one) hands its
-// purchases to one saleStore, in the one form of its database chosen at
-// open (newSaleStore): the store takes the product's row, reads what the
-// sale rule needs under it, has the rule decide (decideFunc: package sale,
-// through decide) and writes what it decided, in one transaction. Anything
-// that deciding again fixes (a deadlock, a request ID another purchase
-// wrote meanwhile, a connection lost before COMMIT) is tried again in the
-// same form; a COMMIT whose outcome is unknown is settled by the store (see
-// outcome.go). Two forms:
-//
-//   - mysqlSales (salestore_mysql.go): MySQL, MariaDB and TiDB over a pool
-//     whose DSN has what its multi-statements need (mysqlForm). A batch
-//     takes three round trips, and a single purchase two (onetrip.go).
-//   - sqlSales (salestore_sql.go): any database GORM speaks, statement by
-//     statement: the embedded SQLite, or a MySQL pool opened without
-//     multi-statements.
-
-// saleStore writes sales in the form of one database.
-type saleStore interface {
-	// sell sells ps, purchases of one product in line order, in one
+// Store writes sales in the form of one database.
+type Store interface {
+	// Sell sells ps, purchases of one product in line order, in one
 	// transaction that takes the product's row as r says, and returns
 	// them as decide decided them. An error is the whole batch's: nothing
 	// was written.
-	sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error)
-	// buy tries one purchase in the store's cheapest form, where it has
+	Sell(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (Sale, error)
+	// Buy tries one purchase in the store's cheapest form, where it has
 	// one: the conditional decrement (moving the fence on when claim), the
 	// user's units within the limit and the order. ok says it committed o;
 	// !ok with a nil error that it wrote nothing and sell is to answer the
 	// purchase. An error is final: the context's, or a COMMIT settled as
 	// unavailable or outcome_unknown.
-	buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error)
-	// claim issues the product's next fencing token: fence = fence + 1,
+	Buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error)
+	// Claim issues the product's next fencing token: fence = fence + 1,
 	// read back. The token comes from the database that holds the stock,
 	// so it grows per product whatever happens to the Redis nodes, and it
 	// makes every earlier holder's token stale.
-	claim(ctx context.Context, id int64) (int64, error)
-	// close stops the store's background work.
-	close()
+	Claim(ctx context.Context, id int64) (int64, error)
+	// Close stops the store's background work.
+	Close()
+	// Form names the store's form: "mysql" or "portable".
+	Form() string
 }
 
-// stockRead is how a sale's transaction takes the product's row and which
+// Read is how a sale's transaction takes the product's row and which
 // stock it sells from. Its zero value reads the stock under the row lock
 // and sells from it: the conditional purchase.
-type stockRead struct {
-	// claim moves the fence on in the write: the claim folded into the
+type Read struct {
+	// Claim moves the fence on in the write: the Claim folded into the
 	// sale, one atomic step under the row lock, which fences off every
 	// holder that read or claimed before.
-	claim bool
-	// token, when not nil, is the fence a claim made at the grant: a fence
+	Claim bool
+	// Token, when not nil, is the fence a claim made at the grant: a fence
 	// that has moved on since is a *fenceMoved, and nothing is written.
-	token *int64
-	// trusted, when not nil, is the stock an unfenced hold read before its
+	Token *int64
+	// Trusted, when not nil, is the stock an unfenced hold read before its
 	// work: the sale is decided on it and the decrement written whatever
 	// the stock is now (the unsafe strategies' flaw). The orders say what
 	// the stock really became.
-	trusted *int64
-	// lockUntil, when not zero, is the latest the wait for the row lock
+	Trusted *int64
+	// LockUntil, when not zero, is the latest the wait for the row lock
 	// may end: pessimistic's, whose lock is the row's. Past it the sale is
 	// a *rowLockTimeout.
-	lockUntil time.Time
-	// underLock, when not nil, runs once the row is locked, told how long
+	LockUntil time.Time
+	// UnderLock, when not nil, runs once the row is locked, told how long
 	// that took; it returns which purchases' lock waits ran out (nil:
 	// none) and does the batch's work, holding the row.
-	underLock func(waited time.Duration) (expired []bool, err error)
-	// extra is how much longer than DBTimeout the transaction may take:
+	UnderLock func(waited time.Duration) (expired []bool, err error)
+	// Extra is how much longer than DBTimeout the transaction may take:
 	// the row lock's wait and the work under it.
-	extra time.Duration
-	// reserveGen, when not nil, says the sale writes reserve's
+	Extra time.Duration
+	// ReserveGen, when not nil, says the sale writes reserve's
 	// reservations, taken in that generation: the product must sell under
 	// reserve in it (otherwise *generationGone: a reset discarded them).
 	// Any other sale of a product under reserve is a strategy_conflict.
-	reserveGen *int64
+	ReserveGen *int64
 }
 
-// generationGone is a sale of reservations whose generation is not the
+// GenerationGone is a sale of reservations whose generation is not the
 // product's any more: a reset discarded them, with their generation's
 // orders. Nothing is written.
-type generationGone struct {
+type GenerationGone struct {
 	product, gen, now int64
 }
 
-func (e *generationGone) Error() string {
+func (e *GenerationGone) Error() string {
 	return fmt.Sprintf("product %d is in generation %d, not %d: its reservations were discarded by a reset", e.product, e.now, e.gen)
 }
 
 // owner says whether a sale under r may write a product read under its row
 // lock in generation gen, reserve saying whether it sells under reserve.
-func (r stockRead) owner(id, gen int64, reserve bool) error {
+func (r Read) owner(id, gen int64, reserve bool) error {
 	switch {
-	case r.reserveGen != nil && (!reserve || gen != *r.reserveGen):
-		return &generationGone{product: id, gen: *r.reserveGen, now: gen}
-	case r.reserveGen == nil && reserve:
+	case r.ReserveGen != nil && (!reserve || gen != *r.ReserveGen):
+		return &GenerationGone{product: id, gen: *r.ReserveGen, now: gen}
+	case r.ReserveGen == nil && reserve:
 		return failure.StrategyConflict(id)
 	}
 	return nil
@@ -119,82 +124,87 @@ func (r stockRead) owner(id, gen int64, reserve bool) error {
 
 // lockContext is ctx bounded by r.lockUntil, the wait for the row lock,
 // when it has one.
-func (r stockRead) lockContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.lockUntil.IsZero() {
+func (r Read) lockContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.LockUntil.IsZero() {
 		return ctx, func() {}
 	}
-	return context.WithDeadline(ctx, r.lockUntil)
+	return context.WithDeadline(ctx, r.LockUntil)
 }
 
-// decideFunc answers a batch against what its transaction read under the
+// DecideFunc answers a batch against what its transaction read under the
 // row lock: the stock it sells from, which purchases' lock waits ran out
 // (nil: none), the orders already made with their request IDs and the
 // units each user holds.
-type decideFunc func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) decided
+type DecideFunc func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) Sale
 
-// rowLockTimeout is a sale whose wait for the row lock ran past
+// RowLockTimeout is a sale whose wait for the row lock ran past
 // stockRead.lockUntil: nothing was written.
-type rowLockTimeout struct {
-	waited time.Duration
+type RowLockTimeout struct {
+	Waited time.Duration
 	err    error
 }
 
-func (e *rowLockTimeout) Error() string {
-	return fmt.Sprintf("the row lock's wait ran out after %v: %v", e.waited, e.err)
+func (e *RowLockTimeout) Error() string {
+	return fmt.Sprintf("the row lock's wait ran out after %v: %v", e.Waited, e.err)
 }
-func (e *rowLockTimeout) Unwrap() error { return e.err }
+func (e *RowLockTimeout) Unwrap() error { return e.err }
 
-// saleConfig is what a sale store needs of the service's settings.
-type saleConfig struct {
-	limit     int64
-	dbTimeout time.Duration
-	// paymentTimeout is how long an order waits for its payment (open);
+// Config is what a sale store needs of the service's settings.
+type Config struct {
+	Limit     int64
+	DBTimeout time.Duration
+	// PaymentTimeout is how long an order waits for its payment (open);
 	// 0: orders are written paid.
-	paymentTimeout time.Duration
-	// lockingReads says the database's plain reads in a transaction see
+	PaymentTimeout time.Duration
+	// LockingReads says the database's plain reads in a transaction see
 	// its start (TiDB): the units a batch decides on are read with a
 	// locking read there (see unitsSQL).
-	lockingReads bool
-	// readBackIDs says the server may leave gaps between the IDs of one
+	LockingReads bool
+	// ReadBackIDs says the server may leave gaps between the IDs of one
 	// multi-row INSERT (TiDB): a sale reads its orders' IDs back.
-	readBackIDs bool
-	hooks       hooks
-	log         *slog.Logger
-	// retried counts a transaction tried again, by reason (nil: not
+	ReadBackIDs bool
+	// TripGroup, when not nil, runs when a sender has gathered a group of
+	// one-trip purchases, before it sends them; BatchTrips when a sale was
+	// answered by the MySQL form's three trips (committed, or nothing to
+	// write). Points where a test forces an interleaving.
+	TripGroup  func(size int)
+	BatchTrips func(product int64)
+	Log        *slog.Logger
+	// Retried counts a transaction tried again, by reason (nil: not
 	// counted).
-	retried func(reason string)
+	Retried func(reason string)
 }
 
 // retry counts a transaction tried again for reason.
-func (c saleConfig) retry(reason string) {
-	if c.retried != nil {
-		c.retried(reason)
+func (c Config) retry(reason string) {
+	if c.Retried != nil {
+		c.Retried(reason)
 	}
 }
 
-// open gives order o, written at now, the state it starts its life in:
+// Open gives order o, written at now, the state it starts its life in:
 // unpaid until now + the payment timeout, or paid when orders do not wait
 // for their payment. Times are kept to the millisecond, as the database
 // keeps them, so that the order a purchase answers is the one a replay
 // reads back. (An order of reserve is opened when its writer writes it,
 // and waits from then.)
-func (c saleConfig) open(o *model.Order, now time.Time) {
+func (c Config) Open(o *model.Order, now time.Time) {
 	now = now.UTC().Truncate(time.Millisecond)
 	o.CreatedAt, o.Status, o.ExpiresAt = now, model.StatusPaid, nil
-	if c.paymentTimeout > 0 {
-		expires := now.Add(c.paymentTimeout)
+	if c.PaymentTimeout > 0 {
+		expires := now.Add(c.PaymentTimeout)
 		o.Status, o.ExpiresAt = model.StatusUnpaid, &expires
 	}
 }
 
-// newSaleStore is db's sale store: the MySQL form when db is MySQL (or
+// Open is db's sale store: the MySQL form when db is MySQL (or
 // MariaDB, or TiDB) over a DSN that has what it needs (mysqlForm), the
 // portable form otherwise.
-func newSaleStore(db *gorm.DB, cfg saleConfig) saleStore {
+func Open(db *gorm.DB, cfg Config) Store {
 	base := sqlBase{db: db, cfg: cfg}
 	d, isMySQL := db.Dialector.(*gormmysql.Dialector)
 	if !isMySQL {
-		return &sqlSales{base}
+		return Portable(db, cfg)
 	}
 	why := mysqlForm(d.DSNConfig)
 	pool, err := db.DB()
@@ -203,16 +213,16 @@ func newSaleStore(db *gorm.DB, cfg saleConfig) saleStore {
 	}
 	if why == "" {
 		var galera bool
-		why, galera = multiStatementsUnsafe(pool, cfg.dbTimeout)
+		why, galera = multiStatementsUnsafe(pool, cfg.DBTimeout)
 		if galera {
-			cfg.log.Info("a Galera Cluster: reads wait for the cluster (wsrep_sync_wait), a row lock is only its node's "+
+			cfg.Log.Info("a Galera Cluster: reads wait for the cluster (wsrep_sync_wait), a row lock is only its node's "+
 				"(certification refuses the later of two nodes' writes, and the sale tries again), one statement per round trip",
 				"docs", "docs/distributed.md")
 		}
 	}
 	if why != "" {
-		cfg.log.Warn("the sale store takes its portable form: a sale takes nine round trips, not three", "reason", why)
-		return &sqlSales{base}
+		cfg.Log.Warn("the sale store takes its portable form: a sale takes nine round trips, not three", "reason", why)
+		return Portable(db, cfg)
 	}
 	return newMySQLSales(base, pool)
 }
@@ -266,27 +276,27 @@ func multiStatementsUnsafe(pool *sql.DB, timeout time.Duration) (why string, gal
 }
 
 // sqlBase is what both forms share: the pool, the settings, and settling a
-// COMMIT whose outcome is unknown (outcome.go).
+// COMMIT whose outcome is unknown (settle).
 type sqlBase struct {
 	db  *gorm.DB
-	cfg saleConfig
+	cfg Config
 }
 
-// maxAttempts bounds the transactions of one sale that a request ID
+// MaxAttempts bounds the transactions of one sale that a request ID
 // written meanwhile or a lost connection sends back. A deadlock's victim
 // tries again for as long as the sale has time: batches of neighbouring hot
 // products can deadlock several times in a row, and on a Galera Cluster
 // every node's writes to a hot product's row abort the others' at
 // certification, again and again.
-const maxAttempts = 5
+const MaxAttempts = 5
 
 // retrying runs once, a transaction bounded by DBTimeout plus extra, until
 // it answers ps: a deadlock's victim (after a short pause, longer each
 // time), a sale that met a request ID written meanwhile and a connection
 // lost before COMMIT decide again, the last two up to maxAttempts in all;
 // a COMMIT whose outcome is unknown is settled.
-func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Duration, once func(context.Context) (decided, error)) (decided, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.dbTimeout+extra)
+func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Duration, once func(context.Context) (Sale, error)) (Sale, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.DBTimeout+extra)
 	defer cancel()
 	deadlocks, others := 0, 0
 	for {
@@ -298,17 +308,17 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 			return d, nil
 		case !retryable(err) || ctx.Err() != nil:
 			// DBTimeout bounds a sale, not each of its attempts.
-			return decided{}, err
-		case isDeadlock(err):
+			return Sale{}, err
+		case IsDeadlock(err):
 			deadlocks++
 			if werr := deadlockPause(ctx, deadlocks); werr != nil {
-				return decided{}, errors.Join(err, werr)
+				return Sale{}, errors.Join(err, werr)
 			}
 			b.cfg.retry(metrics.RetryDeadlock)
 			continue
 		}
-		if others++; others >= maxAttempts {
-			return decided{}, err
+		if others++; others >= MaxAttempts {
+			return Sale{}, err
 		}
 		switch {
 		case errors.Is(err, errConnLost):
@@ -319,15 +329,15 @@ func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Durati
 	}
 }
 
-// retryDeadlocks runs fn, a transaction that may run again from its
+// RetryDeadlocks runs fn, a transaction that may run again from its
 // start, until it ends in anything but a deadlock or ctx ends, pausing
 // between attempts (deadlockPause) and counting them (cfg.retry). On a
 // Galera Cluster, a write to a row another node has just written is
 // refused with a deadlock error, at any statement or at COMMIT.
-func retryDeadlocks(ctx context.Context, cfg saleConfig, fn func() error) error {
+func RetryDeadlocks(ctx context.Context, cfg Config, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if !isDeadlock(err) || ctx.Err() != nil {
+		if !IsDeadlock(err) || ctx.Err() != nil {
 			return err
 		}
 		if werr := deadlockPause(ctx, attempt); werr != nil {
@@ -370,9 +380,9 @@ func retryable(err error) bool {
 	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, errConnLost)
 }
 
-// isDeadlock says the database chose the transaction as a deadlock's
+// IsDeadlock says the database chose the transaction as a deadlock's
 // victim: trying it again is the cure.
-func isDeadlock(err error) bool {
+func IsDeadlock(err error) bool {
 	var my *mysql.MySQLError
 	return errors.As(err, &my) && my.Number == erDeadlock
 }

@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"context"
@@ -35,7 +35,7 @@ import (
 // fence moved on) rolls back after the first. Every trip waits on the
 // database and, on a busy machine, on the scheduler: a hot product's hold
 // spends most of its time waiting for replies, so trips are what a sale
-// counts. A single purchase first tries two (onetrip.go).
+// counts. A single purchase first tries two (Buy).
 
 // mysqlSales is the MySQL form of the sale store.
 type mysqlSales struct {
@@ -51,16 +51,23 @@ type mysqlSales struct {
 	tripsWaiting atomic.Int64
 }
 
+// Form is "mysql".
+func (m *mysqlSales) Form() string { return "mysql" }
+
+// TripsWaiting is how many one-trip purchases wait for a sender to take
+// them.
+func (m *mysqlSales) TripsWaiting() int { return int(m.tripsWaiting.Load()) }
+
 // conn is what the MySQL form needs of a driver connection.
 type conn interface {
 	driver.ExecerContext
 	driver.QueryerContext
 }
 
-// claim moves the product's fence on and reads it back from the write
+// Claim moves the product's fence on and reads it back from the write
 // itself: LAST_INSERT_ID(expr).
-func (m *mysqlSales) claim(ctx context.Context, id int64) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.dbTimeout)
+func (m *mysqlSales) Claim(ctx context.Context, id int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
 	defer cancel()
 	res, err := m.pool.ExecContext(ctx, stmtClaimFence, id)
 	if err != nil {
@@ -80,11 +87,11 @@ func (m *mysqlSales) claim(ctx context.Context, id int64) (int64, error) {
 	return token, nil
 }
 
-func (m *mysqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
-	return m.retrying(ctx, ps, r.extra, func(ctx context.Context) (decided, error) {
+func (m *mysqlSales) Sell(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (Sale, error) {
+	return m.retrying(ctx, ps, r.Extra, func(ctx context.Context) (Sale, error) {
 		d, err := m.sellOnce(ctx, ps, r, decide)
 		if err == nil {
-			if h := m.cfg.hooks.batchTrips; h != nil {
+			if h := m.cfg.BatchTrips; h != nil {
 				h(ps[0].ProductID)
 			}
 		}
@@ -93,7 +100,7 @@ func (m *mysqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decid
 }
 
 // sellOnce is one transaction of a sale, on a connection of its own.
-func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (d decided, err error) {
+func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (d Sale, err error) {
 	c, err := m.pool.Conn(ctx)
 	if err != nil {
 		return d, failure.Store("take a connection", err)
@@ -113,9 +120,9 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r stockRead, d
 		return err
 	})
 	var my *mysql.MySQLError
-	var moved *fenceMoved
-	var timeout *rowLockTimeout
-	var gone *generationGone
+	var moved *FenceMoved
+	var timeout *RowLockTimeout
+	var gone *GenerationGone
 	var answer *failure.Error
 	switch {
 	case err == nil, uncommitted(err), ctx.Err() != nil,
@@ -139,7 +146,7 @@ func connLost(err error) bool {
 // sellOn is sellOnce on the driver connection c. An error that leaves the
 // connection's state unknown wraps driver.ErrBadConn, so that the pool
 // closes it.
-func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r Read, decide DecideFunc) (Sale, error) {
 	id := ps[0].ProductID
 	start := time.Now()
 	lockCtx, cancel := r.lockContext(ctx)
@@ -149,56 +156,56 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r stockR
 	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil:
 		// The connection goes (the driver has closed it, unless the server
 		// answered first), and the server rolls back.
-		timeout := &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, err)}
-		return decided{}, fmt.Errorf("%w (%w)", timeout, driver.ErrBadConn)
+		timeout := &RowLockTimeout{Waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, err)}
+		return Sale{}, fmt.Errorf("%w (%w)", timeout, driver.ErrBadConn)
 	case err != nil:
-		return decided{}, errors.Join(err, rollback(ctx, c))
+		return Sale{}, errors.Join(err, rollback(ctx, c))
 	case !read.found:
-		return decided{}, errors.Join(failure.NotFound(id), rollback(ctx, c))
+		return Sale{}, errors.Join(failure.NotFound(id), rollback(ctx, c))
 	}
 	if err := r.owner(id, read.generation, read.reserve != 0); err != nil {
-		return decided{}, errors.Join(err, rollback(ctx, c))
+		return Sale{}, errors.Join(err, rollback(ctx, c))
 	}
-	if r.token != nil && read.fence != *r.token {
-		return decided{}, errors.Join(&fenceMoved{generation: read.generation}, rollback(ctx, c))
+	if r.Token != nil && read.fence != *r.Token {
+		return Sale{}, errors.Join(&FenceMoved{Generation: read.generation}, rollback(ctx, c))
 	}
 	var expired []bool
-	if r.underLock != nil {
-		if expired, err = r.underLock(time.Since(start)); err != nil {
-			return decided{}, errors.Join(err, rollback(ctx, c))
+	if r.UnderLock != nil {
+		if expired, err = r.UnderLock(time.Since(start)); err != nil {
+			return Sale{}, errors.Join(err, rollback(ctx, c))
 		}
 	}
 	stock := read.stock
-	if r.trusted != nil {
-		stock = *r.trusted
+	if r.Trusted != nil {
+		stock = *r.Trusted
 	}
 	d := decide(stock, expired, read.used, read.units)
-	d.afterWrite(read.stock, r.trusted != nil)
-	d.read = stockcache.Version{Gen: read.generation, Returns: read.returns}
-	if len(d.orders) == 0 {
+	d.AfterWrite(read.stock, r.Trusted != nil)
+	d.Read = stockcache.Version{Gen: read.generation, Returns: read.returns}
+	if len(d.Orders) == 0 {
 		return d, rollback(ctx, c)
 	}
 	query, args := m.saleStatements(ps, d, r)
 	named, err := namedValues(args)
 	if err != nil {
-		return d, errors.Join(fmt.Errorf("sell %d orders: %w", len(d.orders), err), rollback(ctx, c))
+		return d, errors.Join(fmt.Errorf("sell %d orders: %w", len(d.Orders), err), rollback(ctx, c))
 	}
 	res, err := c.ExecContext(ctx, query, named)
 	if err != nil {
-		return d, errors.Join(fmt.Errorf("write %d orders: %w", len(d.orders), err), rollback(ctx, c))
+		return d, errors.Join(fmt.Errorf("write %d orders: %w", len(d.Orders), err), rollback(ctx, c))
 	}
 	rows, isResult := res.(mysql.Result)
-	if !isResult || !wroteSale(rows, len(d.orders)) {
-		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.orders), id), rollback(ctx, c))
+	if !isResult || !wroteSale(rows, len(d.Orders)) {
+		return d, errors.Join(fmt.Errorf("write %d orders of product %d: not the results a sale makes", len(d.Orders), id), rollback(ctx, c))
 	}
 	commit := m.commitCounting
-	if m.cfg.readBackIDs {
+	if m.cfg.ReadBackIDs {
 		commit = m.commitReadingIDs
 	}
-	if err := commit(ctx, c, d.orders, rows.AllLastInsertIds(), read.step); err != nil {
+	if err := commit(ctx, c, d.Orders, rows.AllLastInsertIds(), read.step); err != nil {
 		return d, err
 	}
-	d.finish()
+	d.Finish()
 	return d, nil
 }
 
@@ -223,7 +230,7 @@ func (m *mysqlSales) commitCounting(ctx context.Context, c conn, orders []model.
 	}
 	if _, err := c.ExecContext(ctx, stmtCommit, nil); err != nil {
 		err = fmt.Errorf("commit %d orders of product %d: %w", len(orders), orders[0].ProductID, err)
-		if isDeadlock(err) {
+		if IsDeadlock(err) {
 			// The server's word that it rolled back (a write conflict found
 			// at COMMIT): the sale decides again.
 			return err
@@ -276,7 +283,7 @@ func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []mode
 		err = cerr
 	}
 	switch {
-	case isDeadlock(err):
+	case IsDeadlock(err):
 		// The server's word that the COMMIT rolled back.
 		return fmt.Errorf("commit %d orders of product %d: %w", len(orders), orders[0].ProductID, err)
 	case err != nil:
@@ -362,7 +369,7 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 			return read, fmt.Errorf("the orders of the request IDs: %w", err)
 		}
 	}
-	if m.cfg.limit > 0 {
+	if m.cfg.Limit > 0 {
 		err := nextRows(next, 2, func(v []driver.Value) error {
 			var units int64
 			err := scanInts(v[1:], &units)
@@ -393,7 +400,7 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 	args = append(args, id)
 	var ids []any
 	for _, p := range ps {
-		if p.RequestID != "" && !p.serverRequestID {
+		if p.RequestID != "" && !p.ServerRequestID {
 			ids = append(ids, p.RequestID)
 		}
 	}
@@ -401,8 +408,8 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 		b.WriteString("; " + stmtUsedRequestIDs + sqlList(len(ids)))
 		args = append(args, ids...)
 	}
-	if m.cfg.limit > 0 {
-		b.WriteString("; " + unitsSQL(len(ps), m.cfg.lockingReads))
+	if m.cfg.Limit > 0 {
+		b.WriteString("; " + unitsSQL(len(ps), m.cfg.LockingReads))
 		args = append(args, id)
 		for _, p := range ps {
 			args = append(args, p.UserID)
@@ -416,34 +423,34 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 // the decrement (claiming the fence when r says so; conditional on the
 // stock unless the sale trusts a stock read before), the users' new units
 // (under a limit) and the orders.
-func (m *mysqlSales) saleStatements(ps []Purchase, d decided, r stockRead) (string, []any) {
+func (m *mysqlSales) saleStatements(ps []Purchase, d Sale, r Read) (string, []any) {
 	id := ps[0].ProductID
 	var b strings.Builder
 	b.WriteString(stmtSaleDecrement)
-	if r.claim {
+	if r.Claim {
 		b.WriteString(decrementClaims)
 	}
 	b.WriteString(stmtSaleDecrementWhere)
-	args := []any{d.total, time.Now(), id}
-	if r.trusted == nil {
+	args := []any{d.Total, time.Now(), id}
+	if r.Trusted == nil {
 		b.WriteString(decrementExact)
-		args = append(args, d.total)
+		args = append(args, d.Total)
 	}
-	if m.cfg.limit > 0 {
-		users := d.soldUsers(ps)
+	if m.cfg.Limit > 0 {
+		users := d.SoldUsers(ps)
 		for _, user := range users {
-			args = append(args, id, user, d.units[user])
+			args = append(args, id, user, d.Units[user])
 		}
 		b.WriteString("; " + stmtSetUnits + sqlRows(len(users), 3) + stmtSetUnitsUpdate)
 	}
 	now := m.db.NowFunc()
-	for i := range d.orders {
-		o := &d.orders[i]
-		m.cfg.open(o, now)
+	for i := range d.Orders {
+		o := &d.Orders[i]
+		m.cfg.Open(o, now)
 		args = append(args, o.ProductID, string(o.UserID), o.Quantity, requestIDArg(o), o.Strategy, o.RemainingStock, o.CreatedAt,
 			o.Status, o.ExpiresAt)
 	}
-	b.WriteString("; " + stmtOrders + sqlRows(len(d.orders), 9))
+	b.WriteString("; " + stmtOrders + sqlRows(len(d.Orders), 9))
 	return b.String(), args
 }
 

@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"context"
@@ -24,20 +24,29 @@ type sqlSales struct {
 	sqlBase
 }
 
-func (q *sqlSales) buy(context.Context, Purchase, bool) (model.Order, bool, error) {
+// Portable is db's sale store in the portable form, whatever the database
+// (Open chooses it where the MySQL form cannot run).
+func Portable(db *gorm.DB, cfg Config) Store {
+	return &sqlSales{sqlBase{db: db, cfg: cfg}}
+}
+
+func (q *sqlSales) Buy(context.Context, Purchase, bool) (model.Order, bool, error) {
 	return model.Order{}, false, nil
 }
 
-func (q *sqlSales) close() {}
+func (q *sqlSales) Close() {}
 
-// claim moves the product's fence on and reads it back, in a transaction
+// Form is "portable".
+func (q *sqlSales) Form() string { return "portable" }
+
+// Claim moves the product's fence on and reads it back, in a transaction
 // of its own.
-func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.dbTimeout)
+func (q *sqlSales) Claim(ctx context.Context, id int64) (token int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, q.cfg.DBTimeout)
 	defer cancel()
-	err = retryDeadlocks(ctx, q.cfg, func() error {
+	err = RetryDeadlocks(ctx, q.cfg, func() error {
 		return q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", exprFenceBump())
+			res := tx.Model(&model.Product{}).Where("id = ?", id).Update("fence", ExprFenceBump())
 			if res.Error != nil {
 				return res.Error
 			}
@@ -53,8 +62,8 @@ func (q *sqlSales) claim(ctx context.Context, id int64) (token int64, err error)
 	return token, err
 }
 
-func (q *sqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
-	return q.retrying(ctx, ps, r.extra, func(ctx context.Context) (d decided, err error) {
+func (q *sqlSales) Sell(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (Sale, error) {
+	return q.retrying(ctx, ps, r.Extra, func(ctx context.Context) (d Sale, err error) {
 		err = q.transaction(ctx, func(tx *gorm.DB) error {
 			d, err = q.sellIn(ctx, tx, ps, r, decide)
 			return err
@@ -64,49 +73,49 @@ func (q *sqlSales) sell(ctx context.Context, ps []Purchase, r stockRead, decide 
 }
 
 // sellIn is one transaction of a sale, in tx.
-func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r stockRead, decide decideFunc) (decided, error) {
+func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r Read, decide DecideFunc) (Sale, error) {
 	id := ps[0].ProductID
 	start := time.Now()
 	lockCtx, cancel := r.lockContext(ctx)
 	defer cancel()
 	var prod model.Product
-	err := forUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation", "returns", "reserve").Take(&prod, id).Error
+	err := ForUpdate(tx.WithContext(lockCtx)).Select("id", "stock", "fence", "generation", "returns", "reserve").Take(&prod, id).Error
 	switch {
 	case lockCtx.Err() != nil && ctx.Err() == nil:
-		return decided{}, &rowLockTimeout{waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
+		return Sale{}, &RowLockTimeout{Waited: time.Since(start), err: fmt.Errorf("row lock of product %d: %w", id, lockCtx.Err())}
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return decided{}, failure.NotFound(id)
+		return Sale{}, failure.NotFound(id)
 	case err != nil:
-		return decided{}, fmt.Errorf("read the stock of product %d: %w", id, err)
+		return Sale{}, fmt.Errorf("read the stock of product %d: %w", id, err)
 	}
 	if err := r.owner(id, prod.Generation, prod.Reserve); err != nil {
-		return decided{}, err
+		return Sale{}, err
 	}
-	if r.token != nil && prod.Fence != *r.token {
-		return decided{}, &fenceMoved{generation: prod.Generation}
+	if r.Token != nil && prod.Fence != *r.Token {
+		return Sale{}, &FenceMoved{Generation: prod.Generation}
 	}
 	var expired []bool
-	if r.underLock != nil {
-		if expired, err = r.underLock(time.Since(start)); err != nil {
-			return decided{}, err
+	if r.UnderLock != nil {
+		if expired, err = r.UnderLock(time.Since(start)); err != nil {
+			return Sale{}, err
 		}
 	}
 	used, err := usedRequestIDs(tx, ps)
 	if err != nil {
-		return decided{}, err
+		return Sale{}, err
 	}
 	units, err := q.unitsHeld(tx, ps)
 	if err != nil {
-		return decided{}, err
+		return Sale{}, err
 	}
 	stock := prod.Stock
-	if r.trusted != nil {
-		stock = *r.trusted
+	if r.Trusted != nil {
+		stock = *r.Trusted
 	}
 	d := decide(stock, expired, used, units)
-	d.afterWrite(prod.Stock, r.trusted != nil)
-	d.read = stockcache.Of(prod)
-	if len(d.orders) == 0 {
+	d.AfterWrite(prod.Stock, r.Trusted != nil)
+	d.Read = stockcache.Of(prod)
+	if len(d.Orders) == 0 {
 		return d, nil
 	}
 	return d, q.writeSale(tx, ps, &d, r)
@@ -116,37 +125,37 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r sto
 // when r says so; conditional on the stock unless the sale trusts a stock
 // read before), the users' new units and the orders; then the answers of
 // those sold and of those replaying them are final (finish).
-func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *decided, r stockRead) error {
+func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *Sale, r Read) error {
 	id := ps[0].ProductID
-	set := map[string]any{"stock": exprDecrement(d.total)}
-	if r.claim {
-		set["fence"] = exprFenceBump()
+	set := map[string]any{"stock": exprDecrement(d.Total)}
+	if r.Claim {
+		set["fence"] = ExprFenceBump()
 	}
 	w := tx.Model(&model.Product{}).Where("id = ?", id)
-	if r.trusted == nil {
-		w = w.Where("stock >= ?", d.total)
+	if r.Trusted == nil {
+		w = w.Where("stock >= ?", d.Total)
 	}
 	res := w.Updates(set)
 	if res.Error != nil {
 		return fmt.Errorf("decrement the stock of product %d: %w", id, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, d.total)
+		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, d.Total)
 	}
-	if err := q.setUnits(tx, id, d.soldUsers(ps), d.units); err != nil {
+	if err := q.setUnits(tx, id, d.SoldUsers(ps), d.Units); err != nil {
 		return err
 	}
 	now := q.db.NowFunc()
-	for i := range d.orders {
-		q.cfg.open(&d.orders[i], now)
+	for i := range d.Orders {
+		q.cfg.Open(&d.Orders[i], now)
 	}
-	if err := tx.Create(&d.orders).Error; err != nil {
-		return fmt.Errorf("write %d orders: %w", len(d.orders), err)
+	if err := tx.Create(&d.Orders).Error; err != nil {
+		return fmt.Errorf("write %d orders: %w", len(d.Orders), err)
 	}
-	if err := readOrderIDs(tx, d.orders); err != nil {
+	if err := readOrderIDs(tx, d.Orders); err != nil {
 		return err
 	}
-	d.finish()
+	d.Finish()
 	return nil
 }
 
@@ -185,7 +194,7 @@ func readOrderIDs(tx *gorm.DB, orders []model.Order) error {
 func usedRequestIDs(tx *gorm.DB, ps []Purchase) (map[string]model.Order, error) {
 	var ids []string
 	for _, p := range ps {
-		if p.RequestID != "" && !p.serverRequestID {
+		if p.RequestID != "" && !p.ServerRequestID {
 			ids = append(ids, p.RequestID)
 		}
 	}
@@ -218,15 +227,15 @@ func usedRequestIDs(tx *gorm.DB, ps []Purchase) (map[string]model.Order, error) 
 // reads them the same way (unitsSQL).
 func (q *sqlSales) unitsHeld(tx *gorm.DB, ps []Purchase) (map[string]int64, error) {
 	units := map[string]int64{}
-	if q.cfg.limit <= 0 {
+	if q.cfg.Limit <= 0 {
 		return units, nil
 	}
 	var users []string
 	for _, p := range ps {
 		users = append(users, p.UserID)
 	}
-	if q.cfg.lockingReads {
-		tx = forUpdate(tx)
+	if q.cfg.LockingReads {
+		tx = ForUpdate(tx)
 	}
 	var rows []model.UserUnits
 	err := tx.Where("product_id = ? AND user_id IN ?", ps[0].ProductID, users).Find(&rows).Error
@@ -241,7 +250,7 @@ func (q *sqlSales) unitsHeld(tx *gorm.DB, ps []Purchase) (map[string]int64, erro
 
 // setUnits writes the new units of users, the users sold to.
 func (q *sqlSales) setUnits(tx *gorm.DB, productID int64, users []string, units map[string]int64) error {
-	if q.cfg.limit <= 0 {
+	if q.cfg.Limit <= 0 {
 		return nil
 	}
 	rows := make([]model.UserUnits, len(users))

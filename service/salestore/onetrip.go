@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ import (
 //
 // Purchases of different products share their transaction: a COMMIT costs
 // the database a flush of its log, and it flushes only so many times a
-// second however many connections ask. tripSenders senders each take the
+// second however many connections ask. TripSenders senders each take the
 // one-trip purchases waiting at that moment (never waiting for more to
 // come), up to maxTripGroup, and send them as one multi-statement, their
 // products in ascending order so that two groups never wait on each
@@ -41,9 +41,9 @@ import (
 // group of their own. A purchase alone in its group is sent alone.
 
 const (
-	// tripSenders is how many groups of one-trip purchases an instance
+	// TripSenders is how many groups of one-trip purchases an instance
 	// sends at once.
-	tripSenders = 4
+	TripSenders = 4
 	// maxTripGroup is the most purchases in one group.
 	maxTripGroup = 64
 )
@@ -53,25 +53,25 @@ const (
 func newMySQLSales(base sqlBase, pool *sql.DB) *mysqlSales {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &mysqlSales{sqlBase: base, pool: pool, trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
-	for range tripSenders {
+	for range TripSenders {
 		m.senders.Go(func() { m.sendTrips(ctx) })
 	}
 	return m
 }
 
-func (m *mysqlSales) close() {
+func (m *mysqlSales) Close() {
 	m.stop()
 	m.senders.Wait()
 }
 
-// buy tries p's transaction in two round trips (see above). A purchase over
+// Buy tries p's transaction in two round trips (see above). A purchase over
 // the limit on its own is left to sell, which answers it.
-func (m *mysqlSales) buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error) {
-	limit := m.cfg.limit
+func (m *mysqlSales) Buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error) {
+	limit := m.cfg.Limit
 	if limit > 0 && p.Quantity > limit {
 		return o, false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.dbTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
 	defer cancel()
 	o, trip := m.oneTripStatements(p, claim)
 	out, err := m.sendTrip(ctx, trip)
@@ -88,7 +88,7 @@ func (m *mysqlSales) buy(ctx context.Context, p Purchase, claim bool) (o model.O
 		// Its group found no connection, or the connection dropped before
 		// COMMIT or its ROLLBACK failed (it is closed, and the server rolls
 		// back what it began): nothing was written.
-		m.cfg.log.WarnContext(ctx, "a purchase's one-trip transaction did not go through: it is sold in three", "product", p.ProductID, "err", err)
+		m.cfg.Log.WarnContext(ctx, "a purchase's one-trip transaction did not go through: it is sold in three", "product", p.ProductID, "err", err)
 	}
 	return model.Order{}, false, nil
 }
@@ -158,7 +158,7 @@ func (m *mysqlSales) sendTrips(ctx context.Context) {
 				break gather
 			}
 		}
-		if h := m.cfg.hooks.tripGroup; h != nil {
+		if h := m.cfg.TripGroup; h != nil {
 			h(len(group))
 		}
 		m.sendGroup(group)
@@ -286,12 +286,12 @@ func (m *mysqlSales) sendStatements(ctx context.Context, dc any, group []*tripRe
 		return outs, rollback(ctx, ex)
 	}
 	if _, err := ex.ExecContext(ctx, stmtCommit, nil); err != nil {
-		if isDeadlock(err) {
+		if IsDeadlock(err) {
 			// The server's word that it rolled back (a write conflict found
 			// at COMMIT): nothing was written, and the purchases are sold
 			// in three trips.
 			clear(outs)
-			m.cfg.log.DebugContext(ctx, "a one-trip group's COMMIT was refused: its purchases are sold in three trips", "err", err)
+			m.cfg.Log.DebugContext(ctx, "a one-trip group's COMMIT was refused: its purchases are sold in three trips", "err", err)
 			return outs, nil
 		}
 		for i := range outs {
@@ -312,7 +312,7 @@ func (m *mysqlSales) rolledBack(ctx context.Context, ex driver.ExecerContext, ca
 	if err := rollback(ctx, ex); err != nil {
 		return errors.Join(cause, err)
 	}
-	m.cfg.log.DebugContext(ctx, "a one-trip group rolled back: its purchases are sold in three trips", "err", cause)
+	m.cfg.Log.DebugContext(ctx, "a one-trip group rolled back: its purchases are sold in three trips", "err", cause)
 	return nil
 }
 
@@ -342,15 +342,15 @@ func (t tripStatements) tookEffect(rows []int64, at int) bool {
 // under a limit), with the order it writes, whose ID and remaining stock
 // the results will tell.
 func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tripStatements) {
-	o := newOrder(p, p.Strategy, 0)
-	m.cfg.open(&o, m.db.NowFunc())
+	o := NewOrder(p, p.Strategy, 0)
+	m.cfg.Open(&o, m.db.NowFunc())
 	decrement := stmtDecrement
 	if claim {
 		decrement = stmtDecrementClaiming
 	}
 	args := []any{p.Quantity, time.Now(), p.ProductID, p.Quantity}
 	trip := tripStatements{product: p.ProductID, query: decrement, n: 2}
-	if limit := m.cfg.limit; limit > 0 {
+	if limit := m.cfg.Limit; limit > 0 {
 		trip.query += "; " + stmtRaiseUnits
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
 		trip.n, trip.units = 3, true

@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"strings"
@@ -105,14 +105,14 @@ func sqlRows(n, width int) string {
 	return strings.TrimSuffix(strings.Repeat(sqlList(width)+", ", n), ", ")
 }
 
-// forUpdate makes tx's read a locking read: SELECT ... FOR UPDATE (which
+// ForUpdate makes tx's read a locking read: SELECT ... FOR UPDATE (which
 // SQLite drops: it has one writer at a time).
-func forUpdate(tx *gorm.DB) *gorm.DB {
+func ForUpdate(tx *gorm.DB) *gorm.DB {
 	return tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
 }
 
-// exprFenceBump is the fence moved on by one, as GORM writes it.
-func exprFenceBump() clause.Expr {
+// ExprFenceBump is the fence moved on by one, as GORM writes it.
+func ExprFenceBump() clause.Expr {
 	return gorm.Expr("fence + 1")
 }
 

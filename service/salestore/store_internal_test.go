@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"cmp"
@@ -34,11 +34,11 @@ func TestRetrying(t *testing.T) {
 		dbTimeout time.Duration
 	}{
 		{"a deadlock's victim past maxAttempts, then answered", func(_ context.Context, n int) error {
-			if n <= maxAttempts+2 {
+			if n <= MaxAttempts+2 {
 				return deadlock
 			}
 			return nil
-		}, maxAttempts + 3, 10 * time.Second},
+		}, MaxAttempts + 3, 10 * time.Second},
 		{"answered at once", func(context.Context, int) error { return nil }, 1, 0},
 		{"a deadlock's victim once", func(_ context.Context, n int) error {
 			if n == 1 {
@@ -60,17 +60,17 @@ func TestRetrying(t *testing.T) {
 		{"a statement that would fail again", func(context.Context, int) error {
 			return errors.New("write 3 orders of product 1: not the results a sale makes")
 		}, 1, 0},
-		{"a refusal", func(context.Context, int) error { return &fenceMoved{generation: 2} }, 1, 0},
+		{"a refusal", func(context.Context, int) error { return &FenceMoved{Generation: 2} }, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := sqlBase{cfg: saleConfig{dbTimeout: cmp.Or(tc.dbTimeout, 20*time.Millisecond), log: slog.New(slog.DiscardHandler)}}
+			b := sqlBase{cfg: Config{DBTimeout: cmp.Or(tc.dbTimeout, 20*time.Millisecond), Log: slog.New(slog.DiscardHandler)}}
 			n := 0
-			_, err := b.retrying(context.Background(), []Purchase{{ProductID: 1}}, 0, func(ctx context.Context) (decided, error) {
+			_, err := b.retrying(context.Background(), []Purchase{{ProductID: 1}}, 0, func(ctx context.Context) (Sale, error) {
 				n++
-				return decided{}, tc.fail(ctx, n)
+				return Sale{}, tc.fail(ctx, n)
 			})
 			switch {
-			case tc.want == 0 && (n < 2 || !isDeadlock(err)):
+			case tc.want == 0 && (n < 2 || !IsDeadlock(err)):
 				t.Errorf("%d attempts (last error %v); want a deadlock's, tried again until the sale's time ran out", n, err)
 			case tc.want != 0 && n != tc.want:
 				t.Errorf("%d attempts (last error %v); want %d", n, err, tc.want)
@@ -117,8 +117,8 @@ func TestOutage(t *testing.T) {
 		{&mysql.MySQLError{Number: 1366}, false}, // bad string
 		{fmt.Errorf("write: %w", &mysql.MySQLError{Number: 1264}), false},
 	} {
-		if got := outage(c.err); got != c.want {
-			t.Errorf("outage(%v) = %t; want %t", c.err, got, c.want)
+		if got := Outage(c.err); got != c.want {
+			t.Errorf("Outage(%v) = %t; want %t", c.err, got, c.want)
 		}
 	}
 }
@@ -143,14 +143,14 @@ func TestOutageOnSQLite(t *testing.T) {
 		t.Fatalf("create trigger: %v", err)
 	}
 	refusedErr := db.Create(&model.Order{ProductID: 1, UserID: "u-bad", Quantity: 1, Strategy: "reserve", Status: model.StatusPaid}).Error
-	if refusedErr == nil || outage(refusedErr) {
-		t.Errorf("outage(%v) = true, or no error; want a refusal of the row, not an outage", refusedErr)
+	if refusedErr == nil || Outage(refusedErr) {
+		t.Errorf("Outage(%v) = true, or no error; want a refusal of the row, not an outage", refusedErr)
 	}
 	if err := store.CloseSQL(db); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	goneErr := db.Create(&model.Order{ProductID: 1, UserID: "u-ok", Quantity: 1, Strategy: "reserve", Status: model.StatusPaid}).Error
-	if goneErr == nil || !outage(goneErr) {
-		t.Errorf("outage(%v) = false, or no error; want an outage: the store is closed", goneErr)
+	if goneErr == nil || !Outage(goneErr) {
+		t.Errorf("Outage(%v) = false, or no error; want an outage: the store is closed", goneErr)
 	}
 }

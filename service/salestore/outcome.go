@@ -1,4 +1,4 @@
-package service
+package salestore
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func (b *sqlBase) transaction(ctx context.Context, fn func(tx *gorm.DB) error) e
 		committing = true
 		return nil
 	})
-	if err != nil && committing && !isDeadlock(err) {
+	if err != nil && committing && !IsDeadlock(err) {
 		return &commitError{err: err}
 	}
 	// A deadlock at COMMIT is the server's word that it rolled back: on a
@@ -65,9 +65,9 @@ func (b *sqlBase) transaction(ctx context.Context, fn func(tx *gorm.DB) error) e
 // serverRequestIDPrefix starts the request IDs the server makes.
 const serverRequestIDPrefix = "srv-"
 
-// newRequestID makes a request ID for a purchase that came without one: 128
+// NewRequestID makes a request ID for a purchase that came without one: 128
 // random bits, which no other purchase can have.
-func newRequestID() string {
+func NewRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
 	return serverRequestIDPrefix + hex.EncodeToString(b[:])
@@ -79,11 +79,11 @@ func newRequestID() string {
 // transaction rolled back and wrote nothing. An error means the look-up
 // itself could not be made within its bound: the outcome stays unknown.
 func (b *sqlBase) settle(ctx context.Context, requestIDs []string, cause error) (found map[string]model.Order, committed bool, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.dbTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.DBTimeout)
 	defer cancel()
 	orders, err := b.lookUp(ctx, requestIDs)
 	if err != nil {
-		b.cfg.log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
+		b.cfg.Log.ErrorContext(ctx, "a purchase's outcome is unknown: its COMMIT failed and the look-up too",
 			"request_ids", len(requestIDs), "commit_err", cause, "err", err)
 		return nil, false, fmt.Errorf("look up %d orders after a failed COMMIT: %w", len(requestIDs), err)
 	}
@@ -91,7 +91,7 @@ func (b *sqlBase) settle(ctx context.Context, requestIDs []string, cause error) 
 	for _, o := range orders {
 		found[string(*o.RequestID)] = o
 	}
-	b.cfg.log.WarnContext(ctx, "a COMMIT failed; its outcome was looked up", "request_ids", len(requestIDs),
+	b.cfg.Log.WarnContext(ctx, "a COMMIT failed; its outcome was looked up", "request_ids", len(requestIDs),
 		"committed", len(found) > 0, "err", cause)
 	if len(found) > 0 && len(found) != len(requestIDs) {
 		return found, true, fmt.Errorf("%d of %d orders of one transaction found", len(found), len(requestIDs))
@@ -114,17 +114,17 @@ func (b *sqlBase) lookUp(ctx context.Context, requestIDs []string) (orders []mod
 		// What was read stands: a rollback that fails means the connection
 		// went, and its locks with it.
 		if rerr := tx.Rollback().Error; rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			b.cfg.log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
+			b.cfg.Log.WarnContext(ctx, "roll back an order look-up", "err", rerr)
 		}
 	}()
-	err = forUpdate(tx).
+	err = ForUpdate(tx).
 		Where("request_id IN ?", requestIDs).Find(&orders).Error
 	return orders, err
 }
 
-// outcomeUnknown is the answer to a purchase whose COMMIT was sent and
+// OutcomeUnknown is the answer to a purchase whose COMMIT was sent and
 // whose outcome could not be looked up.
-func outcomeUnknown(p Purchase, cause error) error {
+func OutcomeUnknown(p Purchase, cause error) error {
 	return &failure.Error{Code: failure.CodeOutcomeUnknown, Err: cause, Message: fmt.Sprintf(
 		"the purchase may or may not have been made: replay request_id %q to learn which", p.RequestID)}
 }
@@ -136,7 +136,7 @@ func (b *sqlBase) settleOne(ctx context.Context, p Purchase, cause error) (o mod
 	found, committed, err := b.settle(ctx, []string{p.RequestID}, cause)
 	switch {
 	case err != nil:
-		return model.Order{}, false, outcomeUnknown(p, errors.Join(cause, err))
+		return model.Order{}, false, OutcomeUnknown(p, errors.Join(cause, err))
 	case !committed:
 		return model.Order{}, false, failure.Store(fmt.Sprintf("commit the purchase of product %d (rolled back)", p.ProductID), cause)
 	}
@@ -151,10 +151,10 @@ func (b *sqlBase) settleOne(ctx context.Context, p Purchase, cause error) (o mod
 // them, answer outcome_unknown; those that replayed an earlier order keep
 // that answer; the rest were decided on a stock nobody can vouch for and
 // wrote nothing: unavailable.
-func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cause error) (decided, error) {
-	d.final = false // the stock cache is not told a stock nobody vouches for
+func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d Sale, cause error) (Sale, error) {
+	d.Final = false // the stock cache is not told a stock nobody vouches for
 	var ids []string
-	for _, i := range d.sold {
+	for _, i := range d.Sold {
 		ids = append(ids, ps[i].RequestID)
 	}
 	if len(ids) == 0 {
@@ -167,22 +167,22 @@ func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d decided, cau
 	case err == nil && committed:
 		// The orders' IDs are the database's (the COMMIT's trip may have
 		// read them back, or not).
-		for k := range d.orders {
-			d.orders[k].ID = found[string(*d.orders[k].RequestID)].ID
+		for k := range d.Orders {
+			d.Orders[k].ID = found[string(*d.Orders[k].RequestID)].ID
 		}
-		d.finish()
+		d.Finish()
 		return d, nil
 	case err == nil:
-		return decided{}, failure.Store(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
+		return Sale{}, failure.Store(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
 	}
-	writes := d.writes()
-	for i, a := range d.answers {
+	writes := d.Writes()
+	for i, a := range d.Answers {
 		switch {
 		case writes[i]:
-			d.answers[i] = answer{err: outcomeUnknown(ps[i], errors.Join(cause, err))}
-		case a.r.Replayed:
+			d.Answers[i] = Answer{Err: OutcomeUnknown(ps[i], errors.Join(cause, err))}
+		case a.R.Replayed:
 		default:
-			d.answers[i] = answer{err: failure.ErrUnavailable.Because(cause)}
+			d.Answers[i] = Answer{Err: failure.ErrUnavailable.Because(cause)}
 		}
 	}
 	return d, nil
