@@ -100,7 +100,7 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 			// The product's row first, as every purchase takes it first, then
 			// its orders and units: the same order of locks, no deadlock.
 			var err error
-			if p, err = lockProduct(tx, id); err != nil {
+			if p, err = salestore.LockProduct(tx, id); err != nil {
 				return err
 			}
 			// The fence moves on: a lock holder from before the reset writes
@@ -157,20 +157,6 @@ func (s *Seckill) SetStock(ctx context.Context, id, stock int64) (model.Product,
 		}
 	}
 	s.cache.Announce(ctx, id, stock, stockcache.Of(p))
-	return p, nil
-}
-
-// lockProduct reads product id under its row lock (SELECT ... FOR
-// UPDATE) in transaction tx: a *failure.Error product_not_found when there is none.
-func lockProduct(tx *gorm.DB, id int64) (model.Product, error) {
-	var p model.Product
-	err := salestore.ForUpdate(tx).Take(&p, id).Error
-	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return p, failure.NotFound(id)
-	case err != nil:
-		return p, fmt.Errorf("lock product %d: %w", id, err)
-	}
 	return p, nil
 }
 

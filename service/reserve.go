@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
@@ -295,13 +296,13 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var err error
 			first = false // an attempt that deadlocked decided nothing
-			if p, err = lockProduct(tx, id); err != nil {
+			if p, err = salestore.LockProduct(tx, id); err != nil {
 				return err
 			}
 			if units, written, err = ordersOf(tx, id); err != nil {
 				return err
 			}
-			returns, err := returnsOf(tx, id)
+			returns, err := orders.ReturnsOf(tx, id)
 			if err != nil {
 				return err
 			}
@@ -313,7 +314,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				}
 				return nil
 			}
-			l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, returnIDs(returns), written, !p.ReserveLoaded, true)
+			l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, orders.ReturnIDs(returns), written, !p.ReserveLoaded, true)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/service/metrics"
 	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/reserve"
+	"github.com/seckill/seckill/service/reservewriter"
 	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
@@ -59,7 +60,7 @@ type Config struct {
 	DBTimeout time.Duration
 	// ReserveRedis is the Redis of the reserve strategy; nil is the first
 	// of the Redis nodes New is given (none: reserve answers unavailable).
-	// The instance joins its writers (runWriter).
+	// The instance joins its writers (package reservewriter).
 	ReserveRedis redis.UniversalClient
 	// ReserveAcks makes every reservation wait for that many replicas of
 	// ReserveRedis to acknowledge it: one they did not acknowledge in time
@@ -135,6 +136,9 @@ type Seckill struct {
 	cache *stockcache.Cache
 	// reserve is the reserve strategy's Redis side; nil when not set up.
 	reserve *reserve.Store
+	// writer writes reserve's reservations to the database; nil when
+	// reserve has no Redis.
+	writer *reservewriter.Writer
 	// moving makes one move of a product into Redis at a time
 	// (loadReserve).
 	moving singleflight.Group
@@ -183,6 +187,8 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		if s.cfg.Consumer == "" {
 			s.cfg.Consumer = salestore.NewRequestID() // 128 random bits
 		}
+		s.writer = reservewriter.New(reservewriter.Config{DB: db, DBTimeout: cfg.DBTimeout, Reserve: s.reserve,
+			Metrics: m, Log: log, Consumer: s.cfg.Consumer, Write: s.writeReservations})
 	}
 	s.Service = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
 		Reserve: s.reserve, Product: s.Product, Returned: cfg.hooks.returned,
@@ -193,7 +199,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 	s.background.Go(func() { s.cache.Run(ctx) })
 	s.background.Go(func() { s.Sweep(ctx) })
 	if s.reserve != nil && !cfg.NoWriter {
-		s.background.Go(func() { s.runWriter(ctx) })
+		s.background.Go(func() { s.writer.Run(ctx) })
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/metrics"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -163,7 +164,7 @@ func (s *Service) orderSettled(ctx context.Context, id int64, user string) (mode
 	ctx, cancel := s.dbCtx(ctx)
 	defer cancel()
 	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return forUpdate(tx).Take(&o, id).Error
+		return salestore.ForUpdate(tx).Take(&o, id).Error
 	})
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound) || err == nil && user != "" && string(o.UserID) != user:

@@ -44,7 +44,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/model"
@@ -112,12 +111,6 @@ func (s *Service) now() time.Time { return s.cfg.DB.NowFunc().UTC() }
 // due says order o is unpaid and its time has come at now.
 func due(o model.Order, now time.Time) bool {
 	return o.Status == model.StatusUnpaid && o.ExpiresAt != nil && !o.ExpiresAt.After(now)
-}
-
-// forUpdate makes tx's read a locking read: SELECT ... FOR UPDATE (which
-// SQLite drops: it has one writer at a time).
-func forUpdate(tx *gorm.DB) *gorm.DB {
-	return tx.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
 }
 
 // invalidUser is the answer to a user ID the contract does not accept.

@@ -14,6 +14,7 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/metrics"
+	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -105,15 +106,11 @@ func (s *Service) returnTx(ctx context.Context, product int64, ids []int64, reas
 		status = model.StatusExpired
 	}
 	err = s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := forUpdate(tx).Take(&r.product, product).Error
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
-			return failure.NotFound(product)
-		case err != nil:
-			return fmt.Errorf("lock product %d: %w", product, err)
+		if r.product, err = salestore.LockProduct(tx, product); err != nil {
+			return err
 		}
 		var orders []model.Order
-		if err := forUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error; err != nil {
+		if err := salestore.ForUpdate(tx).Where("id IN ? AND product_id = ?", ids, product).Find(&orders).Error; err != nil {
 			return fmt.Errorf("lock the orders: %w", err)
 		}
 		now := s.now()
@@ -263,4 +260,23 @@ func (s *Service) finishReturns(ctx context.Context) error {
 		return nil
 	}
 	return s.refund(ctx, rs)
+}
+
+// ReturnsOf reads the returns of product id on their way to its counter,
+// in transaction tx.
+func ReturnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
+	var rs []model.ReserveReturn
+	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
+	}
+	return rs, nil
+}
+
+// ReturnIDs are the orders of returns rs.
+func ReturnIDs(rs []model.ReserveReturn) []int64 {
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.OrderID
+	}
+	return ids
 }

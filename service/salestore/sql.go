@@ -1,8 +1,12 @@
 package salestore
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
+	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/failure"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -119,4 +123,19 @@ func ExprFenceBump() clause.Expr {
 // exprDecrement is the stock less q, as GORM writes it.
 func exprDecrement(q int64) clause.Expr {
 	return gorm.Expr("stock - ?", q)
+}
+
+// LockProduct reads product id under its row lock (SELECT ... FOR
+// UPDATE) in transaction tx: a
+// *failure.Error product_not_found when there is none.
+func LockProduct(tx *gorm.DB, id int64) (model.Product, error) {
+	var p model.Product
+	err := ForUpdate(tx).Take(&p, id).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return p, failure.NotFound(id)
+	case err != nil:
+		return p, fmt.Errorf("lock product %d: %w", id, err)
+	}
+	return p, nil
 }

@@ -1,4 +1,4 @@
-package service
+package reservewriter
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/orders"
+	"github.com/seckill/seckill/service/salestore"
 )
 
 // Reconciling reserve's counters with the database. A product's counter in
@@ -21,7 +23,7 @@ import (
 // refuses what it cannot honour, as failed promises), or reservations'
 // records without their stream entries (too low: units nobody will ever
 // buy). A counter lost whole is derived again when it is next loaded
-// (moveToReserve); reconcile checks one that is there.
+// (by the service); reconcile checks one that is there.
 
 // reconcileBatch is the most products a writer reconciles at once.
 const reconcileBatch = 16
@@ -38,12 +40,12 @@ type reconciled struct {
 // reconcile holds product id's counter against the database and the
 // reservations waiting, under the product's row lock (no writer commits
 // meanwhile), and moves it where they say it must be.
-func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
+func (s *Writer) reconcile(ctx context.Context, id int64) (reconciled, error) {
 	var r reconciled
-	ctx, cancel := s.dbCtx(ctx, 0)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	defer cancel()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		p, err := lockProduct(tx, id)
+	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		p, err := salestore.LockProduct(tx, id)
 		switch {
 		case err != nil:
 			return err
@@ -52,11 +54,11 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 		}
 		// Returns on their way to the counter: the database's stock has
 		// their units, and the counter will when they get there.
-		returns, err := returnsOf(tx, id)
+		returns, err := orders.ReturnsOf(tx, id)
 		if err != nil {
 			return err
 		}
-		snap, err := s.reserve.Check(ctx, id, p.Generation, returnIDs(returns))
+		snap, err := s.cfg.Reserve.Check(ctx, id, p.Generation, orders.ReturnIDs(returns))
 		switch {
 		case err != nil:
 			return err
@@ -90,13 +92,13 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 				return err
 			}
 		}
-		stock, changed, err := s.reserve.Adjust(ctx, id, p.Generation, r.delta)
+		stock, changed, err := s.cfg.Reserve.Adjust(ctx, id, p.Generation, r.delta)
 		if err != nil || !changed {
 			r = reconciled{}
 			return err
 		}
-		s.metrics.ReserveCorrected(r.delta, r.lost)
-		s.log.WarnContext(ctx, "reserve: the product's counter disagreed with the database and the reservations waiting: moved (Redis lost some of what it acknowledged?)",
+		s.cfg.Metrics.ReserveCorrected(r.delta, r.lost)
+		s.cfg.Log.WarnContext(ctx, "reserve: the product's counter disagreed with the database and the reservations waiting: moved (Redis lost some of what it acknowledged?)",
 			"product", id, "generation", p.Generation, "database_stock", p.Stock, "waiting_units", waiting,
 			"counter_was", snap.Stock, "moved_by", r.delta, "counter", stock, "reservations_lost", r.lost)
 		return nil
@@ -110,8 +112,8 @@ func (s *Seckill) reconcile(ctx context.Context, id int64) (reconciled, error) {
 // lostReservations counts the product's reservations that Redis has
 // pending records of and neither the stream (waiting, and a second look
 // for those made since) nor the database holds.
-func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id, gen int64, waiting map[string]int64) (int64, error) {
-	recs, err := s.reserve.PendingRecords(ctx, id)
+func (s *Writer) lostReservations(ctx context.Context, tx *gorm.DB, id, gen int64, waiting map[string]int64) (int64, error) {
+	recs, err := s.cfg.Reserve.PendingRecords(ctx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -130,7 +132,7 @@ func (s *Seckill) lostReservations(ctx context.Context, tx *gorm.DB, id, gen int
 	}
 	// Reservations made after the first look have records and entries:
 	// they are not lost. (None is written meanwhile: the row is locked.)
-	again, err := s.reserve.Check(ctx, id, gen, nil)
+	again, err := s.cfg.Reserve.Check(ctx, id, gen, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -160,32 +162,21 @@ func writtenOf(tx *gorm.DB, id int64, rids []string) (map[string]bool, error) {
 }
 
 // reconcileWritten reconciles the products ids (those a writer wrote).
-func (s *Seckill) reconcileWritten(ctx context.Context, ids []int64) {
+func (s *Writer) reconcileWritten(ctx context.Context, ids []int64) {
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
 		}
 		if _, err := s.reconcile(ctx, id); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "reconcile a reserve counter", "product", id, "err", err)
+			s.cfg.Log.WarnContext(ctx, "reconcile a reserve counter", "product", id, "err", err)
 		}
 	}
 }
 
-// returnsOf reads the returns of product id on their way to its counter,
-// in transaction tx.
-func returnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
-	var rs []model.ReserveReturn
-	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
-		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
-	}
-	return rs, nil
-}
-
-// returnIDs are the orders of returns rs.
-func returnIDs(rs []model.ReserveReturn) []int64 {
-	ids := make([]int64, len(rs))
-	for i, r := range rs {
-		ids[i] = r.OrderID
-	}
-	return ids
+// Reconcile holds product id's counter against the database and the
+// reservations waiting, as the writers do every so often: how far it moved
+// the counter, and how many reservations it found lost.
+func (s *Writer) Reconcile(ctx context.Context, id int64) (delta, lost int64, err error) {
+	r, err := s.reconcile(ctx, id)
+	return r.delta, r.lost, err
 }

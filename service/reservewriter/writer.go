@@ -1,24 +1,58 @@
-package service
+// Package reservewriter is the reserve strategy's writers, the database's
+// side of reserve. Every instance set up for reserve runs one; together
+// they are one consumer group on the streams of reservations: each
+// reservation is read by one writer, written to the database (Config.Write:
+// many of one product in one transaction, idempotently by request ID), and
+// acknowledged after the COMMIT, or after its refusal is recorded. What a
+// writer read and did not acknowledge (it died, or its database call
+// failed) another claims once it has been idle for writerClaimIdle. Every
+// so often a writer holds the counters of the products it wrote against
+// the database (reconcile).
+package reservewriter
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/metrics"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/salestore"
 )
 
-// The reserve strategy's writer. Every instance set up for reserve runs
-// one; together they are one consumer group on the streams of
-// reservations: each reservation is read by one writer, written to the
-// database (writeReservations: many of one product in one transaction,
-// idempotently by request ID), and acknowledged after the COMMIT, or after
-// its refusal is recorded. What a writer read and did not acknowledge (it
-// died, or its database call failed) another claims once it has been idle
-// for writerClaimIdle.
+// Config is what a writer reads, writes and tells.
+type Config struct {
+	// DB holds the orders; every call is bounded by DBTimeout.
+	DB        *gorm.DB
+	DBTimeout time.Duration
+	// Reserve is the reserve strategy's Redis side: its streams, records
+	// and counters.
+	Reserve *reserve.Store
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	// Consumer names this writer in the group.
+	Consumer string
+	// Write writes reservations of one product, taken in generation gen,
+	// in line order, in one transaction of the sale store, and answers
+	// each with its order or the reason the database refused it; a
+	// *salestore.GenerationGone says a reset discarded them all.
+	Write func(ctx context.Context, gen int64, rs []salestore.Reservation) ([]salestore.Answer, error)
+}
+
+// Writer writes the reservations of reserve to the database.
+type Writer struct {
+	cfg Config
+}
+
+// New returns a writer over cfg; Run runs it.
+func New(cfg Config) *Writer {
+	return &Writer{cfg: cfg}
+}
 
 const (
 	// writerBatch is the most reservations a writer reads at once.
@@ -47,8 +81,8 @@ const (
 	writerMaxFailures = 3
 )
 
-// runWriter is this instance's writer, until ctx ends.
-func (s *Seckill) runWriter(ctx context.Context) {
+// Run is this instance's writer, until ctx ends.
+func (s *Writer) Run(ctx context.Context) {
 	s.joinWriters(ctx)
 	w := &writer{failures: map[string]int{}, touched: map[int64]bool{}}
 	lastClaim, lastCheck := time.Now(), time.Now()
@@ -62,10 +96,10 @@ func (s *Seckill) runWriter(ctx context.Context) {
 		if time.Since(lastClaim) >= writerClaimEvery {
 			lastClaim = time.Now()
 			s.tidy(ctx)
-			es, err = s.reserve.Claim(ctx, s.cfg.Consumer, writerClaimIdle, writerBatch)
+			es, err = s.cfg.Reserve.Claim(ctx, s.cfg.Consumer, writerClaimIdle, writerBatch)
 		}
 		if err == nil && len(es) == 0 {
-			es, err = s.reserve.Read(ctx, s.cfg.Consumer, writerBatch, writerBlock)
+			es, err = s.cfg.Reserve.Read(ctx, s.cfg.Consumer, writerBatch, writerBlock)
 		}
 		if err == nil && len(es) > 0 {
 			err = s.write(ctx, w, es)
@@ -75,12 +109,12 @@ func (s *Seckill) runWriter(ctx context.Context) {
 		case reserve.NoGroup(err):
 			// The Redis lost the group (restarted without its data): join
 			// again, or nothing is ever read.
-			s.log.WarnContext(ctx, "the reserve writers' group is gone (Redis lost its data?): joining again", "err", err)
+			s.cfg.Log.WarnContext(ctx, "the reserve writers' group is gone (Redis lost its data?): joining again", "err", err)
 			s.joinWriters(ctx)
 		default:
 			// What was read stays pending: this writer claims it again, or
 			// another does.
-			s.log.WarnContext(ctx, "write reservations", "err", err)
+			s.cfg.Log.WarnContext(ctx, "write reservations", "err", err)
 			sleep(ctx, writerPause)
 		}
 	}
@@ -135,26 +169,26 @@ func (w *writer) written(n int) []int64 {
 
 // tidy drops what the writers have written from the streams and counts
 // what they have not (seckill_reserve_pending).
-func (s *Seckill) tidy(ctx context.Context) {
-	n, err := s.reserve.Tidy(ctx)
+func (s *Writer) tidy(ctx context.Context) {
+	n, err := s.cfg.Reserve.Tidy(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.WarnContext(ctx, "tidy the reserve streams", "err", err)
+			s.cfg.Log.WarnContext(ctx, "tidy the reserve streams", "err", err)
 		}
 		return
 	}
-	s.metrics.ReservePending(n)
+	s.cfg.Metrics.ReservePending(n)
 }
 
 // joinWriters joins the writers' group, trying again every second until
 // it has or ctx ends.
-func (s *Seckill) joinWriters(ctx context.Context) {
+func (s *Writer) joinWriters(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := s.reserve.Join(ctx)
+		err := s.cfg.Reserve.Join(ctx)
 		if err == nil {
 			return
 		}
-		s.log.WarnContext(ctx, "join the reserve writers", "err", err)
+		s.cfg.Log.WarnContext(ctx, "join the reserve writers", "err", err)
 		sleep(ctx, time.Second)
 	}
 }
@@ -163,18 +197,18 @@ func (s *Seckill) joinWriters(ctx context.Context) {
 // generation, and acknowledges each once the database holds it, refused it
 // (recorded first) or a reset discarded it. An error leaves the entries of
 // the products not yet written pending.
-func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) error {
+func (s *Writer) write(ctx context.Context, w *writer, es []reserve.Entry) error {
 	type key struct{ product, gen int64 }
 	var order []key
 	groups := map[key][]reserve.Entry{}
 	for _, e := range es {
 		if e.Bad != nil {
-			s.log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
+			s.cfg.Log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
 				"stream", e.Stream, "id", e.ID, "err", e.Bad)
-			if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), e.Bad.Error()); err != nil {
+			if err := s.cfg.Reserve.Dead(ctx, e, string(failure.CodeUnavailable), e.Bad.Error()); err != nil {
 				return err
 			}
-			s.metrics.ReserveDead()
+			s.cfg.Metrics.ReserveDead()
 			continue
 		}
 		k := key{e.Product, e.Generation}
@@ -213,17 +247,17 @@ func (s *Seckill) write(ctx context.Context, w *writer, es []reserve.Entry) erro
 // is tried again one reservation at a time, so that one that cannot be
 // written holds none of the others back; one that fails writerMaxFailures
 // times goes to the dead letters, recorded as failed.
-func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []reserve.Entry) error {
-	rs := make([]Reservation, len(group))
+func (s *Writer) writeGroup(ctx context.Context, w *writer, gen int64, group []reserve.Entry) error {
+	rs := make([]salestore.Reservation, len(group))
 	for i, e := range group {
-		rs[i] = Reservation{Purchase: Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
+		rs[i] = salestore.Reservation{Purchase: salestore.Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
 	}
-	as, err := s.writeReservations(ctx, gen, rs)
+	as, err := s.cfg.Write(ctx, gen, rs)
 	var gone *salestore.GenerationGone
 	switch {
 	case errors.As(err, &gone):
 		// Discarded with their generation's orders.
-		return s.reserve.Ack(ctx, group)
+		return s.cfg.Reserve.Ack(ctx, group)
 	case err != nil && len(group) > 1 && !salestore.Outage(err):
 		for _, e := range group {
 			if err := s.writeGroup(ctx, w, gen, []reserve.Entry{e}); err != nil {
@@ -237,12 +271,12 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 			return err
 		}
 		w.forget(e.ID)
-		s.log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
+		s.cfg.Log.ErrorContext(ctx, "a reservation the database would not write: moved to the dead letters, recorded as failed",
 			"request_id", e.RequestID, "product", e.Product, "attempts", writerMaxFailures, "err", err)
-		if err := s.reserve.Dead(ctx, e, string(failure.CodeUnavailable), err.Error()); err != nil {
+		if err := s.cfg.Reserve.Dead(ctx, e, string(failure.CodeUnavailable), err.Error()); err != nil {
 			return err
 		}
-		s.metrics.ReserveDead()
+		s.cfg.Metrics.ReserveDead()
 		return nil
 	case err != nil:
 		return err
@@ -254,20 +288,20 @@ func (s *Seckill) writeGroup(ctx context.Context, w *writer, gen int64, group []
 			w.forget(group[i].ID)
 			written++
 		case refused(code):
-			if err := s.reserve.Fail(ctx, group[i], string(code)); err != nil {
+			if err := s.cfg.Reserve.Fail(ctx, group[i], string(code)); err != nil {
 				return err
 			}
-			s.metrics.ReserveFailed(code)
-			s.log.WarnContext(ctx, "a reservation the database refused: recorded as failed",
+			s.cfg.Metrics.ReserveFailed(code)
+			s.cfg.Log.WarnContext(ctx, "a reservation the database refused: recorded as failed",
 				"request_id", group[i].RequestID, "product", group[i].Product, "code", code)
 		default:
 			return a.Err // not known to be refused: leave it pending
 		}
 	}
-	if err := s.reserve.Ack(ctx, group); err != nil {
+	if err := s.cfg.Reserve.Ack(ctx, group); err != nil {
 		return err
 	}
-	s.metrics.ReserveWritten(written)
+	s.cfg.Metrics.ReserveWritten(written)
 	w.wrote(group[0].Product)
 	return nil
 }
