@@ -20,6 +20,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/locker"
+	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/store"
 )
 
@@ -101,9 +102,10 @@ type Config struct {
 // which also bounds a purchase's batch=.
 const MaxBatch = api.MaxBatch
 
-// The defaults, in one place: Load gives them to the variables left unset,
-// and the packages that take these settings (service, the IP limiter of
-// controller, internal/app) fall back on them when given none.
+// The defaults, in one place for the wiring: Load gives them to the
+// variables left unset. Those of the lock library and of the service are
+// theirs, named here; the IP limiter of controller and internal/app fall
+// back on these when given none.
 const (
 	DefaultAddr     = "127.0.0.1:8080" // SECKILL_ADDR
 	DefaultStrategy = "redlock"        // SECKILL_LOCK
@@ -113,8 +115,9 @@ const (
 	// DefaultLockWait is SECKILL_LOCK_WAIT's: how long a purchase waits for
 	// its lock, the lock library's own default.
 	DefaultLockWait = locker.DefaultWait
-	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells.
-	DefaultBatch = 100
+	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells,
+	// the service's own default.
+	DefaultBatch = service.DefaultBatch
 	// DefaultPerUserLimit is SECKILL_PER_USER_LIMIT's.
 	DefaultPerUserLimit = 1
 	// DefaultPaymentTimeout is SECKILL_PAYMENT_TIMEOUT's.
@@ -125,10 +128,12 @@ const (
 	// keep 140 connections open, within the 151 a MySQL or MariaDB server
 	// allows by default (max_connections).
 	DefaultMySQLMaxConns = 20
-	// DefaultKeyPrefix starts every Redis key an instance makes.
-	DefaultKeyPrefix = "seckill:"
-	// DefaultDBTimeout bounds every call to the database (not a setting).
-	DefaultDBTimeout = 3 * time.Second
+	// DefaultKeyPrefix starts every Redis key an instance makes: the
+	// service's.
+	DefaultKeyPrefix = service.DefaultKeyPrefix
+	// DefaultDBTimeout bounds every call to the database (not a setting):
+	// the service's.
+	DefaultDBTimeout = service.DefaultDBTimeout
 )
 
 // Load reads the configuration through getenv. demo changes the default of
