@@ -21,7 +21,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/store/mysqldsn"
 )
 
 // Config is every setting of the service.
@@ -177,7 +177,7 @@ func (c *Config) loadStores(getenv func(string) string) error {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
-		if err := store.CheckCharset(c.MySQLDSN); err != nil {
+		if err := mysqldsn.CheckCharset(c.MySQLDSN); err != nil {
 			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
 	}
