@@ -7,11 +7,8 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +17,8 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/locker"
-	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/service"
+	"github.com/seckill/seckill/store/mysqldsn"
 )
 
 // Config is every setting of the service.
@@ -101,9 +99,10 @@ type Config struct {
 // which also bounds a purchase's batch=.
 const MaxBatch = api.MaxBatch
 
-// The defaults, in one place: Load gives them to the variables left unset,
-// and the packages that take these settings (service, the IP limiter of
-// controller, internal/app) fall back on them when given none.
+// The defaults, in one place for the wiring: Load gives them to the
+// variables left unset. Those of the lock library and of the service are
+// theirs, named here; the IP limiter of controller and internal/app fall
+// back on these when given none.
 const (
 	DefaultAddr     = "127.0.0.1:8080" // SECKILL_ADDR
 	DefaultStrategy = "redlock"        // SECKILL_LOCK
@@ -113,8 +112,9 @@ const (
 	// DefaultLockWait is SECKILL_LOCK_WAIT's: how long a purchase waits for
 	// its lock, the lock library's own default.
 	DefaultLockWait = locker.DefaultWait
-	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells.
-	DefaultBatch = 100
+	// DefaultBatch is SECKILL_BATCH's: the most purchases one hold sells,
+	// the service's own default.
+	DefaultBatch = service.DefaultBatch
 	// DefaultPerUserLimit is SECKILL_PER_USER_LIMIT's.
 	DefaultPerUserLimit = 1
 	// DefaultPaymentTimeout is SECKILL_PAYMENT_TIMEOUT's.
@@ -125,10 +125,12 @@ const (
 	// keep 140 connections open, within the 151 a MySQL or MariaDB server
 	// allows by default (max_connections).
 	DefaultMySQLMaxConns = 20
-	// DefaultKeyPrefix starts every Redis key an instance makes.
-	DefaultKeyPrefix = "seckill:"
-	// DefaultDBTimeout bounds every call to the database (not a setting).
-	DefaultDBTimeout = 3 * time.Second
+	// DefaultKeyPrefix starts every Redis key an instance makes: the
+	// service's.
+	DefaultKeyPrefix = service.DefaultKeyPrefix
+	// DefaultDBTimeout bounds every call to the database (not a setting):
+	// the service's.
+	DefaultDBTimeout = service.DefaultDBTimeout
 )
 
 // Load reads the configuration through getenv. demo changes the default of
@@ -172,7 +174,7 @@ func (c *Config) loadStores(getenv func(string) string) error {
 		if _, err := mysql.ParseDSN(c.MySQLDSN); err != nil {
 			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
-		if err := store.CheckCharset(c.MySQLDSN); err != nil {
+		if err := mysqldsn.CheckCharset(c.MySQLDSN); err != nil {
 			return fmt.Errorf("config: SECKILL_MYSQL_DSN: %w", err)
 		}
 	}
@@ -186,38 +188,6 @@ func (c *Config) loadStores(getenv func(string) string) error {
 		return fmt.Errorf("config: SECKILL_RESERVE_ACKS: %w", err)
 	}
 	return nil
-}
-
-// parseAcks reads SECKILL_RESERVE_ACKS: empty or "0" (no replica waited
-// for), or N/timeout.
-func parseAcks(v string) (int, time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if v == "" || v == "0" {
-		return 0, 0, nil
-	}
-	n, w, ok := strings.Cut(v, "/")
-	replicas, err1 := strconv.Atoi(strings.TrimSpace(n))
-	timeout, err2 := time.ParseDuration(strings.TrimSpace(w))
-	if !ok || err1 != nil || err2 != nil || replicas < 1 || replicas > 16 || timeout < time.Millisecond || timeout > time.Second {
-		return 0, 0, fmt.Errorf("%q: want 0, or N/timeout, e.g. 1/100ms (N replicas from 1 to 16, the timeout from 1ms to 1s)", v)
-	}
-	return replicas, timeout, nil
-}
-
-// parseReserve reads SECKILL_RESERVE_REDIS: empty, host:port, or
-// cluster:host:port[,host:port...].
-func parseReserve(v string) (addrs []string, cluster bool, err error) {
-	v = strings.TrimSpace(v)
-	if rest, ok := strings.CutPrefix(v, "cluster:"); ok {
-		if addrs, err = parseAddrs(rest); err == nil && len(addrs) == 0 {
-			err = errors.New(`"cluster:" names no seed node: want cluster:host:port[,host:port...]`)
-		}
-		return addrs, true, err
-	}
-	if addrs, err = parseAddrs(v); err == nil && len(addrs) > 1 {
-		err = fmt.Errorf("%q: one node, host:port, or the seed nodes of a Redis Cluster, cluster:host:port[,host:port...]", v)
-	}
-	return addrs, false, err
 }
 
 // loadLocks reads SECKILL_LOCK_TTL, SECKILL_WATCHDOG and SECKILL_LOCK_WAIT.
@@ -310,189 +280,4 @@ func (c *Config) loadOperation(getenv func(string) string) error {
 		return fmt.Errorf("config: SECKILL_TRUSTED_PROXIES: %w", err)
 	}
 	return nil
-}
-
-// LogValue prints the configuration with its secrets masked.
-func (c Config) LogValue() slog.Value {
-	dsn := "(embedded)"
-	if c.MySQLDSN != "" {
-		dsn = maskDSN(c.MySQLDSN)
-	}
-	redis := "(embedded)"
-	if len(c.RedisAddrs) > 0 {
-		redis = strings.Join(c.RedisAddrs, ",")
-	}
-	return slog.GroupValue(
-		slog.String("addr", c.Addr),
-		slog.String("mysql_dsn", dsn),
-		slog.String("redis_addrs", redis),
-		slog.String("reserve_redis", reserveText(c.ReserveAddrs, c.ReserveCluster)),
-		slog.String("reserve_acks", ackText(c.ReserveAcks, c.ReserveAckWait)),
-		slog.String("lock", c.Strategy),
-		slog.Duration("lock_ttl", c.LockTTL),
-		slog.Bool("watchdog", c.Watchdog),
-		slog.Duration("lock_wait", c.LockWait),
-		slog.String("admin_token", "***"),
-		slog.Bool("strategy_override", c.StrategyOverride),
-		slog.Int("per_user_limit", c.PerUserLimit),
-		slog.Duration("payment_timeout", c.PaymentTimeout),
-		slog.Bool("fencing", c.Fencing),
-		slog.Int("batch", c.Batch),
-		slog.String("log_format", c.LogFormat),
-		slog.Int("mysql_max_conns", c.MySQLMaxConns),
-		slog.Duration("drain_delay", c.DrainDelay),
-		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
-		slog.String("trusted_proxies", orNone(strings.Join(c.TrustedProxies, ","))),
-	)
-}
-
-// orNone is s, or "(none)" for an empty setting, as the log shows it.
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-// reserveText is SECKILL_RESERVE_REDIS as the log shows it.
-func reserveText(addrs []string, cluster bool) string {
-	switch {
-	case len(addrs) == 0:
-		return "(the first Redis node)"
-	case cluster:
-		return "cluster:" + strings.Join(addrs, ",")
-	}
-	return addrs[0]
-}
-
-func maskDSN(dsn string) string {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return "***"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = "***"
-	}
-	return cfg.FormatDSN()
-}
-
-func orDefault(v, def string) string {
-	if v = strings.TrimSpace(v); v == "" {
-		return def
-	}
-	return v
-}
-
-func parseAddrs(v string) ([]string, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	var addrs []string
-	for _, a := range strings.Split(v, ",") {
-		a = strings.TrimSpace(a)
-		host, port, err := net.SplitHostPort(a)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", a, err)
-		}
-		if host == "" {
-			return nil, fmt.Errorf("%q: missing host", a)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("%q: bad port", a)
-		}
-		for _, seen := range addrs {
-			if seen == a {
-				return nil, fmt.Errorf("%q named twice: the nodes must be independent", a)
-			}
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs, nil
-}
-
-func positiveDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	d, err := duration(getenv, name, def)
-	if err == nil && d == 0 {
-		err = fmt.Errorf("config: %s %q: must be positive", name, strings.TrimSpace(getenv(name)))
-	}
-	return d, err
-}
-
-// duration reads a Go duration that is not negative.
-func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := strings.TrimSpace(getenv(name))
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("config: %s %q: want a Go duration such as 8s or 500ms", name, v)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("config: %s %q: must not be negative", name, v)
-	}
-	return d, nil
-}
-
-func boolean(getenv func(string) string, name string, def bool) (bool, error) {
-	v := strings.TrimSpace(getenv(name))
-	if v == "" {
-		return def, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("config: %s %q: want true or false", name, v)
-	}
-	return b, nil
-}
-
-// parseIPLimit reads SECKILL_IP_LIMIT: "N/window", e.g. "20/1s"; empty is
-// no limit.
-func parseIPLimit(v string) (int, time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, 0, nil
-	}
-	n, w, ok := strings.Cut(v, "/")
-	limit, err1 := strconv.Atoi(strings.TrimSpace(n))
-	window, err2 := time.ParseDuration(strings.TrimSpace(w))
-	if !ok || err1 != nil || err2 != nil || limit < 1 || window < time.Millisecond || window > 24*time.Hour {
-		return 0, 0, fmt.Errorf("%q: want N/window, e.g. 20/1s (N at least 1, the window from 1ms to 24h)", v)
-	}
-	return limit, window, nil
-}
-
-// parseProxies reads SECKILL_TRUSTED_PROXIES: comma-separated CIDRs (or
-// single addresses), IPv4 or IPv6.
-func parseProxies(v string) ([]string, error) {
-	var out []string
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		if _, err := netip.ParsePrefix(part); err != nil {
-			if _, err := netip.ParseAddr(part); err != nil {
-				return nil, fmt.Errorf("%q is neither a CIDR nor an address", part)
-			}
-		}
-		out = append(out, part)
-	}
-	return out, nil
-}
-
-// ackText is SECKILL_RESERVE_ACKS as it reads: "0" or "N/timeout".
-func ackText(n int, timeout time.Duration) string {
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d/%v", n, timeout)
-}
-
-// ipLimitText is SECKILL_IP_LIMIT as it reads: "off" or "N/window".
-func ipLimitText(n int, window time.Duration) string {
-	if n == 0 {
-		return "off"
-	}
-	return fmt.Sprintf("%d/%v", n, window)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service/failure"
@@ -185,7 +184,7 @@ func (s *Seckill) leaderBudget() time.Duration {
 // drain on it; a hold's calls past it are cut short by its context.
 func PurchaseBudget(lockWait, dbTimeout time.Duration) time.Duration {
 	if dbTimeout <= 0 {
-		dbTimeout = config.DefaultDBTimeout
+		dbTimeout = DefaultDBTimeout
 	}
 	return lockWait + 2*MaxHold + 7*dbTimeout
 }

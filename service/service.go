@@ -16,7 +16,6 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service/metrics"
@@ -38,25 +37,27 @@ type Config struct {
 	// token unless a purchase says otherwise.
 	Fencing bool
 	// LockWait bounds the wait for a lock, pessimistic's row lock included.
+	// The default is locker.DefaultWait.
 	LockWait time.Duration
 	// KeyPrefix starts every Redis key the service makes. The default is
-	// config.DefaultKeyPrefix.
+	// DefaultKeyPrefix.
 	KeyPrefix string
 	// EmbeddedSQL says the database is the embedded SQLite, which changes
 	// what pessimistic means (SQLite has no SELECT ... FOR UPDATE).
 	EmbeddedSQL bool
 	// Batch is the most purchases of one product sold under one hold of its
 	// lock: the buyers waiting on this instance are combined. The default
-	// is config.DefaultBatch; 1 is one lock per purchase.
+	// is DefaultBatch; 1 is one lock per purchase.
 	Batch int
 	// LockTTL is the lease of the locks; Watchdog renews the leases of the
 	// strategies that have one every LockTTL/3 while their holder works.
+	// The default LockTTL is locker.DefaultTTL.
 	LockTTL  time.Duration
 	Watchdog bool
 	// DBTimeout bounds every database call (the wait for a pooled
 	// connection included), beyond the purchases' work and pause and the
 	// lock wait a call may have to include. The default is
-	// config.DefaultDBTimeout.
+	// DefaultDBTimeout.
 	DBTimeout time.Duration
 	// ReserveRedis is the Redis of the reserve strategy; nil is the first
 	// of the Redis nodes New is given (none: reserve answers unavailable).
@@ -156,19 +157,19 @@ type Seckill struct {
 // reset announcements: Close stops them.
 func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalClient, cfg Config, m *metrics.Metrics, log *slog.Logger) *Seckill {
 	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = config.DefaultKeyPrefix
+		cfg.KeyPrefix = DefaultKeyPrefix
 	}
 	if cfg.LockWait <= 0 {
-		cfg.LockWait = config.DefaultLockWait
+		cfg.LockWait = locker.DefaultWait
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = config.DefaultBatch
+		cfg.Batch = DefaultBatch
 	}
 	if cfg.LockTTL <= 0 {
-		cfg.LockTTL = config.DefaultLockTTL
+		cfg.LockTTL = locker.DefaultTTL
 	}
 	if cfg.DBTimeout <= 0 {
-		cfg.DBTimeout = config.DefaultDBTimeout
+		cfg.DBTimeout = DefaultDBTimeout
 	}
 	s := &Seckill{db: db, lockers: lockers, redis: redis, cfg: cfg, metrics: m, log: log}
 	s.cache = stockcache.New(stockcache.Config{DB: db, DBTimeout: cfg.DBTimeout, Redis: redis, Channel: cfg.KeyPrefix + "stock",

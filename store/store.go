@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +27,8 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/store/mysqldsn"
 )
 
 // EmbeddedRedisNodes is how many in-process Redis nodes OpenRedisNodes
@@ -141,47 +142,19 @@ func MySQLIOTimeout(d time.Duration) MySQLOption {
 	return func(o *mysqlOptions) { o.ioTimeout = d }
 }
 
-// ErrUnsafeCharset is returned for a DSN that names a charset other than
-// utf8mb4, or a collation.
-var ErrUnsafeCharset = errors.New("store: the connection must speak utf8mb4: " +
-	"give no charset (or charset=utf8mb4) and no collation")
-
-// CheckCharset refuses a DSN that names a connection charset other than
-// utf8mb4, or a collation. Parameters are interpolated on the client, and
-// with a multibyte charset such as gbk, big5, sjis or cp932 the escape of a
-// quote can be swallowed by the byte before it: the input would reach past
-// its string. go-sql-driver refuses unsafe collations with interpolation,
-// but not unsafe charsets; every connection here speaks utf8mb4.
-func CheckCharset(dsn string) error {
-	_, query, _ := strings.Cut(dsn, "?")
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return fmt.Errorf("store: parse the DSN's parameters: %w", err)
-	}
-	for key, values := range params {
-		switch {
-		case strings.EqualFold(key, "collation"):
-			return ErrUnsafeCharset
-		case strings.EqualFold(key, "charset"):
-			for _, v := range values {
-				if !strings.EqualFold(v, "utf8mb4") {
-					return fmt.Errorf("%w (it says charset=%s)", ErrUnsafeCharset, v)
-				}
-			}
-		}
-	}
-	return nil
-}
+// ErrUnsafeCharset is what OpenMySQL returns for a DSN that names a
+// charset other than utf8mb4, or a collation (mysqldsn.CheckCharset).
+var ErrUnsafeCharset = mysqldsn.ErrUnsafeCharset
 
 // OpenMySQL connects to the MySQL (or MariaDB) server named by dsn, creating
 // its database if it does not exist yet. The DSN must leave the charset to
-// utf8mb4 (CheckCharset).
+// utf8mb4 (mysqldsn.CheckCharset).
 func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, error) {
 	o := mysqlOptions{maxConns: DefaultMySQLMaxConns}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := CheckCharset(dsn); err != nil {
+	if err := mysqldsn.CheckCharset(dsn); err != nil {
 		return nil, err
 	}
 	cfg, err := mysql.ParseDSN(dsn)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -114,6 +115,34 @@ func entriesOf(got []redis.XStream) []Entry {
 		}
 	}
 	return out
+}
+
+// entryOf reads a stream entry as reserve.lua wrote it; one that is not
+// comes back with Bad set.
+func entryOf(stream string, m redis.XMessage) Entry {
+	e, err := readEntry(stream, m)
+	e.Bad = err
+	return e
+}
+
+func readEntry(stream string, m redis.XMessage) (Entry, error) {
+	e := Entry{Stream: stream, ID: m.ID}
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	var errs []error
+	num := func(k string) int64 {
+		n, err := strconv.ParseInt(str(k), 10, 64)
+		errs = append(errs, err)
+		return n
+	}
+	e.Product, e.Quantity, e.Generation, e.Left = num("p"), num("q"), num("g"), num("l")
+	e.User, e.RequestID = str("u"), str("r")
+	if err := errors.Join(errs...); err != nil {
+		return e, fmt.Errorf("reserve: entry %s of %s is not a reservation: %v: %w", m.ID, stream, m.Values, err)
+	}
+	if e.RequestID == "" || e.User == "" {
+		return e, fmt.Errorf("reserve: entry %s of %s is not a reservation: %v", m.ID, stream, m.Values)
+	}
+	return e, nil
 }
 
 // Claim takes over for consumer up to count entries of each bucket that
@@ -264,18 +293,4 @@ func (s *Store) Tidy(ctx context.Context) (unwritten int64, err error) {
 		unwritten += v[0] + v[1]
 	}
 	return unwritten, nil
-}
-
-// RecordOf returns the record of a request ID of a product; ok is false
-// when the store has none.
-func (s *Store) RecordOf(ctx context.Context, product int64, requestID string) (rec Record, ok bool, err error) {
-	v, err := s.rdb.HGet(ctx, s.KeysOf(product).Requests, requestID).Result()
-	if errors.Is(err, redis.Nil) {
-		return Record{}, false, nil
-	}
-	if err != nil {
-		return Record{}, false, fmt.Errorf("reserve: read the record of request %s: %w", requestID, err)
-	}
-	rec, err = parseRecord(v)
-	return rec, err == nil, err
 }
