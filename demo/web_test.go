@@ -18,7 +18,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/demo"
-	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/internal/testkit/browser"
 )
 
 // shownSeries is a row of the page's live table, as the page shows it.
