@@ -3,7 +3,6 @@ package demo_test
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/seckill/seckill/service"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/demo"
 	"github.com/seckill/seckill/internal/testkit/browser"
+	"github.com/seckill/seckill/service"
 )
 
 // shownSeries is a row of the page's live table, as the page shows it.
