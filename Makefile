@@ -46,20 +46,20 @@ fuzz:
 # is checked. SOAK_DURATION=20s make soak is the short run CI makes.
 SOAK_DURATION ?= 2m
 soak:
-	SOAK_DURATION=$(SOAK_DURATION) scripts/testenv.sh go test -run '^TestSoak$$' -v -count=1 -timeout 60m ./internal/faulttest/
+	SOAK_DURATION=$(SOAK_DURATION) scripts/testenv.sh go test -run '^TestSoak$$' -v -count=1 -timeout 60m ./internal/testkit/faulttest/
 
 # The service on TiDB's SQL layer (docs/distributed.md): builds tidb-server
 # from the Go module proxy once (minutes; cached outside the repository),
 # starts it, and runs TestTiDB against it with the Redis nodes of testenv.sh.
 test-tidb:
-	scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run '^TestTiDB$$' -v ./internal/tidbtest/
+	scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run '^TestTiDB$$' -v ./internal/testkit/tidbtest/
 
 # The service on a MariaDB Galera Cluster (docs/distributed.md): TestGalera
 # starts three nodes of its own from Debian's packages (mariadb-server,
 # galera-4, rsync: scripts/testenv.sh installs them) on free loopback ports,
 # an instance writing through node 0 and one through node 2.
 test-galera:
-	SECKILL_TEST_GALERA=1 scripts/testenv.sh go test -race -count=1 -run '^TestGalera' -v -timeout 20m ./internal/galeratest/ ./internal/testenv/
+	SECKILL_TEST_GALERA=1 scripts/testenv.sh go test -race -count=1 -run '^TestGalera' -v -timeout 20m ./internal/testkit/galeratest/ ./internal/testkit/testenv/
 
 # The topology of docker-compose.yml without Docker, from Debian's packages:
 # state under STACK_DIR (.stack/), nginx on STACK_HTTP_PORT (8080),

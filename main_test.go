@@ -15,8 +15,8 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // wantOrder fails t unless a is a 201 with an order of strategy leaving

@@ -15,7 +15,7 @@ import (
 	"unicode"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/service"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 func TestClient(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 func TestHealthzAndReadyz(t *testing.T) {

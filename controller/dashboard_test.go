@@ -14,9 +14,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	api "github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/browser"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/browser"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/metrics"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/service"
 )

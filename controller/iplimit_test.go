@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // buyFrom makes a purchase through in as a client behind X-Forwarded-For

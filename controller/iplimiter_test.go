@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/controller"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestIPLimitRedisDown: a limit whose Redis does not answer lets every

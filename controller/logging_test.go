@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/controller"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestLogHandlerAddsContextAttrs: a record logged with a context carries

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // TestMalformedRequests: every malformed request answers its 4xx and the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // buy makes one purchase of a unit of product id for user and returns its

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // TestOrders: GET /api/v1/orders/{id} answers an order to its buyer and to

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // serveOnce sends one request to h and returns its answer.

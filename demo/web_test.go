@@ -18,7 +18,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/demo"
 	"github.com/seckill/seckill/demo/lab"
-	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/internal/testkit/browser"
 	"github.com/seckill/seckill/service"
 )
 

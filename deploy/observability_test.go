@@ -24,7 +24,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // The observability files, relative to this package's directory.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/seckill/seckill/docs"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // TestEveryRouteIsDocumented: the router's routes and the document's

@@ -14,8 +14,8 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestAPIMatchesTheDocument takes the service through every operation of

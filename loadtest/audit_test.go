@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/loadtest/report"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/locker"
 )
 

@@ -10,7 +10,7 @@
 #     with apt-get when missing (the fault tests start MariaDB servers of
 #     their own, so mariadbd and mariadb-install-db must be here even when a
 #     server already answers), galera-4 and rsync (the tests that start a
-#     Galera Cluster of their own: internal/testenv/galera.go), and nginx,
+#     Galera Cluster of their own: internal/testkit/testenv/galera.go), and nginx,
 #     prometheus and redis-tools for the test of scripts/stack.sh (no system
 #     service is started: see scripts/packages.sh);
 #   - starts MariaDB when it is not running (and stops it afterwards);

@@ -12,7 +12,7 @@
 # COMMAND sees SECKILL_TEST_TIDB_DSN (a server DSN, no database, like
 # SECKILL_TEST_MYSQL_DSN). Run it inside scripts/testenv.sh so that the Redis
 # nodes and MariaDB are there too:
-#   scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run TestTiDB ./internal/tidbtest/
+#   scripts/testenv.sh scripts/tidb.sh go test -race -count=1 -run TestTiDB ./internal/testkit/tidbtest/
 # `scripts/tidb.sh build` only builds (or finds) the binary and prints its path.
 set -euo pipefail
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // BenchmarkBatchSell is the hot path's batch layer alone: one hold's

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/failure"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/locker"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"

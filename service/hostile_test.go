@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/store"

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/store"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/failure"
 )

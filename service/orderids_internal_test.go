@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/salestore"
 )

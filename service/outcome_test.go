@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/sqlproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/sqlproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/failure"

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm/clause"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/failure"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/store"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestInstancesStartAtOnce: six instances started at the same moment

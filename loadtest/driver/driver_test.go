@@ -14,7 +14,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )

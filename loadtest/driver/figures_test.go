@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )

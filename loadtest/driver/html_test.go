@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/browser"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )

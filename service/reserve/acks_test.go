@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/rediscluster"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/store"
 )

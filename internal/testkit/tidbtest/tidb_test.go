@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestTiDB runs two instances of one sale on TiDB (scripts/tidb.sh starts

@@ -21,9 +21,9 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/sqlproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/sqlproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/reserve"
 )
 

@@ -3,7 +3,7 @@ package apptest_test
 import (
 	"testing"
 
-	"github.com/seckill/seckill/internal/apptest"
+	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
 // TestPerUserLimitAcrossInstances: on MariaDB, two instances, 10 users

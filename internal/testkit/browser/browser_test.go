@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/seckill/seckill/internal/browser"
+	"github.com/seckill/seckill/internal/testkit/browser"
 )
 
 // TestNoTempDirsLeft: a page opened and closed leaves no

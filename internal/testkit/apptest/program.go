@@ -20,7 +20,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/childproc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // RunFunc is the program's run function (main.run). Only the main

@@ -10,7 +10,7 @@ import (
 
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/history"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )

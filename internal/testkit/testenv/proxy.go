@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/internal/sqlproxy"
+	"github.com/seckill/seckill/internal/testkit/sqlproxy"
 )
 
 // Proxy starts a sqlproxy in front of the server of dsn, closed when t

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/reserve"
 )
 

@@ -32,7 +32,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // Instance is one instance started in the test's process, its stores at

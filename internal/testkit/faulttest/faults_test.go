@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/client"
-	"github.com/seckill/seckill/internal/apptest"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // TestWatchdogKeepsLongWorkPauseLosesIt, with two instances and a lease of

@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/seckill/seckill/internal/sqlproxy"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testkit/sqlproxy"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // setup returns a proxy in front of a fresh database of the test server,
