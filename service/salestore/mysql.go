@@ -41,6 +41,8 @@ import (
 type mysqlSales struct {
 	sqlBase
 	pool *sql.DB
+	// orders are the statements that write and read orders.
+	orders orderStatements
 	// trips hands one-trip purchases to their senders (sendTrips), which
 	// have stopped once stop is called.
 	trips        chan *tripRequest
@@ -250,7 +252,7 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)
 	}
 	if requestIDs {
-		err := nextRows(next, len(orderColumns), func(v []driver.Value) error {
+		err := nextRows(next, len(orderColumns()), func(v []driver.Value) error {
 			o, err := scanOrder(v)
 			if err == nil {
 				read.used[string(*o.RequestID)] = o
@@ -297,7 +299,7 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 		}
 	}
 	if len(ids) > 0 {
-		b.WriteString("; " + stmtUsedRequestIDs + sqlList(len(ids)))
+		b.WriteString("; " + m.orders.used + sqlList(len(ids)))
 		args = append(args, ids...)
 	}
 	if m.cfg.Limit > 0 {
@@ -339,20 +341,10 @@ func (m *mysqlSales) saleStatements(ps []Purchase, d Sale, r Read) (string, []an
 	for i := range d.Orders {
 		o := &d.Orders[i]
 		m.cfg.Open(o, now)
-		args = append(args, o.ProductID, string(o.UserID), o.Quantity, requestIDArg(o), o.Strategy, o.RemainingStock, o.CreatedAt,
-			o.Status, o.ExpiresAt)
+		args = orderArgs(args, o, false)
 	}
-	b.WriteString("; " + stmtOrders + sqlRows(len(d.Orders), 9))
+	b.WriteString("; " + m.orders.insert + sqlRows(len(d.Orders), m.orders.width))
 	return b.String(), args
-}
-
-// requestIDArg is o's request ID as a statement's argument: NULL when it
-// has none.
-func requestIDArg(o *model.Order) any {
-	if o.RequestID == nil {
-		return nil
-	}
-	return string(*o.RequestID)
 }
 
 // wroteSale says the second trip did what the sale needs: the decrement

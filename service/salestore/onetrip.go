@@ -52,7 +52,7 @@ const (
 // one-trip senders started: close stops them.
 func newMySQLSales(base sqlBase, pool *sql.DB) *mysqlSales {
 	ctx, stop := context.WithCancel(context.Background())
-	m := &mysqlSales{sqlBase: base, pool: pool, trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
+	m := &mysqlSales{sqlBase: base, pool: pool, orders: newOrderStatements(), trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
 	for range TripSenders {
 		m.senders.Go(func() { m.sendTrips(ctx) })
 	}
@@ -355,7 +355,7 @@ func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tri
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
 		trip.n, trip.units = 3, true
 	}
-	trip.query += "; " + stmtOrderOneTrip
-	trip.args = append(args, p.ProductID, p.UserID, p.Quantity, requestIDArg(&o), o.Strategy, o.CreatedAt, o.Status, o.ExpiresAt)
+	trip.query += "; " + m.orders.oneTrip
+	trip.args = orderArgs(args, &o, true)
 	return o, trip
 }

@@ -7,9 +7,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"time"
-
-	"github.com/seckill/seckill/model"
 )
 
 // Reading the MySQL form's multi-statement results on the driver
@@ -80,35 +77,4 @@ func asString(v driver.Value) string {
 		return v
 	}
 	return fmt.Sprint(v)
-}
-
-// scanOrder reads an order's row, its columns orderColumns.
-func scanOrder(vs []driver.Value) (model.Order, error) {
-	var o model.Order
-	if err := scanInts(vs, &o.ID, &o.ProductID); err != nil {
-		return o, err
-	}
-	if err := scanInts(vs[3:4], &o.Quantity); err != nil {
-		return o, err
-	}
-	if err := scanInts(vs[6:7], &o.RemainingStock); err != nil {
-		return o, err
-	}
-	o.UserID = model.BinaryString(asString(vs[2]))
-	rid := model.BinaryString(asString(vs[4]))
-	o.RequestID, o.Strategy = &rid, asString(vs[5])
-	created, isTime := vs[7].(time.Time)
-	if !isTime {
-		return o, fmt.Errorf("created_at: a value of type %T, not a time (parseTime)", vs[7])
-	}
-	o.CreatedAt = created
-	o.Status = asString(vs[8])
-	if vs[9] != nil {
-		expires, isTime := vs[9].(time.Time)
-		if !isTime {
-			return o, fmt.Errorf("expires_at: a value of type %T, not a time (parseTime)", vs[9])
-		}
-		o.ExpiresAt = &expires
-	}
-	return o, nil
 }

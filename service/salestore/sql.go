@@ -41,21 +41,10 @@ const (
 	stmtRaiseUnits = "INSERT INTO user_units (product_id, user_id, units) VALUES (?, ?, ?) " +
 		"ON DUPLICATE KEY UPDATE units = IF(units + VALUES(units) <= ?, units + VALUES(units), units)"
 
-	// stmtOrderOneTrip writes the order, its remaining stock the one the
-	// decrement left in LAST_INSERT_ID(). Args: product ID, user ID,
-	// quantity, request ID (or NULL), strategy, created at, status,
-	// expires at (or NULL).
-	stmtOrderOneTrip = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) " +
-		"VALUES (?, ?, ?, ?, ?, LAST_INSERT_ID(), ?, ?, ?)"
-
 	// stmtProductForUpdate reads a product's stock, fence, generation,
 	// returns and whether it sells under reserve, under its row lock. Args:
 	// product ID.
 	stmtProductForUpdate = "SELECT stock, fence, generation, returns, reserve FROM products WHERE id = ? FOR UPDATE"
-	// stmtUsedRequestIDs reads the orders made with a list of request IDs
-	// (orderColumns). Args: the request IDs.
-	stmtUsedRequestIDs = "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at " +
-		"FROM orders WHERE request_id IN "
 	// stmtUnitsHeld reads the units of a product that a list of users
 	// hold. Args: product ID, then the users.
 	stmtUnitsHeld = "SELECT user_id, units FROM user_units WHERE product_id = ? AND user_id IN "
@@ -73,10 +62,6 @@ const (
 	// per row: product ID, user ID, units.
 	stmtSetUnits       = "INSERT INTO user_units (product_id, user_id, units) VALUES "
 	stmtSetUnitsUpdate = " ON DUPLICATE KEY UPDATE units = VALUES(units)"
-	// stmtOrders writes orders. Args per row: product ID, user ID,
-	// quantity, request ID (or NULL), strategy, remaining stock, created
-	// at, status, expires at (or NULL).
-	stmtOrders = "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES "
 	// stmtIncrement reads the step between the IDs AUTO_INCREMENT gives in
 	// this session. No args.
 	stmtIncrement = "SELECT @@SESSION.auto_increment_increment"
@@ -84,9 +69,6 @@ const (
 	// request ID. Args: the request IDs.
 	stmtOrderIDs = "SELECT id, request_id FROM orders WHERE request_id IN "
 )
-
-// orderColumns are the columns stmtUsedRequestIDs reads, in its order.
-var orderColumns = [...]string{"id", "product_id", "user_id", "quantity", "request_id", "strategy", "remaining_stock", "created_at", "status", "expires_at"}
 
 // unitsSQL is stmtUnitsHeld for n users: a locking read when locking (see
 // saleConfig.lockingReads and sqlSales.unitsHeld).

@@ -1,0 +1,156 @@
+package salestore
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/model"
+)
+
+// An order's row as the MySQL form writes and reads it, in one table of
+// its columns (orderColumns), from which its statements and the reading
+// of a row are made: the INSERT of a sale's orders, that of a one-trip
+// purchase, and the SELECT of the orders of request IDs.
+
+// orderColumn is one column of the orders table: its name, the order's
+// value for it as a statement's argument (nil: the database's own, the
+// ID), and how a row's value reads back into the order.
+type orderColumn struct {
+	name  string
+	value func(o *model.Order) any
+	read  func(o *model.Order, v driver.Value) error
+}
+
+// orderColumns are the columns of an order's row, the ID first (an
+// array: made on the stack, with no allocation, for every order).
+func orderColumns() [10]orderColumn {
+	return [...]orderColumn{
+		{"id", nil, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ID) }},
+		{"product_id", func(o *model.Order) any { return o.ProductID }, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ProductID) }},
+		{"user_id", func(o *model.Order) any { return string(o.UserID) }, func(o *model.Order, v driver.Value) error {
+			o.UserID = model.BinaryString(asString(v))
+			return nil
+		}},
+		{"quantity", func(o *model.Order) any { return o.Quantity }, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.Quantity) }},
+		{"request_id", requestIDArg, func(o *model.Order, v driver.Value) error {
+			rid := model.BinaryString(asString(v))
+			o.RequestID = &rid
+			return nil
+		}},
+		{"strategy", func(o *model.Order) any { return o.Strategy }, func(o *model.Order, v driver.Value) error {
+			o.Strategy = asString(v)
+			return nil
+		}},
+		{"remaining_stock", func(o *model.Order) any { return o.RemainingStock }, func(o *model.Order, v driver.Value) error {
+			return scanInt(v, &o.RemainingStock)
+		}},
+		{"created_at", func(o *model.Order) any { return o.CreatedAt }, func(o *model.Order, v driver.Value) error {
+			return scanTime(v, &o.CreatedAt)
+		}},
+		{"status", func(o *model.Order) any { return o.Status }, func(o *model.Order, v driver.Value) error {
+			o.Status = asString(v)
+			return nil
+		}},
+		{"expires_at", func(o *model.Order) any { return o.ExpiresAt }, func(o *model.Order, v driver.Value) error {
+			if v == nil {
+				o.ExpiresAt = nil
+				return nil
+			}
+			var t time.Time
+			o.ExpiresAt = &t
+			return scanTime(v, &t)
+		}},
+	}
+}
+
+// orderStatements are the statements made from orderColumns, made once
+// per store.
+type orderStatements struct {
+	// insert writes orders: "INSERT INTO orders (...) VALUES ", and a row
+	// of width placeholders for each (sqlRows). Args per row: orderArgs.
+	insert string
+	width  int
+	// oneTrip writes one order whose remaining stock is the one the
+	// decrement before it left in LAST_INSERT_ID(). Args: orderArgs
+	// without the remaining stock (oneTripArgs).
+	oneTrip string
+	// used reads the orders made with a list of request IDs, every column:
+	// "SELECT ... FROM orders WHERE request_id IN ", then the list. Args:
+	// the request IDs.
+	used string
+}
+
+// newOrderStatements makes the statements of orderColumns.
+func newOrderStatements() orderStatements {
+	var all, written, oneTrip []string
+	for _, c := range orderColumns() {
+		all = append(all, c.name)
+		switch {
+		case c.value == nil:
+		case c.name == "remaining_stock":
+			written, oneTrip = append(written, c.name), append(oneTrip, "LAST_INSERT_ID()")
+		default:
+			written, oneTrip = append(written, c.name), append(oneTrip, "?")
+		}
+	}
+	insert := "INSERT INTO orders (" + strings.Join(written, ", ") + ") VALUES "
+	return orderStatements{
+		insert:  insert,
+		width:   len(written),
+		oneTrip: insert + "(" + strings.Join(oneTrip, ", ") + ")",
+		used:    "SELECT " + strings.Join(all, ", ") + " FROM orders WHERE request_id IN ",
+	}
+}
+
+// orderArgs appends o's values of the written columns to args, in
+// orderColumns' order; without the remaining stock when oneTrip.
+func orderArgs(args []any, o *model.Order, oneTrip bool) []any {
+	for _, c := range orderColumns() {
+		if c.value != nil && !(oneTrip && c.name == "remaining_stock") {
+			args = append(args, c.value(o))
+		}
+	}
+	return args
+}
+
+// scanOrder reads an order's row, its columns orderColumns.
+func scanOrder(vs []driver.Value) (model.Order, error) {
+	var o model.Order
+	cols := orderColumns()
+	if len(vs) != len(cols) {
+		return o, fmt.Errorf("an order's row of %d columns; want %d", len(vs), len(cols))
+	}
+	for i, c := range cols {
+		if err := c.read(&o, vs[i]); err != nil {
+			return o, fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return o, nil
+}
+
+// requestIDArg is o's request ID as a statement's argument: NULL when it
+// has none.
+func requestIDArg(o *model.Order) any {
+	if o.RequestID == nil {
+		return nil
+	}
+	return string(*o.RequestID)
+}
+
+// scanInt reads v as a whole number into dest.
+func scanInt(v driver.Value, dest *int64) error {
+	return scanInts([]driver.Value{v}, dest)
+}
+
+// scanTime reads v as a time into dest (the pool reads times as times:
+// parseTime).
+func scanTime(v driver.Value, dest *time.Time) error {
+	t, ok := v.(time.Time)
+	if !ok {
+		return fmt.Errorf("a value of type %T, not a time (parseTime)", v)
+	}
+	*dest = t
+	return nil
+}

@@ -1,0 +1,71 @@
+package salestore
+
+import (
+	"database/sql/driver"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/model"
+)
+
+// TestOrderStatements: the statements made from the table of an order's
+// columns are those the MySQL form sends, each column once and in one
+// order, the one-trip INSERT taking its remaining stock from
+// LAST_INSERT_ID().
+func TestOrderStatements(t *testing.T) {
+	got := newOrderStatements()
+	want := orderStatements{
+		insert: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES ",
+		width:  9,
+		oneTrip: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES " +
+			"(?, ?, ?, ?, ?, LAST_INSERT_ID(), ?, ?, ?)",
+		used: "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at FROM orders WHERE request_id IN ",
+	}
+	if got != want {
+		t.Errorf("newOrderStatements() =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestOrderRow: an order written as its arguments reads back, with its ID,
+// as the same order, unpaid with its expiry or paid without; the one-trip
+// arguments are the same less the remaining stock.
+func TestOrderRow(t *testing.T) {
+	created := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	expires := created.Add(15 * time.Minute)
+	rid := model.BinaryString("r-1")
+	for _, o := range []model.Order{
+		{ID: 7, ProductID: 1, UserID: "u-42", Quantity: 2, RequestID: &rid, Strategy: "redlock", RemainingStock: 96,
+			CreatedAt: created, Status: model.StatusUnpaid, ExpiresAt: &expires},
+		{ID: 8, ProductID: 1, UserID: "u-43", Quantity: 1, RequestID: &rid, Strategy: "reserve", RemainingStock: 0,
+			CreatedAt: created, Status: model.StatusPaid},
+	} {
+		args := orderArgs(nil, &o, false)
+		row := []driver.Value{o.ID}
+		for _, a := range args {
+			switch a := a.(type) {
+			case string:
+				row = append(row, []byte(a)) // the driver reads text as bytes
+			case *time.Time:
+				if a == nil {
+					row = append(row, nil)
+				} else {
+					row = append(row, *a)
+				}
+			default:
+				row = append(row, a)
+			}
+		}
+		got, err := scanOrder(row)
+		if err != nil || !reflect.DeepEqual(got, o) {
+			t.Errorf("scanOrder(orderArgs(%+v)) = %+v, %v; want it back", o, got, err)
+		}
+		oneTrip := orderArgs(nil, &o, true)
+		if len(oneTrip) != len(args)-1 || oneTrip[5] != args[6] {
+			t.Errorf("one-trip arguments %v; want %v less the remaining stock", oneTrip, args)
+		}
+	}
+	if _, err := scanOrder(make([]driver.Value, 3)); err == nil {
+		t.Error("scanOrder of a row of 3 columns = nil error; want one")
+	}
+}
