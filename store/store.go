@@ -306,19 +306,12 @@ func OpenReserveRedis(addrs []string, cluster bool) redis.UniversalClient {
 		c.AddHook(reloadOnFailure{c})
 		return c
 	}
-	return redis.NewClient(&redis.Options{
-		Addr: addrs[0],
-		// No retry: a script sent again after a connection broke under it
-		// is answered as a replay (the script sees its request ID), but a
-		// purchase whose call failed answers outcome_unknown unless the
-		// dial failed, and that needs to know whether it was sent.
-		MaxRetries:    -1,
-		DialerRetries: 1,
-		DialTimeout:   time.Second,
-		ReadTimeout:   time.Second,
-		WriteTimeout:  time.Second,
-		PoolSize:      64,
-	})
+	// A node as OpenRedis opens one, with no retry: a script sent again
+	// after a connection broke under it is answered as a replay (the
+	// script sees its request ID), but a purchase whose call failed answers
+	// outcome_unknown unless the dial failed, and that needs to know
+	// whether it was sent.
+	return OpenRedis(addrs[:1])[0]
 }
 
 // CloseRedis closes every client.

@@ -80,6 +80,13 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open redis: %w", err), closeDB())
 	}
+	return withReserve(cfg, db, clients, cfg.MySQLDSN == "", closeDB, closeRedis), nil
+}
+
+// withReserve is the stores db (closed by closeDB) and clients (by
+// closeRedis), with reserve's Redis opened when cfg names one: closing
+// them closes all three.
+func withReserve(cfg config.Config, db *gorm.DB, clients []redis.UniversalClient, embedded bool, closeDB, closeRedis func() error) *Stores {
 	var reserve redis.UniversalClient
 	if len(cfg.ReserveAddrs) > 0 {
 		reserve = store.OpenReserveRedis(cfg.ReserveAddrs, cfg.ReserveCluster)
@@ -89,9 +96,9 @@ func OpenStores(ctx context.Context, cfg config.Config, log *slog.Logger) (*Stor
 		DB:       db,
 		Redis:    clients,
 		Reserve:  reserve,
-		Embedded: cfg.MySQLDSN == "",
+		Embedded: embedded,
 		close:    func() error { return errors.Join(closeRedis(), closeDB()) },
-	}, nil
+	}
 }
 
 // Share opens connections of its own to the same stores: a new pool on the
@@ -123,18 +130,7 @@ func (s *Stores) Share(ctx context.Context, cfg config.Config) (*Stores, error) 
 	}
 	clients := store.OpenRedis(addrs)
 	closeRedis := func() error { return store.CloseRedis(clients) }
-	var reserve redis.UniversalClient
-	if len(cfg.ReserveAddrs) > 0 {
-		reserve = store.OpenReserveRedis(cfg.ReserveAddrs, cfg.ReserveCluster)
-		closeRedis = closeBoth(closeRedis, reserve)
-	}
-	return &Stores{
-		DB:       db,
-		Redis:    clients,
-		Reserve:  reserve,
-		Embedded: s.Embedded,
-		close:    func() error { return errors.Join(closeRedis(), store.CloseSQL(db)) },
-	}, nil
+	return withReserve(cfg, db, clients, s.Embedded, func() error { return store.CloseSQL(db) }, closeRedis), nil
 }
 
 // closeBoth closes the clients closeRedis closes, and c.
