@@ -387,7 +387,7 @@ func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error
 // whatever Redis says, and writing one again writes nothing more (its
 // answer is its order, replayed). Each answer is the reservation's order,
 // or the reason the database refused it (sold_out, limit_exceeded,
-// request_id_reused). A *generationGone error says a reset discarded them
+// request_id_reused). A *salestore.GenerationGone error says a reset discarded them
 // all: nothing is written.
 func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reservation) ([]salestore.Answer, error) {
 	st := Strategy{Name: reserveStrategy}

@@ -71,7 +71,7 @@ const (
 )
 
 // unitsSQL is stmtUnitsHeld for n users: a locking read when locking (see
-// saleConfig.lockingReads and sqlSales.unitsHeld).
+// Config.LockingReads and sqlSales.unitsHeld).
 func unitsSQL(n int, locking bool) string {
 	q := stmtUnitsHeld + sqlList(n)
 	if locking {

@@ -74,7 +74,7 @@ type Read struct {
 	// holder that read or claimed before.
 	Claim bool
 	// Token, when not nil, is the fence a claim made at the grant: a fence
-	// that has moved on since is a *fenceMoved, and nothing is written.
+	// that has moved on since is a *FenceMoved, and nothing is written.
 	Token *int64
 	// Trusted, when not nil, is the stock an unfenced hold read before its
 	// work: the sale is decided on it and the decrement written whatever
@@ -83,7 +83,7 @@ type Read struct {
 	Trusted *int64
 	// LockUntil, when not zero, is the latest the wait for the row lock
 	// may end: pessimistic's, whose lock is the row's. Past it the sale is
-	// a *rowLockTimeout.
+	// a *RowLockTimeout.
 	LockUntil time.Time
 	// UnderLock, when not nil, runs once the row is locked, told how long
 	// that took; it returns which purchases' lock waits ran out (nil:
@@ -94,7 +94,7 @@ type Read struct {
 	Extra time.Duration
 	// ReserveGen, when not nil, says the sale writes reserve's
 	// reservations, taken in that generation: the product must sell under
-	// reserve in it (otherwise *generationGone: a reset discarded them).
+	// reserve in it (otherwise *GenerationGone: a reset discarded them).
 	// Any other sale of a product under reserve is a strategy_conflict.
 	ReserveGen *int64
 }
@@ -122,7 +122,7 @@ func (r Read) owner(id, gen int64, reserve bool) error {
 	return nil
 }
 
-// lockContext is ctx bounded by r.lockUntil, the wait for the row lock,
+// lockContext is ctx bounded by r.LockUntil, the wait for the row lock,
 // when it has one.
 func (r Read) lockContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if r.LockUntil.IsZero() {
@@ -138,7 +138,7 @@ func (r Read) lockContext(ctx context.Context) (context.Context, context.CancelF
 type DecideFunc func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) Sale
 
 // RowLockTimeout is a sale whose wait for the row lock ran past
-// stockRead.lockUntil: nothing was written.
+// Read.LockUntil: nothing was written.
 type RowLockTimeout struct {
 	Waited time.Duration
 	err    error
@@ -293,7 +293,7 @@ const MaxAttempts = 5
 // retrying runs once, a transaction bounded by DBTimeout plus extra, until
 // it answers ps: a deadlock's victim (after a short pause, longer each
 // time), a sale that met a request ID written meanwhile and a connection
-// lost before COMMIT decide again, the last two up to maxAttempts in all;
+// lost before COMMIT decide again, the last two up to MaxAttempts in all;
 // a COMMIT whose outcome is unknown is settled.
 func (b *sqlBase) retrying(ctx context.Context, ps []Purchase, extra time.Duration, once func(context.Context) (Sale, error)) (Sale, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.DBTimeout+extra)

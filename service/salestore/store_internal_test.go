@@ -19,7 +19,7 @@ import (
 
 // TestRetrying: a sale's transaction is tried again for what deciding
 // again fixes (a deadlock, for as long as the sale has time; a duplicate
-// request ID or a connection lost before COMMIT, up to maxAttempts in
+// request ID or a connection lost before COMMIT, up to MaxAttempts in
 // all), and not for anything else: an attempt that ran out of its own time
 // (DBTimeout bounds the sale, not each attempt), a refusal, an error of a
 // statement that would fail again.
