@@ -106,7 +106,7 @@ func HoldsUnits(status string) bool {
 // transaction that writes the order, so that two purchases of one user can
 // never both pass it, whatever instance or strategy sells them. It has no
 // AUTO_INCREMENT column: a one-trip purchase reads the stock it left from
-// LAST_INSERT_ID() after writing this row (service/onetrip.go).
+// LAST_INSERT_ID() after writing this row (service/salestore/onetrip.go).
 type UserUnits struct {
 	ProductID int64        `gorm:"primaryKey;autoIncrement:false"`
 	UserID    BinaryString `gorm:"primaryKey"`
@@ -117,7 +117,7 @@ type UserUnits struct {
 // reserve, written in the transaction that returns them to the database's
 // stock and deleted once its counter in Redis has them back too: the
 // outbox between the two stores. A return whose instance died between
-// them is found here and finished by any instance (service/returns.go).
+// them is found here and finished by any instance (service/orders).
 type ReserveReturn struct {
 	OrderID    int64 `gorm:"primaryKey;autoIncrement:false"`
 	ProductID  int64 `gorm:"not null;index"`

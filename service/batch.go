@@ -97,9 +97,9 @@ func (s *Seckill) sell(ctx context.Context, st Strategy, ps []Purchase, r salest
 // wroteSale tells the stock cache what sale d left of the product, whose
 // version the cache held at the sale's start (at): in the version the
 // sale read under the row lock, when that is older. On a Galera Cluster
-// the row lock is the node's own, and a return of units that another node
-// has announced (a newer version) and not yet committed does not wait for
-// it, nor it for the return.
+// the row lock is the node's own: a sale does not wait for a return of
+// units on another node, nor the return for it, and the cache may have
+// heard of the return's newer version before the sale reports.
 func (s *Seckill) wroteSale(id int64, d salestore.Sale, at stockcache.Version) {
 	if d.Read.Before(at) {
 		at = d.Read

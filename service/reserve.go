@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/internal/combine"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
-	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/reserve"
 	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
@@ -302,7 +301,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 			if units, written, err = ordersOf(tx, id); err != nil {
 				return err
 			}
-			returns, err := orders.ReturnsOf(tx, id)
+			returns, err := salestore.ReturnsOf(tx, id)
 			if err != nil {
 				return err
 			}
@@ -314,7 +313,7 @@ func (s *Seckill) loadMarked(ctx context.Context, id int64) (gen int64, marked b
 				}
 				return nil
 			}
-			l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, orders.ReturnIDs(returns), written, !p.ReserveLoaded, true)
+			l, err := s.reserve.Load(ctx, id, p.Stock, p.Generation, p.Returns, units, salestore.ReturnIDs(returns), written, !p.ReserveLoaded, true)
 			if err != nil {
 				return err
 			}

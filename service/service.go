@@ -116,9 +116,9 @@ func readsAtStart(db *gorm.DB) bool {
 
 // Seckill sells products under the strategy each purchase asks for.
 type Seckill struct {
-	// The orders' life after their sale: reading, paying, cancelling and
-	// expiring them.
-	*orders.Service
+	// orders is the orders' life after their sale: reading, paying,
+	// cancelling and expiring them.
+	orders *orders.Service
 
 	db *gorm.DB
 	// sales writes every sale, in the form of db's database (salestore.Open),
@@ -191,14 +191,14 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 		s.writer = reservewriter.New(reservewriter.Config{DB: db, DBTimeout: cfg.DBTimeout, Reserve: s.reserve,
 			Metrics: m, Log: log, Consumer: s.cfg.Consumer, Write: s.writeReservations})
 	}
-	s.Service = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
+	s.orders = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
 		Reserve: s.reserve, Product: s.Product, Returned: cfg.hooks.returned,
 		Retry: func(ctx context.Context, fn func() error) error { return salestore.RetryDeadlocks(ctx, s.saleCfg, fn) }})
 	// The background work starts once everything it reads is set.
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.background.Go(func() { s.cache.Run(ctx) })
-	s.background.Go(func() { s.Sweep(ctx) })
+	s.background.Go(func() { s.orders.Sweep(ctx) })
 	if s.reserve != nil && !cfg.NoWriter {
 		s.background.Go(func() { s.writer.Run(ctx) })
 	}

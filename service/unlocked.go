@@ -21,10 +21,13 @@ func (s *Seckill) sellOptimistic(ctx context.Context, st Strategy, p Purchase) (
 		return s.unlockedFailed(ctx, p, err)
 	}
 	a, err := s.sellOne(ctx, st, p, false)
+	if err == nil {
+		err = a.Err
+	}
 	if err != nil {
 		return s.unlockedFailed(ctx, p, err)
 	}
-	return a.R, a.Err
+	return a.R, nil
 }
 
 // unlockedFailed answers an unlocked purchase p that failed with err.

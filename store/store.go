@@ -172,7 +172,7 @@ func OpenMySQL(ctx context.Context, dsn string, opts ...MySQLOption) (*gorm.DB, 
 		cfg.WriteTimeout = o.ioTimeout
 	}
 	// What the service's sale store needs for its MySQL form, which it
-	// checks at open (service/salestore.go, mysqlForm), taking its portable
+	// checks at open (service/salestore, mysqlForm), taking its portable
 	// form without it. Affected rows count rows changed, not rows matched:
 	// the per-user limit's conditional upsert reads "nothing changed" as
 	// "over the limit".

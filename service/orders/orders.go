@@ -27,11 +27,11 @@
 // new version (stockcache.Version: a write that began before the return
 // cannot hide the units it gave back), and every instance hears of it
 // through the Redis nodes; their refreshers are what a lost announcement
-// falls back on (stockcache.Refresh). A cancel holds every instance's
-// sold-out answers of the product before its transaction, and answers its
-// buyer once every instance that heard has applied the new stock: a
-// purchase that begins after the answer finds the units on sale on any
-// instance, which is what the histories' check asks.
+// falls back on (stockcache.Refresh). A cancel first holds every
+// instance's sold-out answers of the product (stockcache.Cache.HoldHeard),
+// before its transaction, until the new stock reaches them: a purchase
+// that begins after its answer finds the units on sale on any instance,
+// which is what the histories' check asks.
 package orders
 
 import (

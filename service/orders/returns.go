@@ -48,12 +48,14 @@ func (s *Service) returnUnits(ctx context.Context, product int64, ids []int64, r
 		r, err = s.returnTx(ctx, product, ids, reason)
 		return err
 	})
-	if err != nil || len(r.orders) == 0 {
+	switch {
+	case err != nil:
+		// Its COMMIT may have taken (its reply lost): the hold runs out by
+		// itself, by when every refresher has read the product again.
+		return 0, failure.Store(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
+	case len(r.orders) == 0:
 		if hold != "" {
 			s.cfg.Cache.Unhold(ctx, product, hold)
-		}
-		if err != nil {
-			return 0, failure.Store(fmt.Sprintf("return the units of %d orders of product %d", len(ids), product), err)
 		}
 		return 0, nil
 	}
@@ -260,23 +262,4 @@ func (s *Service) finishReturns(ctx context.Context) error {
 		return nil
 	}
 	return s.refund(ctx, rs)
-}
-
-// ReturnsOf reads the returns of product id on their way to its counter,
-// in transaction tx.
-func ReturnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
-	var rs []model.ReserveReturn
-	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
-		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
-	}
-	return rs, nil
-}
-
-// ReturnIDs are the orders of returns rs.
-func ReturnIDs(rs []model.ReserveReturn) []int64 {
-	ids := make([]int64, len(rs))
-	for i, r := range rs {
-		ids[i] = r.OrderID
-	}
-	return ids
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
-	"github.com/seckill/seckill/service/orders"
 	"github.com/seckill/seckill/service/salestore"
 )
 
@@ -54,11 +53,11 @@ func (s *Writer) reconcile(ctx context.Context, id int64) (reconciled, error) {
 		}
 		// Returns on their way to the counter: the database's stock has
 		// their units, and the counter will when they get there.
-		returns, err := orders.ReturnsOf(tx, id)
+		returns, err := salestore.ReturnsOf(tx, id)
 		if err != nil {
 			return err
 		}
-		snap, err := s.cfg.Reserve.Check(ctx, id, p.Generation, orders.ReturnIDs(returns))
+		snap, err := s.cfg.Reserve.Check(ctx, id, p.Generation, salestore.ReturnIDs(returns))
 		switch {
 		case err != nil:
 			return err

@@ -182,7 +182,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r Read, 
 		stock = *r.Trusted
 	}
 	d := decide(stock, expired, read.used, read.units)
-	d.AfterWrite(read.stock, r.Trusted != nil)
+	d.afterWrite(read.stock, r.Trusted != nil)
 	d.Read = stockcache.Version{Gen: read.generation, Returns: read.returns}
 	if len(d.Orders) == 0 {
 		return d, rollback(ctx, c)
@@ -207,7 +207,7 @@ func (m *mysqlSales) sellOn(ctx context.Context, c conn, ps []Purchase, r Read, 
 	if err := commit(ctx, c, d.Orders, rows.AllLastInsertIds(), read.step); err != nil {
 		return d, err
 	}
-	d.Finish()
+	d.finish()
 	return d, nil
 }
 
@@ -331,7 +331,7 @@ func (m *mysqlSales) saleStatements(ps []Purchase, d Sale, r Read) (string, []an
 		args = append(args, d.Total)
 	}
 	if m.cfg.Limit > 0 {
-		users := d.SoldUsers(ps)
+		users := d.soldUsers(ps)
 		for _, user := range users {
 			args = append(args, id, user, d.Units[user])
 		}
@@ -340,7 +340,7 @@ func (m *mysqlSales) saleStatements(ps []Purchase, d Sale, r Read) (string, []an
 	now := m.db.NowFunc()
 	for i := range d.Orders {
 		o := &d.Orders[i]
-		m.cfg.Open(o, now)
+		m.cfg.openOrder(o, now)
 		args = orderArgs(args, o, false)
 	}
 	b.WriteString("; " + m.orders.insert + sqlRows(len(d.Orders), m.orders.width))

@@ -49,7 +49,7 @@ const (
 )
 
 // newMySQLSales is the MySQL form of the sale store over pool, with its
-// one-trip senders started: close stops them.
+// one-trip senders started: Close stops them.
 func newMySQLSales(base sqlBase, pool *sql.DB) *mysqlSales {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &mysqlSales{sqlBase: base, pool: pool, orders: newOrderStatements(), trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
@@ -343,7 +343,7 @@ func (t tripStatements) tookEffect(rows []int64, at int) bool {
 // the results will tell.
 func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tripStatements) {
 	o := NewOrder(p, p.Strategy, 0)
-	m.cfg.Open(&o, m.db.NowFunc())
+	m.cfg.openOrder(&o, m.db.NowFunc())
 	decrement := stmtDecrement
 	if claim {
 		decrement = stmtDecrementClaiming

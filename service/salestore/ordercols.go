@@ -74,7 +74,7 @@ type orderStatements struct {
 	width  int
 	// oneTrip writes one order whose remaining stock is the one the
 	// decrement before it left in LAST_INSERT_ID(). Args: orderArgs
-	// without the remaining stock (oneTripArgs).
+	// without the remaining stock (orderArgs with oneTrip).
 	oneTrip string
 	// used reads the orders made with a list of request IDs, every column:
 	// "SELECT ... FROM orders WHERE request_id IN ", then the list. Args:

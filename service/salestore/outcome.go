@@ -170,12 +170,12 @@ func (b *sqlBase) settleBatch(ctx context.Context, ps []Purchase, d Sale, cause 
 		for k := range d.Orders {
 			d.Orders[k].ID = found[string(*d.Orders[k].RequestID)].ID
 		}
-		d.Finish()
+		d.finish()
 		return d, nil
 	case err == nil:
 		return Sale{}, failure.Store(fmt.Sprintf("commit %d orders of product %d (rolled back)", len(ids), ps[0].ProductID), cause)
 	}
-	writes := d.Writes()
+	writes := d.writes()
 	for i, a := range d.Answers {
 		switch {
 		case writes[i]:

@@ -113,7 +113,7 @@ func (q *sqlSales) sellIn(ctx context.Context, tx *gorm.DB, ps []Purchase, r Rea
 		stock = *r.Trusted
 	}
 	d := decide(stock, expired, used, units)
-	d.AfterWrite(prod.Stock, r.Trusted != nil)
+	d.afterWrite(prod.Stock, r.Trusted != nil)
 	d.Read = stockcache.Of(prod)
 	if len(d.Orders) == 0 {
 		return d, nil
@@ -142,12 +142,12 @@ func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *Sale, r Read) error 
 	if res.RowsAffected == 0 {
 		return fmt.Errorf("decrement the stock of product %d by %d: the row changed under its lock", id, d.Total)
 	}
-	if err := q.setUnits(tx, id, d.SoldUsers(ps), d.Units); err != nil {
+	if err := q.setUnits(tx, id, d.soldUsers(ps), d.Units); err != nil {
 		return err
 	}
 	now := q.db.NowFunc()
 	for i := range d.Orders {
-		q.cfg.Open(&d.Orders[i], now)
+		q.cfg.openOrder(&d.Orders[i], now)
 	}
 	if err := tx.Create(&d.Orders).Error; err != nil {
 		return fmt.Errorf("write %d orders: %w", len(d.Orders), err)
@@ -155,7 +155,7 @@ func (q *sqlSales) writeSale(tx *gorm.DB, ps []Purchase, d *Sale, r Read) error 
 	if err := readOrderIDs(tx, d.Orders); err != nil {
 		return err
 	}
-	d.Finish()
+	d.finish()
 	return nil
 }
 
@@ -223,7 +223,7 @@ func usedRequestIDs(tx *gorm.DB, ps []Purchase) (map[string]model.Order, error) 
 // inserting into the gaps each had locked. On TiDB a plain read sees the
 // transaction's start, before the row lock's wait (a pessimistic batch let
 // users buy twice): there it is a locking read, which reads the latest
-// commit and locks only the keys it names (lockingReads). The MySQL form
+// commit and locks only the keys it names (Config.LockingReads). The MySQL form
 // reads them the same way (unitsSQL).
 func (q *sqlSales) unitsHeld(tx *gorm.DB, ps []Purchase) (map[string]int64, error) {
 	units := map[string]int64{}

@@ -19,7 +19,7 @@ type Purchase struct {
 	// RequestID makes the purchase idempotent: a second purchase with the
 	// same RequestID answers with the first order.
 	RequestID string
-	// Strategy overrides Config.Strategy when not empty.
+	// Strategy overrides the service's Config.Strategy when not empty.
 	Strategy string
 	// Work is the contract's hold_ms: simulated business work done inside
 	// the lock (the critical section), after the stock is read and before
@@ -31,10 +31,11 @@ type Purchase struct {
 	// pause, a frozen VM. Unlike Work it stops the lease's watchdog too, so
 	// the lease runs out.
 	Pause time.Duration
-	// Fencing overrides Config.Fencing when not nil.
+	// Fencing overrides the service's Config.Fencing when not nil.
 	Fencing *bool
-	// Batch overrides Config.Batch for the hold this purchase heads, when
-	// not 0: the most purchases sold under that one hold of the lock.
+	// Batch overrides the service's Config.Batch for the hold this
+	// purchase heads, when not 0: the most purchases sold under that one
+	// hold of the lock.
 	Batch int
 
 	// ServerRequestID says RequestID was made by the server for this
@@ -65,7 +66,7 @@ type Reservation struct {
 }
 
 // Answer is what one purchase of a hold is answered: a receipt or an
-// error; or, when soldOut, that only stock units were left, too few: its
+// error; or, when SoldOut, that only Stock units were left, too few: its
 // buyer then answers sold out after looking up its request ID, on its own
 // time rather than the hold's.
 type Answer struct {
@@ -92,7 +93,7 @@ func NewOrder(p Purchase, strategy string, left int64) model.Order {
 }
 
 // FenceMoved is a fenced write's refusal: the product's fence is no longer
-// the hold's token. generation is the product's generation then: a reset
+// the hold's token. Generation is the product's generation then: a reset
 // moves both. The hold decides what it answers (overtaken).
 type FenceMoved struct {
 	Generation int64
@@ -102,14 +103,14 @@ func (e *FenceMoved) Error() string {
 	return fmt.Sprintf("the fence moved on (generation %d)", e.Generation)
 }
 
-// Sale is a sale as the rule Sale it: an answer per purchase, and
-// what it sells. orders[k] is the order of purchase sold[k]; purchase i
-// replays purchase firstOf[i] of the same sale (same request ID); total is
-// the units sold, left the stock they leave and units the units of the
+// Sale is a sale as the rule decided it: an answer per purchase, and
+// what it sells. Orders[k] is the order of purchase Sold[k]; purchase i
+// replays purchase FirstOf[i] of the same sale (same request ID); Total is
+// the units sold, Left the stock they leave and Units the units of the
 // users sold to, after the sale. The answers of those sold and of those
-// replaying them are final once the orders are written (finish). final
-// says left is the product's stock as the sale left it, known under its
-// row lock (afterWrite), for the stock cache, in version read.
+// replaying them are final once the orders are written (finish). Final
+// says Left is the product's stock as the sale left it, known under its
+// row lock (afterWrite), for the stock cache, in version Read.
 type Sale struct {
 	Answers     []Answer
 	Orders      []model.Order
@@ -121,11 +122,11 @@ type Sale struct {
 	Read        stockcache.Version
 }
 
-// AfterWrite sets what d leaves of stock, the stock read under the row
+// afterWrite sets what d leaves of stock, the stock read under the row
 // lock: the rule's own figure, unless the sale trusted a stock read
 // before (trusted), which another holder may have written since; the
 // orders then say what the stock really became.
-func (d *Sale) AfterWrite(stock int64, trusted bool) {
+func (d *Sale) afterWrite(stock int64, trusted bool) {
 	if trusted {
 		after := stock - d.Total
 		for i := range d.Orders {
@@ -136,9 +137,9 @@ func (d *Sale) AfterWrite(stock int64, trusted bool) {
 	d.Final = true
 }
 
-// Finish gives the purchases sold their orders, final now, their IDs
+// finish gives the purchases sold their orders, final now, their IDs
 // included, and those replaying them theirs.
-func (d *Sale) Finish() {
+func (d *Sale) finish() {
 	for k, i := range d.Sold {
 		d.Answers[i] = Answer{R: Receipt{Order: d.Orders[k]}}
 	}
@@ -147,9 +148,9 @@ func (d *Sale) Finish() {
 	}
 }
 
-// Writes says, per purchase, whether its answer is an order d Writes: it
+// writes says, per purchase, whether its answer is an order d writes: it
 // was sold, or it replays one sold in the batch.
-func (d *Sale) Writes() []bool {
+func (d *Sale) writes() []bool {
 	w := make([]bool, len(d.Answers))
 	for _, i := range d.Sold {
 		w[i] = true
@@ -160,8 +161,8 @@ func (d *Sale) Writes() []bool {
 	return w
 }
 
-// SoldUsers are the users d sells to, each once, in line order.
-func (d *Sale) SoldUsers(ps []Purchase) []string {
+// soldUsers are the users d sells to, each once, in line order.
+func (d *Sale) soldUsers(ps []Purchase) []string {
 	var users []string
 	seen := map[string]bool{}
 	for _, i := range d.Sold {

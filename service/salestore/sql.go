@@ -12,7 +12,7 @@ import (
 )
 
 // The statements the MySQL form of the sale store writes by hand, in one
-// place (the portable form lets GORM build its own, with forUpdate and
+// place (the portable form lets GORM build its own, with ForUpdate and
 // the expressions at the end of this file). Each statement's arguments are
 // listed beside it; a list of values is appended as sqlList or sqlRows
 // spell it.
@@ -120,4 +120,23 @@ func LockProduct(tx *gorm.DB, id int64) (model.Product, error) {
 		return p, fmt.Errorf("lock product %d: %w", id, err)
 	}
 	return p, nil
+}
+
+// ReturnsOf reads the returns of product id on their way to its counter,
+// in transaction tx.
+func ReturnsOf(tx *gorm.DB, id int64) ([]model.ReserveReturn, error) {
+	var rs []model.ReserveReturn
+	if err := tx.Where("product_id = ?", id).Find(&rs).Error; err != nil {
+		return nil, fmt.Errorf("read the returns of product %d on their way to Redis: %w", id, err)
+	}
+	return rs, nil
+}
+
+// ReturnIDs are the orders of returns rs.
+func ReturnIDs(rs []model.ReserveReturn) []int64 {
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.OrderID
+	}
+	return ids
 }

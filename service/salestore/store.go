@@ -50,7 +50,7 @@ type Store interface {
 	// Buy tries one purchase in the store's cheapest form, where it has
 	// one: the conditional decrement (moving the fence on when claim), the
 	// user's units within the limit and the order. ok says it committed o;
-	// !ok with a nil error that it wrote nothing and sell is to answer the
+	// !ok with a nil error that it wrote nothing and Sell is to answer the
 	// purchase. An error is final: the context's, or a COMMIT settled as
 	// unavailable or outcome_unknown.
 	Buy(ctx context.Context, p Purchase, claim bool) (o model.Order, ok bool, err error)
@@ -153,7 +153,7 @@ func (e *RowLockTimeout) Unwrap() error { return e.err }
 type Config struct {
 	Limit     int64
 	DBTimeout time.Duration
-	// PaymentTimeout is how long an order waits for its payment (open);
+	// PaymentTimeout is how long an order waits for its payment (openOrder);
 	// 0: orders are written paid.
 	PaymentTimeout time.Duration
 	// LockingReads says the database's plain reads in a transaction see
@@ -182,13 +182,13 @@ func (c Config) retry(reason string) {
 	}
 }
 
-// Open gives order o, written at now, the state it starts its life in:
+// openOrder gives order o, written at now, the state it starts its life in:
 // unpaid until now + the payment timeout, or paid when orders do not wait
 // for their payment. Times are kept to the millisecond, as the database
 // keeps them, so that the order a purchase answers is the one a replay
 // reads back. (An order of reserve is opened when its writer writes it,
 // and waits from then.)
-func (c Config) Open(o *model.Order, now time.Time) {
+func (c Config) openOrder(o *model.Order, now time.Time) {
 	now = now.UTC().Truncate(time.Millisecond)
 	o.CreatedAt, o.Status, o.ExpiresAt = now, model.StatusPaid, nil
 	if c.PaymentTimeout > 0 {

@@ -19,7 +19,9 @@
 // stock, an older one is ignored. So a reset announcement that arrives
 // late, after a newer reset, or a write that committed before a reset or a
 // return of units and reports after it, never marks the new sale sold out.
-// A return is announced as a reset is.
+// A return is announced as a reset is; a cancel's return also holds the
+// product's sold-out answers on every instance from before its COMMIT
+// until its new stock is heard (Hold, HoldHeard).
 //
 // So that a replayed request of a sold-out product still answers with its
 // order, the cache also keeps the request IDs of the product's orders once

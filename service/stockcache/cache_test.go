@@ -163,7 +163,7 @@ func TestParseHold(t *testing.T) {
 	if _, ok, _ := parseHold(Message(7, 1, Version{})); ok {
 		t.Error("parseHold(a stock announcement) says it is a hold's")
 	}
-	for _, bad := range []string{"hold:7:1500", "hold:7:0:tok", "hold:x:5:tok", "hold:7:5:", "release:7", "release:7:a:b", "release::tok"} {
+	for _, bad := range []string{"hold:7:1500", "hold:7:0:tok", "hold:x:5:tok", "hold:7:5:", "release:7", "release:7:a:b", "release::tok", "hold:7:600001:tok", "hold:7:99999999999999999999:tok"} {
 		if _, ok, err := parseHold(bad); !ok || err == nil {
 			t.Errorf("parseHold(%q) = %v, %v; want its form, refused", bad, ok, err)
 		}

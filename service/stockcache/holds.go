@@ -21,6 +21,10 @@ const (
 	releasePrefix = "release:"
 )
 
+// maxHold bounds a hold an announcement asks for: a return's takes its
+// database time and two refreshes, seconds.
+const maxHold = 10 * time.Minute
+
 // Hold holds the product's sold-out answers under token for at most d.
 func (c *Cache) Hold(product int64, token string, d time.Duration) {
 	now := time.Now()
@@ -86,7 +90,11 @@ func parseHold(msg string) (h holdMessage, ok bool, err error) {
 		return h, false, nil
 	}
 	parts := strings.Split(rest, ":")
-	if want := map[bool]int{false: 3, true: 2}[release]; len(parts) != want || parts[len(parts)-1] == "" {
+	want := 3
+	if release {
+		want = 2
+	}
+	if len(parts) != want || parts[len(parts)-1] == "" {
 		return h, true, fmt.Errorf("%q is not hold:product:milliseconds:token or release:product:token", msg)
 	}
 	if h.product, err = strconv.ParseInt(parts[0], 10, 64); err != nil {
@@ -97,8 +105,8 @@ func parseHold(msg string) (h holdMessage, ok bool, err error) {
 		return h, true, nil
 	}
 	ms, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || ms <= 0 {
-		return h, true, fmt.Errorf("%q: the hold's milliseconds must be a positive integer", msg)
+	if err != nil || ms <= 0 || ms > maxHold.Milliseconds() {
+		return h, true, fmt.Errorf("%q: the hold's milliseconds must be a whole number from 1 to %d", msg, maxHold.Milliseconds())
 	}
 	h.hold = time.Duration(ms) * time.Millisecond
 	return h, true, nil

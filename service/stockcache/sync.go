@@ -129,6 +129,7 @@ func (c *Cache) ReopenHeard(ctx context.Context, product int64, v Version, wait 
 	c.Reopen(product, v)
 	token, err := newToken()
 	if err != nil {
+		c.cfg.Log.WarnContext(ctx, "announce a product's stock", "product", product, "err", err)
 		return false
 	}
 	return c.publishHeard(ctx, product, message(product, unknownStock, v)+":"+token, token, wait)
@@ -144,6 +145,7 @@ func (c *Cache) ReopenHeard(ctx context.Context, product int64, v Version, wait 
 func (c *Cache) HoldHeard(ctx context.Context, product int64, hold, wait time.Duration) (token string, heard bool) {
 	token, err := newToken()
 	if err != nil {
+		c.cfg.Log.WarnContext(ctx, "hold a product's sold-out answers", "product", product, "err", err)
 		return "", false
 	}
 	c.Hold(product, token, hold)
