@@ -252,7 +252,7 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)
 	}
 	if requestIDs {
-		err := nextRows(next, len(orderColumns()), func(v []driver.Value) error {
+		err := nextRows(next, orderWidth, func(v []driver.Value) error {
 			o, err := scanOrder(v)
 			if err == nil {
 				read.used[string(*o.RequestID)] = o

@@ -23,9 +23,12 @@ type orderColumn struct {
 	read  func(o *model.Order, v driver.Value) error
 }
 
+// orderWidth is how many columns an order's row has.
+const orderWidth = 10
+
 // orderColumns are the columns of an order's row, the ID first (an
 // array: made on the stack, with no allocation, for every order).
-func orderColumns() [10]orderColumn {
+func orderColumns() [orderWidth]orderColumn {
 	return [...]orderColumn{
 		{"id", nil, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ID) }},
 		{"product_id", func(o *model.Order) any { return o.ProductID }, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ProductID) }},
