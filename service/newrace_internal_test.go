@@ -14,7 +14,8 @@ import (
 // it. Under -race, a sweep that ran before the wiring was done (the first
 // one comes orders.SweepEvery after New) was a data race on the service's fields.
 func TestNewStartsWorkAfterWiring(t *testing.T) {
-	nodes := store.OpenRedis(testenv.RedisAddrs(t))
+	addrs := testenv.RedisAddrs(t)
+	nodes := store.OpenRedis(addrs)
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			if err := n.Close(); err != nil {
@@ -22,7 +23,7 @@ func TestNewStartsWorkAfterWiring(t *testing.T) {
 			}
 		}
 	})
-	s, _ := newOnMySQLWith(t, testenv.MySQL(t), Config{KeyPrefix: testenv.KeyPrefix(t, testenv.RedisAddrs(t)), NoWriter: true}, nodes)
+	s, _ := newOnMySQLWith(t, testenv.MySQL(t), Config{KeyPrefix: testenv.KeyPrefix(t, addrs), NoWriter: true}, nodes)
 	if s.reserve == nil {
 		t.Fatal("New set up no reserve side over the Redis nodes given")
 	}

@@ -67,12 +67,13 @@ func TestInstancesStartAtOnce(t *testing.T) {
 // says nothing of it.
 func TestAcksWarnsOfMissingReplicas(t *testing.T) {
 	master := testenv.StartRedis(t)
+	addrs := testenv.RedisAddrs(t)
 	warned := func() bool {
 		t.Helper()
 		cfg, err := app.LoadConfig(func(k string) string {
 			return map[string]string{
 				"SECKILL_MYSQL_DSN":     testenv.MySQL(t),
-				"SECKILL_REDIS_ADDRS":   strings.Join(testenv.RedisAddrs(t), ","),
+				"SECKILL_REDIS_ADDRS":   strings.Join(addrs, ","),
 				"SECKILL_RESERVE_REDIS": master.Addr,
 				"SECKILL_RESERVE_ACKS":  "1/100ms",
 			}[k]
@@ -86,7 +87,7 @@ func TestAcksWarnsOfMissingReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := app.NewServer(t.Context(), cfg, st, log, app.Options{KeyPrefix: testenv.KeyPrefix(t, testenv.RedisAddrs(t))})
+		srv := app.NewServer(t.Context(), cfg, st, log, app.Options{KeyPrefix: testenv.KeyPrefix(t, addrs)})
 		defer func() {
 			if err := errors.Join(srv.Close(), st.Close()); err != nil {
 				t.Error(err)

@@ -5,7 +5,7 @@
 -- the database's stock less what those reservations took that the
 -- database has not written. Reservations already refused (their record
 -- failed) gave their units back, and are left out. (The scan of the stream
--- is load.lua's.)
+-- is waiting.lua's.)
 --
 -- It also says which of the orders given the counter took back the units
 -- of (refund.lua's marks): their returns reached Redis.
@@ -40,24 +40,5 @@ local function add(fields)
     end
   end
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  local last = '0-0'
-  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[3])
-  if type(groups) == 'table' and not groups.err then
-    for _, g in ipairs(groups) do
-      local f = {}
-      for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-      if f.name == ARGV[3] then
-        last = f['last-delivered-id']
-        for _, p in ipairs(redis.call('XPENDING', KEYS[3], ARGV[3], '-', '+', 1000000)) do
-          local e = redis.call('XRANGE', KEYS[3], p[1], p[1])
-          if e[1] then add(e[1][2]) end
-        end
-      end
-    end
-  end
-  for _, e in ipairs(redis.call('XRANGE', KEYS[3], last, '+')) do
-    if e[1] ~= last then add(e[2]) end
-  end
-end
+waiting(KEYS[3], ARGV[3], add)
 return out

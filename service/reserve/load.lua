@@ -76,25 +76,8 @@ local function count(fields)
     units[f.u] = (units[f.u] or 0) + q
   end
 end
-if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[4]) == 1 then
-  local last = '0-0'
-  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[4])
-  if type(groups) == 'table' and not groups.err then
-    for _, g in ipairs(groups) do
-      local f = {}
-      for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-      if f.name == ARGV[4] then
-        last = f['last-delivered-id']
-        for _, p in ipairs(redis.call('XPENDING', KEYS[4], ARGV[4], '-', '+', 1000000)) do
-          local e = redis.call('XRANGE', KEYS[4], p[1], p[1])
-          if e[1] then count(e[1][2]) end
-        end
-      end
-    end
-  end
-  for _, e in ipairs(redis.call('XRANGE', KEYS[4], last, '+')) do
-    if e[1] ~= last then count(e[2]) end
-  end
+if ARGV[4] ~= '' then
+  waiting(KEYS[4], ARGV[4], count)
 end
 
 redis.call('DEL', KEYS[2])

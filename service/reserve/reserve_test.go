@@ -8,14 +8,18 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/reserve"
 )
 
-func newStore(t *testing.T) (*reserve.Store, context.Context) {
+// newStore returns a store on one Redis node of the test's, its client
+// (for a look at the keys themselves) and the test's context.
+func newStore(t *testing.T) (*reserve.Store, context.Context, redis.UniversalClient) {
 	t.Helper()
 	addrs := testenv.RedisAddrs(t)[:1]
-	return reserve.New(testenv.Clients(t, addrs)[0], testenv.KeyPrefix(t, addrs)), t.Context()
+	rdb := testenv.Clients(t, addrs)[0]
+	return reserve.New(rdb, testenv.KeyPrefix(t, addrs)), t.Context(), rdb
 }
 
 func reserveOK(t *testing.T, s *reserve.Store, r reserve.Request) reserve.Result {
@@ -43,7 +47,7 @@ func load(t *testing.T, s *reserve.Store, product, stock, gen int64, units map[s
 // quantity, the stock it left) and appends each reservation to the
 // bucket's stream, with its generation and the stock it left.
 func TestReserve(t *testing.T) {
-	s, ctx := newStore(t)
+	s, ctx, rdb := newStore(t)
 	const product = 7
 	gen := int64(4)
 	r := func(user string, q int64, rid string) reserve.Request {
@@ -76,7 +80,7 @@ func TestReserve(t *testing.T) {
 	if l := load(t, s, product, 3, 4, nil); l.Loaded || l.Stock != 0 {
 		t.Fatalf("Load of the same generation again = %+v; want not loaded, 0 left", l)
 	}
-	entries, err := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0].XRange(ctx, s.KeysOf(product).Stream, "-", "+").Result()
+	entries, err := rdb.XRange(ctx, s.KeysOf(product).Stream, "-", "+").Result()
 	if err != nil {
 		t.Fatalf("read the stream: %v", err)
 	}
@@ -150,7 +154,7 @@ func TestReserve(t *testing.T) {
 // units given back) and other products' or other generations' count for
 // nothing.
 func TestLoadCountsWaitingReservations(t *testing.T) {
-	s, ctx := newStore(t)
+	s, ctx, rdb := newStore(t)
 	const product, other = 5, 21 // one bucket
 	if err := s.Join(ctx); err != nil {
 		t.Fatal(err)
@@ -175,7 +179,6 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 	}
 	buy(product, "u-2", "r-4", 1) // read below, not written
 	buy(product, "u-6", "r-6", 1) // read below, refused
-	rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
 	// The database wrote r-1: 8 left, u-1 holds 2. It also wrote r-2
 	// (not acknowledged yet): 5 left, u-2 holds 3; and it refused r-6.
 	rd, err := s.Read(ctx, "w2", 10, 0)
@@ -217,7 +220,7 @@ func TestLoadCountsWaitingReservations(t *testing.T) {
 // back to the counter and its buyer unless the refusal was sold_out, and
 // recording the refusal again gives nothing back twice.
 func TestFail(t *testing.T) {
-	s, ctx := newStore(t)
+	s, ctx, rdb := newStore(t)
 	const product = 9
 	if err := s.Join(ctx); err != nil {
 		t.Fatal(err)
@@ -234,7 +237,6 @@ func TestFail(t *testing.T) {
 		t.Fatalf("Read = %d, %v", len(es), err)
 	}
 	counter := func() (int64, int64) {
-		rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
 		stock, _ := rdb.HGet(ctx, s.KeysOf(product).Counter, "stock").Int64()
 		units, _ := rdb.HGet(ctx, s.KeysOf(product).Units, "u-1").Int64()
 		return stock, units
@@ -271,7 +273,7 @@ func TestFail(t *testing.T) {
 // TestReserveConcurrent: buyers racing for the last units take exactly the
 // stock, each once, and the stream holds one reservation each.
 func TestReserveConcurrent(t *testing.T) {
-	s, ctx := newStore(t)
+	s, ctx, rdb := newStore(t)
 	const product, stock, buyers = 11, 10, 50
 	load(t, s, product, stock, 1, nil)
 	var reserved, soldOut atomic.Int64
@@ -295,7 +297,7 @@ func TestReserveConcurrent(t *testing.T) {
 	if reserved.Load() != stock || soldOut.Load() != buyers-stock {
 		t.Errorf("%d reserved, %d sold out; want %d and %d", reserved.Load(), soldOut.Load(), stock, buyers-stock)
 	}
-	n, err := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0].XLen(ctx, s.KeysOf(product).Stream).Result()
+	n, err := rdb.XLen(ctx, s.KeysOf(product).Stream).Result()
 	if err != nil || n != stock {
 		t.Errorf("stream length %d, %v; want %d", n, err, stock)
 	}
@@ -332,7 +334,7 @@ func TestKeysShareAHashTag(t *testing.T) {
 // batch is seen, a buyer's second unit passes the limit, and what the
 // earlier ones took is gone for the later ones.
 func TestReserveBatch(t *testing.T) {
-	s, _ := newStore(t)
+	s, _, _ := newStore(t)
 	const product = 13
 	if rs, err := s.ReserveBatch(t.Context(), product, 1, 2, []reserve.Item{{User: "u-1", Quantity: 1, RequestID: "r-1"}}); err != nil || rs[0].Verdict != reserve.NotLoaded {
 		t.Fatalf("a batch before Load = %+v, %v; want NotLoaded", rs, err)
@@ -371,7 +373,7 @@ func TestReserveBatch(t *testing.T) {
 // none, takes nothing and says so; Check says which orders it took back.
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s, _, _ := newStore(t)
 	ctx := t.Context()
 	const product = 11
 	if done, err := s.Refund(ctx, product, 1, 1, 9, 1, "u-1"); err != nil || done {

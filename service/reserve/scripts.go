@@ -7,14 +7,17 @@ import (
 )
 
 // The scripts, each in its .lua file, run through EVALSHA (EVAL when
-// Redis does not hold it yet).
+// Redis does not hold it yet). The two that scan a stream for the
+// reservations no writer has acknowledged share waiting.lua's function.
 var (
+	//go:embed waiting.lua
+	waitingLua string
 	//go:embed reserve.lua
 	reserveLua    string
 	reserveScript = redis.NewScript(reserveLua)
 	//go:embed load.lua
 	loadLua    string
-	loadScript = redis.NewScript(loadLua)
+	loadScript = redis.NewScript(waitingLua + loadLua)
 	//go:embed retire.lua
 	retireLua    string
 	retireScript = redis.NewScript(retireLua)
@@ -26,7 +29,7 @@ var (
 	tidyScript = redis.NewScript(tidyLua)
 	//go:embed check.lua
 	checkLua    string
-	checkScript = redis.NewScript(checkLua)
+	checkScript = redis.NewScript(waitingLua + checkLua)
 	//go:embed adjust.lua
 	adjustLua    string
 	adjustScript = redis.NewScript(adjustLua)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testkit/testenv"
 	"github.com/seckill/seckill/service/reserve"
 )
 
@@ -17,7 +16,7 @@ import (
 // reservation's record says why, and a request ID the store never saw has
 // no record.
 func TestStreams(t *testing.T) {
-	s, ctx := newStore(t)
+	s, ctx, rdb := newStore(t)
 	for range 2 { // joining again keeps the group
 		if err := s.Join(ctx); err != nil {
 			t.Fatalf("Join = %v", err)
@@ -79,7 +78,6 @@ func TestStreams(t *testing.T) {
 
 	// An entry the script did not write is read as bad, beside the good
 	// ones, rather than stopping the read.
-	rdb := testenv.Clients(t, testenv.RedisAddrs(t)[:1])[0]
 	if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.StreamOf(3), Values: map[string]any{"p": "x"}}).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package faulttest_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"net/http"
@@ -101,11 +100,7 @@ func readyz(in *apptest.Program) int {
 // of the product's orders.
 func orderRequestIDs(t *testing.T, dsn string, product int64) map[string]bool {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("open the database: %v", err)
-	}
-	defer db.Close()
+	db := testenv.OpenDB(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rows, err := db.QueryContext(ctx, "SELECT request_id FROM orders WHERE product_id = ? AND request_id IS NOT NULL", product)

@@ -21,7 +21,7 @@ import (
 func setup(t *testing.T) (*sqlproxy.Proxy, *sql.DB, *sql.DB) {
 	t.Helper()
 	dsn := testenv.MySQL(t)
-	direct := open(t, dsn)
+	direct := testenv.OpenDB(t, dsn)
 	p, proxied := testenv.Proxy(t, dsn)
 	cfg, err := mysql.ParseDSN(proxied)
 	if err != nil {
@@ -29,21 +29,11 @@ func setup(t *testing.T) (*sqlproxy.Proxy, *sql.DB, *sql.DB) {
 	}
 	cfg.Timeout = 2 * time.Second
 	cfg.InterpolateParams, cfg.MultiStatements = true, true
-	via := open(t, cfg.FormatDSN())
+	via := testenv.OpenDB(t, cfg.FormatDSN())
 	if _, err := direct.Exec("CREATE TABLE t (id INT PRIMARY KEY, v MEDIUMTEXT)"); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	return p, via, direct
-}
-
-func open(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn, err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // count returns how many rows t has with id, read straight from the server.
@@ -236,7 +226,7 @@ func TestCloseWhileHolding(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Addr = p.Addr()
-	via := open(t, cfg.FormatDSN())
+	via := testenv.OpenDB(t, cfg.FormatDSN())
 	p.HoldReplies()
 	done := make(chan error, 1)
 	go func() { done <- via.Ping() }()

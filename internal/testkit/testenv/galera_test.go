@@ -25,7 +25,7 @@ func TestGaleraCluster(t *testing.T) {
 	name := g.Database(t)
 	dbs := make([]*sql.DB, len(g.Nodes))
 	for i, n := range g.Nodes {
-		dbs[i] = openDB(t, n.DatabaseDSN(name))
+		dbs[i] = OpenDB(t, n.DatabaseDSN(name))
 	}
 	ctx := context.Background()
 
@@ -67,7 +67,7 @@ func TestGaleraCluster(t *testing.T) {
 	mustExec(t, dbs[1], "INSERT INTO items (v) VALUES ('e')")
 
 	g.Nodes[2].Restart(t)
-	restarted := openDB(t, g.Nodes[2].DatabaseDSN(name))
+	restarted := OpenDB(t, g.Nodes[2].DatabaseDSN(name))
 	want := []string{"a", "b", "c", "d", "e"}
 	if got := syncedColumn[string](t, restarted, "SELECT v FROM items ORDER BY v"); !slices.Equal(got, want) {
 		t.Fatalf("rows read on node 2 after its restart = %v; want %v", got, want)
@@ -77,17 +77,6 @@ func TestGaleraCluster(t *testing.T) {
 			t.Fatalf("node %d after node 2's restart: wsrep_ready %s, wsrep_cluster_size %d, %v; want ON, 3", i, ready, size, err)
 		}
 	}
-}
-
-// openDB opens dsn, closed when t ends.
-func openDB(t *testing.T, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("open %s: %v", dsn, err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // mustExec runs query on db and fails t when it fails.

@@ -341,3 +341,14 @@ func StartRedisReplica(t testing.TB, master *Redis) *Redis {
 	}
 	return r
 }
+
+// OpenDB opens dsn with the MySQL driver, closed when t ends.
+func OpenDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("testenv: open %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
