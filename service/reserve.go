@@ -120,10 +120,6 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 	if len(ps) == 0 {
 		return
 	}
-	// The call is the batch's, not any one buyer's: a buyer who hangs up
-	// does not cut the others off.
-	ctx, cancel := s.dbCtx(context.Background(), 0)
-	defer cancel()
 	items := make([]reserve.Item, len(ps))
 	for i, p := range ps {
 		items[i] = reserve.Item{User: p.UserID, Quantity: p.Quantity, RequestID: p.RequestID}
@@ -132,12 +128,16 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 	for range salestore.MaxAttempts {
 		if gen == stockcache.UnknownGeneration {
 			var err error
-			if gen, err = s.loadReserve(ctx, id); err != nil {
+			if gen, err = s.generationOf(id); err != nil {
 				b.AnswerAll(reserveAnswer{err: err})
 				return
 			}
 		}
+		// The call is the batch's, not any one buyer's: a buyer who hangs
+		// up does not cut the others off.
+		ctx, cancel := s.dbCtx(context.Background(), 0)
 		rs, err := s.reserve.ReserveBatch(ctx, id, s.cfg.PerUserLimit, gen, items)
+		cancel()
 		if err != nil {
 			out := make([]reserveAnswer, len(ps))
 			for i, p := range ps {
@@ -167,6 +167,37 @@ func (s *Seckill) serveReserve(id int64, q *combine.Queue[Purchase, reserveAnswe
 		return
 	}
 	b.AnswerAll(reserveAnswer{err: failure.ErrUnavailable.Because(fmt.Errorf("purchase product %d (reserve): the product's stock was reset %d times while it was sold", id, salestore.MaxAttempts))})
+}
+
+// generationOf is the generation a product's reserve purchases are made
+// in, on an instance that does not know it: the database's, once its
+// counter is loaded for it (loadReserve). While the database cannot
+// answer, it is the generation of the counter Redis holds, if any, so that
+// every instance sells through an outage, one that has not sold the
+// product before included: a counter with stock was loaded under the
+// product's row lock, and a reset retires it before it tells the other
+// instances, so its generation is the database's. (A reset whose
+// retirement did not reach Redis leaves an ended generation's counter
+// behind, and the instances that have not heard of the reset sell from it
+// until they do; the writers refuse those reservations.)
+func (s *Seckill) generationOf(id int64) (int64, error) {
+	gen, err := s.loadReserve(context.Background(), id)
+	if err == nil || failure.CodeOf(err) != failure.CodeUnavailable {
+		return gen, err
+	}
+	ctx, cancel := s.dbCtx(context.Background(), 0)
+	defer cancel()
+	c, rerr := s.reserve.CounterOf(ctx, id)
+	switch {
+	case rerr != nil:
+		return 0, errors.Join(err, rerr)
+	case !c.Present:
+		return 0, err // never moved to Redis, or reset since: only the database can say
+	}
+	s.log.Warn("reserve: the database did not answer; the product sells from its counter in Redis",
+		"product", id, "generation", c.Generation, "counter", c.Stock, "err", err)
+	s.cache.Saw(id, c.Stock, stockcache.Version{Gen: c.Generation, Returns: c.Returns})
+	return c.Generation, nil
 }
 
 // scriptErr is the answer to p when the script's call failed: unavailable

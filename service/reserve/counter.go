@@ -96,6 +96,44 @@ func (s *Store) Load(ctx context.Context, product, stock, gen, returns int64, un
 	return Loaded{Loaded: v[0] == 1, Stock: v[1], Generation: v[2], Waiting: v[3], Taken: v[4], Before: v[5], Returns: v[6]}, nil
 }
 
+// Counter is a product's counter as Redis holds it.
+type Counter struct {
+	// Present is false when there is no counter with stock: never loaded,
+	// retired by a reset, or lost by Redis.
+	Present bool
+	// Stock, Generation and Returns are its stock, the generation of the
+	// database's stock it was loaded from, and its count of the returns it
+	// has taken back (Refund): the version of its stock.
+	Stock, Generation, Returns int64
+}
+
+// CounterOf reads a product's counter. A counter with stock was loaded
+// from the database under the product's row lock (Load), and a reset
+// retires it before the other instances hear of the reset (Retire): its
+// generation is the database's unless that retirement failed.
+func (s *Store) CounterOf(ctx context.Context, product int64) (Counter, error) {
+	v, err := s.rdb.HMGet(ctx, s.KeysOf(product).Counter, "stock", "gen", "ret").Result()
+	if err != nil {
+		return Counter{}, fmt.Errorf("reserve: read the counter of product %d: %w", product, err)
+	}
+	var c Counter
+	if len(v) != 3 || v[0] == nil || v[1] == nil {
+		return c, nil
+	}
+	fields := []*int64{&c.Stock, &c.Generation, &c.Returns}
+	for i, f := range fields {
+		str, ok := v[i].(string)
+		if !ok {
+			continue // no "ret": no return taken back yet
+		}
+		if *f, err = strconv.ParseInt(str, 10, 64); err != nil {
+			return Counter{}, fmt.Errorf("reserve: read the counter of product %d: field %d is %q", product, i, str)
+		}
+	}
+	c.Present = true
+	return c, nil
+}
+
 // Snapshot is a product's counter and the reservations of a generation
 // waiting in the stream (read and not acknowledged, or not read), taken
 // at one instant (Check).

@@ -401,3 +401,37 @@ func TestRefund(t *testing.T) {
 		t.Errorf("u-1 again after the refund: %+v; want Reserved, of the counter with 1 return", res)
 	}
 }
+
+// TestCounterOf: the counter as Redis holds it: none before a load; its
+// stock, generation and returns once loaded and sold from; none once a
+// reset retired it (the generation stays, without stock).
+func TestCounterOf(t *testing.T) {
+	t.Parallel()
+	s, ctx, _ := newStore(t)
+	const product = 12
+	counter := func() reserve.Counter {
+		t.Helper()
+		c, err := s.CounterOf(ctx, product)
+		if err != nil {
+			t.Fatalf("CounterOf = %v", err)
+		}
+		return c
+	}
+	if c := counter(); c.Present {
+		t.Errorf("before any load: %+v; want none", c)
+	}
+	load(t, s, product, 5, 3, nil)
+	reserveOK(t, s, reserve.Request{Product: product, User: "u-1", Quantity: 2, RequestID: "r-1", Generation: 3})
+	if done, err := s.Refund(ctx, product, 3, 1, 9, 1, "u-1"); err != nil || !done {
+		t.Fatalf("Refund = %v, %v; want done", done, err)
+	}
+	if c := counter(); c != (reserve.Counter{Present: true, Stock: 4, Generation: 3, Returns: 1}) {
+		t.Errorf("loaded with 5, 2 reserved, 1 back: %+v; want stock 4 of generation 3, 1 return", c)
+	}
+	if err := s.Retire(ctx, product, 4); err != nil {
+		t.Fatal(err)
+	}
+	if c := counter(); c.Present {
+		t.Errorf("retired: %+v; want none", c)
+	}
+}
