@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/reservewriter"
 	"github.com/seckill/seckill/service/salestore"
 	"github.com/seckill/seckill/service/stockcache"
 )
@@ -91,6 +92,29 @@ func (s *Seckill) WriteReservations(ctx context.Context, gen int64, rs []Reserva
 		rs2[i], errs[i] = a.R, a.Err
 	}
 	return rs2, errs, err
+}
+
+// WriteManyReservations writes batches of reservations of different
+// products in one transaction, as reserve's writer does, and returns each
+// batch's orders or errors, or its own refusal.
+func (s *Seckill) WriteManyReservations(ctx context.Context, gens []int64, batches [][]Reservation) ([][]Receipt, [][]error, []error, error) {
+	bs := make([]reservewriter.Batch, len(batches))
+	for i, rs := range batches {
+		bs[i] = reservewriter.Batch{Gen: gens[i], Reservations: rs}
+	}
+	ws, err := s.writeManyReservations(ctx, bs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	receipts, errs, refusals := make([][]Receipt, len(ws)), make([][]error, len(ws)), make([]error, len(ws))
+	for i, w := range ws {
+		refusals[i] = w.Err
+		for _, a := range w.Answers {
+			receipts[i] = append(receipts[i], a.R)
+			errs[i] = append(errs[i], a.Err)
+		}
+	}
+	return receipts, errs, refusals, nil
 }
 
 // ErrGenerationGone says whether err is a write of reservations that a

@@ -410,40 +410,6 @@ func ordersOf(tx *gorm.DB, id int64) (map[string]int64, []reserve.Written, error
 	return units, written, nil
 }
 
-// writeReservations writes reservations of one product, taken in
-// generation gen, in line order, in one transaction of the sale store: the
-// rule decides each against the database's stock, the buyers' units and
-// the request IDs already used, so that the database never goes below 0
-// whatever Redis says, and writing one again writes nothing more (its
-// answer is its order, replayed). Each answer is the reservation's order,
-// or the reason the database refused it (sold_out, limit_exceeded,
-// request_id_reused). A *salestore.GenerationGone error says a reset discarded them
-// all: nothing is written.
-func (s *Seckill) writeReservations(ctx context.Context, gen int64, rs []Reservation) ([]salestore.Answer, error) {
-	st := Strategy{Name: reserveStrategy}
-	ps := make([]Purchase, len(rs))
-	for i, r := range rs {
-		ps[i] = r.Purchase
-		ps[i].Strategy = st.Name
-	}
-	id := ps[0].ProductID
-	cacheAt := s.cache.At(id)
-	d, err := s.sales.Sell(ctx, ps, salestore.Read{ReserveGen: &gen}, func(stock int64, expired []bool, used map[string]model.Order, units map[string]int64) salestore.Sale {
-		d := s.decide(st, ps, expired, stock, used, units)
-		for k, i := range d.Sold {
-			d.Orders[k].RemainingStock = rs[i].Left
-		}
-		return d
-	})
-	if err != nil {
-		return nil, err
-	}
-	if d.Final {
-		s.wroteSale(id, d, cacheAt)
-	}
-	return d.Answers, nil
-}
-
 // reserveStrategy is the name of the reserve strategy, which its orders
 // carry.
 const reserveStrategy = "reserve"

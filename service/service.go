@@ -189,7 +189,7 @@ func New(db *gorm.DB, lockers map[string]locker.Locker, redis []redis.UniversalC
 			s.cfg.Consumer = salestore.NewRequestID() // 128 random bits
 		}
 		s.writer = reservewriter.New(reservewriter.Config{DB: db, DBTimeout: cfg.DBTimeout, Reserve: s.reserve,
-			Metrics: m, Log: log, Consumer: s.cfg.Consumer, Write: s.writeReservations})
+			Metrics: m, Log: log, Consumer: s.cfg.Consumer, Write: s.writeReservations, WriteMany: s.writeManyReservations})
 	}
 	s.orders = orders.New(orders.Config{DB: db, DBTimeout: cfg.DBTimeout, Cache: s.cache, Metrics: m, Log: log,
 		Reserve: s.reserve, Product: s.Product, Returned: cfg.hooks.returned,

@@ -55,6 +55,7 @@ type Metrics struct {
 	// The reserve strategy's writers and counters.
 	reservePending    prometheus.Gauge
 	reserveWritten    prometheus.Counter
+	reserveLag        prometheus.Histogram
 	reserveFailed     *prometheus.CounterVec
 	reserveDead       prometheus.Counter
 	reserveRecoveries prometheus.Counter
@@ -184,6 +185,11 @@ func (m *Metrics) newReserve(f promauto.Factory) {
 		Name: "seckill_reserve_written_total",
 		Help: "Reservations this instance's writer wrote to the database (a reservation written again after a writer died before acknowledging it counts again).",
 	})
+	m.reserveLag = f.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_reserve_write_lag_seconds",
+		Help:    "Time from a reservation (its entry in the stream, by Redis's clock) to its acknowledgement after its order's COMMIT, of those this instance's writer wrote.",
+		Buckets: []float64{.05, .1, .25, .5, .75, 1, 1.5, 2, 3, 5, 10, 30},
+	})
 	m.reserveFailed = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_reserve_failed_total",
 		Help: "Reservations the database refused, by reason (sold_out, limit_exceeded, request_id_reused): broken promises.",
@@ -270,6 +276,10 @@ func (m *Metrics) ReservePending(n int64) { m.reservePending.Set(float64(n)) }
 
 // ReserveWritten counts n reservations written.
 func (m *Metrics) ReserveWritten(n int) { m.reserveWritten.Add(float64(n)) }
+
+// ReserveLag observes the write lag of a reservation written: from its
+// entry in the stream to its acknowledgement after its order's COMMIT.
+func (m *Metrics) ReserveLag(d time.Duration) { m.reserveLag.Observe(d.Seconds()) }
 
 // ReserveFailed counts a reservation the database refused with code.
 func (m *Metrics) ReserveFailed(code failure.Code) {

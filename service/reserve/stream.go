@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,17 @@ type Entry struct {
 	// wrote: it can never be written, and is to be acknowledged (and kept
 	// aside) rather than read again for ever.
 	Bad error
+}
+
+// Made is when the entry was appended, by Redis's clock: the time in
+// its ID. ok is false for an ID that carries none.
+func (e Entry) Made() (t time.Time, ok bool) {
+	ms, _, found := strings.Cut(e.ID, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(n), true
 }
 
 // Join creates the writers' group on every bucket's stream (and the
@@ -200,10 +212,14 @@ func (s *Store) Ack(ctx context.Context, entries []Entry) error {
 	for _, e := range entries {
 		ids[e.Stream] = append(ids[e.Stream], e.ID)
 	}
-	for stream, list := range ids {
-		if err := s.rdb.XAck(ctx, stream, Group, list...).Err(); err != nil {
-			return fmt.Errorf("reserve: acknowledge %d reservations: %w", len(list), err)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for stream, list := range ids {
+			p.XAck(ctx, stream, Group, list...)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reserve: acknowledge %d reservations: %w", len(entries), err)
 	}
 	return nil
 }

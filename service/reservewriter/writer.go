@@ -1,9 +1,10 @@
 // Package reservewriter is the reserve strategy's writers, the database's
 // side of reserve. Every instance set up for reserve runs one; together
 // they are one consumer group on the streams of reservations: each
-// reservation is read by one writer, written to the database (Config.Write:
-// many of one product in one transaction, idempotently by request ID), and
-// acknowledged after the COMMIT, or after its refusal is recorded. What a
+// reservation is read by one writer, written to the database (those of many
+// products in one transaction, Config.WriteMany, idempotently by request
+// ID), and acknowledged after the COMMIT, or after its refusal is
+// recorded. What a
 // writer read and did not acknowledge (it died, or its database call
 // failed) another claims once it has been idle for writerClaimIdle. Every
 // so often a writer holds the counters of the products it wrote against
@@ -42,6 +43,25 @@ type Config struct {
 	// each with its order or the reason the database refused it; a
 	// *salestore.GenerationGone says a reset discarded them all.
 	Write func(ctx context.Context, gen int64, rs []salestore.Reservation) ([]salestore.Answer, error)
+	// WriteMany writes batches of different products as Write writes one,
+	// all in one transaction of the sale store: written[i] is bs[i]'s
+	// answers, or its own refusal (a *salestore.GenerationGone); an error
+	// is the whole transaction's.
+	WriteMany func(ctx context.Context, bs []Batch) (written []Written, err error)
+}
+
+// Batch is reservations of one product, taken in generation Gen, in line
+// order.
+type Batch struct {
+	Gen          int64
+	Reservations []salestore.Reservation
+}
+
+// Written is what became of a Batch: an answer per reservation, or the
+// batch's own refusal.
+type Written struct {
+	Answers []salestore.Answer
+	Err     error
 }
 
 // Writer writes the reservations of reserve to the database.
@@ -56,7 +76,7 @@ func New(cfg Config) *Writer {
 
 const (
 	// writerBatch is the most reservations a writer reads at once.
-	writerBatch = 512
+	writerBatch = 2048
 	// writerBlock is how long a read waits for reservations when there
 	// are none.
 	writerBlock = 100 * time.Millisecond
@@ -72,9 +92,12 @@ const (
 	// reconcileEvery is how often a writer holds the counters of the
 	// products it wrote against the database (reconcile).
 	reconcileEvery = 10 * time.Second
-	// writerParallel is how many products' transactions a writer runs at
-	// once.
+	// writerParallel is the most transactions a writer runs at once, each
+	// of many products (WriteMany); a pool of fewer than twice as many
+	// connections runs half as many as it has.
 	writerParallel = 8
+	// writerProducts is the most products of one transaction.
+	writerProducts = 128
 	// writerMaxFailures is how many times a writer tries to write an entry
 	// that the database answers with an error (not an outage) before it
 	// moves it to the dead letters.
@@ -193,54 +216,6 @@ func (s *Writer) joinWriters(ctx context.Context) {
 	}
 }
 
-// write writes the entries read, a transaction per product and
-// generation, and acknowledges each once the database holds it, refused it
-// (recorded first) or a reset discarded it. An error leaves the entries of
-// the products not yet written pending.
-func (s *Writer) write(ctx context.Context, w *writer, es []reserve.Entry) error {
-	type key struct{ product, gen int64 }
-	var order []key
-	groups := map[key][]reserve.Entry{}
-	for _, e := range es {
-		if e.Bad != nil {
-			s.cfg.Log.ErrorContext(ctx, "a reserve stream entry that is not a reservation: moved to the dead letters",
-				"stream", e.Stream, "id", e.ID, "err", e.Bad)
-			if err := s.cfg.Reserve.Dead(ctx, e, string(failure.CodeUnavailable), e.Bad.Error()); err != nil {
-				return err
-			}
-			s.cfg.Metrics.ReserveDead()
-			continue
-		}
-		k := key{e.Product, e.Generation}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], e)
-	}
-	// The products' transactions run side by side, writerParallel at a
-	// time: each locks its own product's row, and a catalogue's
-	// reservations are spread over many.
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, writerParallel)
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, k := range order {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := s.writeGroup(ctx, w, k.gen, groups[k]); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // writeGroup writes reservations of one product and generation in one
 // transaction, then records the refused ones and acknowledges them all. A
 // transaction the database answers with an error other than an outage's
@@ -248,11 +223,7 @@ func (s *Writer) write(ctx context.Context, w *writer, es []reserve.Entry) error
 // written holds none of the others back; one that fails writerMaxFailures
 // times goes to the dead letters, recorded as failed.
 func (s *Writer) writeGroup(ctx context.Context, w *writer, gen int64, group []reserve.Entry) error {
-	rs := make([]salestore.Reservation, len(group))
-	for i, e := range group {
-		rs[i] = salestore.Reservation{Purchase: salestore.Purchase{ProductID: e.Product, UserID: e.User, Quantity: e.Quantity, RequestID: e.RequestID}, Left: e.Left}
-	}
-	as, err := s.cfg.Write(ctx, gen, rs)
+	as, err := s.cfg.Write(ctx, gen, reservations(group))
 	var gone *salestore.GenerationGone
 	switch {
 	case errors.As(err, &gone):
@@ -281,12 +252,41 @@ func (s *Writer) writeGroup(ctx context.Context, w *writer, gen int64, group []r
 	case err != nil:
 		return err
 	}
-	written := 0
+	return s.settle(ctx, w, group, as)
+}
+
+// settle records the refused reservations of a group written (answers
+// as), and acknowledges them all.
+func (s *Writer) settle(ctx context.Context, w *writer, group []reserve.Entry, as []salestore.Answer) error {
+	var done settled
+	if err := s.record(ctx, w, group, as, &done); err != nil {
+		return err
+	}
+	return s.ack(ctx, w, &done)
+}
+
+// settled is the reservations that their writes settled, to acknowledge
+// at once: written (their orders committed), refused (recorded), or
+// discarded by a reset.
+type settled struct {
+	entries  []reserve.Entry
+	written  []bool
+	products []int64 // those written to
+}
+
+// discard adds reservations a reset discarded.
+func (d *settled) discard(group []reserve.Entry) {
+	d.entries = append(d.entries, group...)
+	d.written = append(d.written, make([]bool, len(group))...)
+}
+
+// record records the refused reservations of a group written (answers as)
+// and adds the group to done, to acknowledge. An answer that is neither an
+// order nor a refusal leaves the group out, pending.
+func (s *Writer) record(ctx context.Context, w *writer, group []reserve.Entry, as []salestore.Answer, done *settled) error {
 	for i, a := range as {
 		switch code := failure.CodeOf(a.Err); {
 		case a.Err == nil:
-			w.forget(group[i].ID)
-			written++
 		case refused(code):
 			if err := s.cfg.Reserve.Fail(ctx, group[i], string(code)); err != nil {
 				return err
@@ -298,11 +298,40 @@ func (s *Writer) writeGroup(ctx context.Context, w *writer, gen int64, group []r
 			return a.Err // not known to be refused: leave it pending
 		}
 	}
-	if err := s.cfg.Reserve.Ack(ctx, group); err != nil {
+	for i, e := range group {
+		done.entries = append(done.entries, e)
+		done.written = append(done.written, as[i].Err == nil)
+		if as[i].Err == nil {
+			w.forget(e.ID)
+		}
+	}
+	done.products = append(done.products, group[0].Product)
+	return nil
+}
+
+// ack acknowledges what done holds, in one call, and counts what was
+// written and how long after its reservation.
+func (s *Writer) ack(ctx context.Context, w *writer, done *settled) error {
+	if len(done.entries) == 0 {
+		return nil
+	}
+	if err := s.cfg.Reserve.Ack(ctx, done.entries); err != nil {
 		return err
 	}
+	now, written := time.Now(), 0
+	for i, e := range done.entries {
+		if !done.written[i] {
+			continue
+		}
+		written++
+		if t, ok := e.Made(); ok {
+			s.cfg.Metrics.ReserveLag(now.Sub(t))
+		}
+	}
 	s.cfg.Metrics.ReserveWritten(written)
-	w.wrote(group[0].Product)
+	for _, id := range done.products {
+		w.wrote(id)
+	}
 	return nil
 }
 

@@ -2,10 +2,13 @@ package reservewriter
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/reserve"
 )
 
 // TestSleepEndsWithItsContext: a writer's pause after an error ends when
@@ -56,5 +59,54 @@ func TestWritten(t *testing.T) {
 	w.forget("e-1")
 	if w.failed("e-1") != 1 {
 		t.Error("failed after forget counts more than 1; want the count from the start")
+	}
+}
+
+// TestChunks: the groups read are split into enough transactions to run
+// parallel at once, at most writerProducts products each, in the order
+// read; a product's second generation and a request ID's second product
+// go alone.
+func TestChunks(t *testing.T) {
+	entry := func(product, gen int64, rid string) reserve.Entry {
+		return reserve.Entry{Request: reserve.Request{Product: product, RequestID: rid}, Generation: gen}
+	}
+	groups := map[key][]reserve.Entry{}
+	var order []key
+	add := func(product, gen int64, rids ...string) {
+		k := key{product, gen}
+		order = append(order, k)
+		for _, rid := range rids {
+			groups[k] = append(groups[k], entry(product, gen, rid))
+		}
+	}
+	for p := range int64(10) {
+		add(p, 1, fmt.Sprint("r-", p), fmt.Sprint("s-", p))
+	}
+	add(3, 2, "r-30")  // product 3 again, in a newer generation
+	add(11, 1, "s-4")  // s-4 again, of another product
+	add(12, 1, "r-12") // one more, apart from the others
+	got := chunks(order, groups, 4)
+	want := [][]key{
+		{{0, 1}, {1, 1}, {2, 1}}, {{3, 1}, {4, 1}, {5, 1}}, {{6, 1}, {7, 1}, {8, 1}}, {{9, 1}, {12, 1}},
+		{{3, 2}}, {{11, 1}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chunks = %v; want %v", got, want)
+	}
+	many := map[key][]reserve.Entry{}
+	order = nil
+	for p := range int64(1000) {
+		k := key{p, 1}
+		order = append(order, k)
+		many[k] = []reserve.Entry{entry(p, 1, fmt.Sprint("r-", p))}
+	}
+	cs := chunks(order, many, 2)
+	for _, c := range cs[:len(cs)-1] {
+		if len(c) != writerProducts {
+			t.Fatalf("a chunk of %d products of 1,000 over 2 at once; want %d, the most", len(c), writerProducts)
+		}
+	}
+	if n := (len(cs)-1)*writerProducts + len(cs[len(cs)-1]); n != 1000 {
+		t.Errorf("the chunks hold %d products; want the 1,000", n)
 	}
 }

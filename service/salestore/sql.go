@@ -45,6 +45,21 @@ const (
 	// returns and whether it sells under reserve, under its row lock. Args:
 	// product ID.
 	stmtProductForUpdate = "SELECT stock, fence, generation, returns, reserve FROM products WHERE id = ? FOR UPDATE"
+	// stmtProductsForUpdate, a list of product IDs, then
+	// stmtProductsForUpdateOrder: stmtProductForUpdate for many products,
+	// each row's ID first, their locks taken in ascending order. Args: the
+	// product IDs.
+	stmtProductsForUpdate      = "SELECT id, stock, fence, generation, returns, reserve FROM products WHERE id IN "
+	stmtProductsForUpdateOrder = " ORDER BY id FOR UPDATE"
+	// stmtUnitsHeldOf, rows of a product and a user, then ")": the units
+	// that users hold of products. Args per row: product ID, user ID.
+	stmtUnitsHeldOf = "SELECT product_id, user_id, units FROM user_units WHERE (product_id, user_id) IN ("
+	// stmtManyDecrement, a "WHEN ? THEN ?" per product, then
+	// stmtManyDecrementWhere and the list of the products: the decrement
+	// of many products in one UPDATE. Args: each product's ID and units
+	// sold, now, the product IDs.
+	stmtManyDecrement      = "UPDATE products SET stock = stock - CASE id"
+	stmtManyDecrementWhere = " END, updated_at = ? WHERE id IN "
 	// stmtUnitsHeld reads the units of a product that a list of users
 	// hold. Args: product ID, then the users.
 	stmtUnitsHeld = "SELECT user_id, units FROM user_units WHERE product_id = ? AND user_id IN "

@@ -47,6 +47,13 @@ type Store interface {
 	// them as decide decided them. An error is the whole batch's: nothing
 	// was written.
 	Sell(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (Sale, error)
+	// SellMany sells parts of different products, reserve's reservations,
+	// in one transaction where the form has one (see Part). sales[i] and
+	// errs[i] are parts[i]'s: its sale, or its own refusal
+	// (*GenerationGone, product_not_found), nothing of it written. An
+	// error is the whole transaction's: nothing was written, or, when
+	// outcome_unknown, selling the parts again replays what was.
+	SellMany(ctx context.Context, parts []Part) (sales []Sale, errs []error, err error)
 	// Buy tries one purchase in the store's cheapest form, where it has
 	// one: the conditional decrement (moving the fence on when claim), the
 	// user's units within the limit and the order. ok says it committed o;
