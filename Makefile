@@ -2,7 +2,7 @@
 # a real MariaDB/MySQL and three independent Redis nodes that
 # scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
 # its own (scripts/stack.sh).
-.PHONY: demo test bench vet fuzz soak test-tidb test-galera
+.PHONY: demo test bench bench-writers vet fuzz soak test-tidb test-galera
 
 # The workshop, go run . demo with a sign of life (scripts/demo.sh): builds
 # the program into bin/seckill, saying every DEMO_HEARTBEAT seconds that it
@@ -18,6 +18,11 @@ test:
 
 bench:
 	scripts/testenv.sh go test -run '^$$' -bench 'BenchmarkHandler|BenchmarkPurchase|BenchmarkSoldOut|BenchmarkBatchSell' -benchmem -benchtime 2000x ./controller/ ./service/
+
+# The reservations per second reserve's writers sustain draining a backlog
+# (a catalogue and one product), beside the 64-connection anchor.
+bench-writers:
+	scripts/testenv.sh go test -run '^$$' -bench BenchmarkWritersDrain -benchtime 1x ./service/
 
 # gofmt, go vet and staticcheck (from the module proxy) clean.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
