@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/combine"
 )
 
 // The per-IP limit (SECKILL_IP_LIMIT): at most N purchase requests per
@@ -18,13 +21,25 @@ import (
 // counted in Redis so that every instance shares one count. The articles'
 // bounded counter, done as it should be: one atomic step in Redis (INCR,
 // with the expiry set on the first), no lock, no read-check-write race.
+//
+// An instance need not ask Redis for every request. It takes an IP's
+// requests a block at a time (INCRBY: one at first, twice as many each
+// time the last block was used up in its window, at most a sixteenth of
+// the limit) and counts the block down locally until the window ends; an
+// IP refused stays refused on that instance until its window ends (its
+// count only grows until then). Never more than N requests of an IP are
+// let through in a window; what it trades is that the unused part of a
+// block another instance holds counts as used, so an IP busy on several
+// instances may be refused a little early: at most a sixteenth of N per
+// instance (docs/security.md).
 
-// ipLimitScript counts one request of a client: KEYS[1] its counter,
-// ARGV[1] the window in ms. It returns the count and the window's time left
-// in ms. A counter found without an expiry (its PEXPIRE lost) gets one.
+// ipLimitScript takes a block of an IP's requests: KEYS[1] its counter,
+// ARGV[1] the window in ms, ARGV[2] the block. It returns the count with
+// the block and the window's time left in ms. A counter found without an
+// expiry (its PEXPIRE lost) gets one.
 var ipLimitScript = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then
+local n = redis.call('INCRBY', KEYS[1], ARGV[2])
+if n == tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   return {n, tonumber(ARGV[1])}
 end
@@ -40,7 +55,15 @@ return {n, left}
 // request through rather than hold every buyer up.
 const ipLimitBudget = 250 * time.Millisecond
 
-// IPLimiter counts purchase requests per client IP.
+// ipLimitBatch is the most counts sent to Redis at once.
+const ipLimitBatch = 256
+
+// IPLimiter counts purchase requests per client IP. The counts of the
+// requests that arrive together go to Redis together: one pipeline of
+// the script's calls, one round trip, sent by whichever request came
+// first while the others wait for it (as a product's buyers wait in line).
+// Each call is still its own atomic step, so the count is exact: no
+// request is let through that one at a time would refuse.
 type IPLimiter struct {
 	node   redis.UniversalClient
 	limit  int64
@@ -48,10 +71,43 @@ type IPLimiter struct {
 	prefix string
 	counts *prometheus.CounterVec
 	log    *slog.Logger
+	line   *combine.Combiner[struct{}, ipAsk, ipCount]
+	// mu guards ips, what this instance holds of each IP's window, and
+	// sweepAt, the size of ips at which the windows that ended go.
+	mu      sync.Mutex
+	ips     map[string]*ipWindow
+	sweepAt int
 	// warned is when the last outage was logged (Unix ns): once a second
 	// at most, not once a request.
 	warned atomic.Int64
 }
+
+// ipWindow is what an instance holds of an IP's window, until it ends:
+// the requests of its last block not yet let through, the next block's
+// size, and whether the IP is over the limit.
+type ipWindow struct {
+	until   time.Time
+	left    int64
+	block   int64
+	refused bool
+}
+
+// ipAsk is a block of an IP's requests asked of Redis.
+type ipAsk struct {
+	ip    string
+	block int64
+}
+
+// ipCount is the script's answer to an ipAsk: the IP's count with the
+// block and the window's time left, or why there is none.
+type ipCount struct {
+	n, left int64
+	err     error
+}
+
+// ipSweepMin is the least size of the map of IPs at which the windows that
+// ended are dropped.
+const ipSweepMin = 4096
 
 // NewIPLimiter limits each IP to limit requests per window, counted on
 // node under keyPrefix (config.DefaultKeyPrefix when empty), its metric registered with
@@ -61,10 +117,12 @@ func NewIPLimiter(node redis.UniversalClient, limit int, window time.Duration, k
 		keyPrefix = config.DefaultKeyPrefix
 	}
 	l := &IPLimiter{node: node, limit: int64(limit), window: window, prefix: keyPrefix + "ip:", log: log,
+		ips: map[string]*ipWindow{}, sweepAt: ipSweepMin,
 		counts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_ip_limit_total",
 			Help: "Purchase requests counted against SECKILL_IP_LIMIT, by result: allowed, limited (answered 429), unavailable (Redis did not answer: allowed).",
 		}, []string{"result"})}
+	l.line = combine.New(l.serve)
 	reg.MustRegister(l.counts)
 	for _, r := range []string{"allowed", "limited", "unavailable"} {
 		l.counts.WithLabelValues(r)
@@ -76,11 +134,15 @@ func NewIPLimiter(node redis.UniversalClient, limit int, window time.Duration, k
 // it may try again after retryAfter, the rest of its window. A Redis that
 // does not answer allows the request, with a warning and the metric.
 func (l *IPLimiter) Allow(ctx context.Context, ip string) (ok bool, retryAfter time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, ipLimitBudget)
-	defer cancel()
-	res, err := ipLimitScript.Run(ctx, l.node, []string{l.prefix + ip}, l.window.Milliseconds()).Int64Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("the script answered %v", res)
+	now := time.Now()
+	ok, retryAfter, block := l.local(ip, now)
+	if block == 0 {
+		l.count(ok)
+		return ok, retryAfter
+	}
+	c, err := l.line.Do(ctx, struct{}{}, ipAsk{ip: ip, block: block}, ipLimitBudget)
+	if err == nil {
+		err = c.err
 	}
 	if err != nil {
 		l.counts.WithLabelValues("unavailable").Inc()
@@ -90,10 +152,118 @@ func (l *IPLimiter) Allow(ctx context.Context, ip string) (ok bool, retryAfter t
 		}
 		return true, 0
 	}
-	if res[0] > l.limit {
-		l.counts.WithLabelValues("limited").Inc()
-		return false, time.Duration(res[1]) * time.Millisecond
+	// The block's requests within the limit: this one, and the rest for
+	// the next requests of the window.
+	granted := min(block, l.limit-(c.n-block))
+	ok, retryAfter = granted > 0, time.Duration(c.left)*time.Millisecond
+	l.took(ip, now.Add(retryAfter), c.n == block, block, granted)
+	l.count(ok)
+	return ok, retryAfter
+}
+
+// local answers a request of ip from what this instance holds of its
+// window, when it can: block is 0 then; otherwise block is how many of
+// its requests to ask Redis for.
+func (l *IPLimiter) local(ip string, now time.Time) (ok bool, retryAfter time.Duration, block int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.ips[ip]
+	switch {
+	case w == nil || !now.Before(w.until):
+		return false, 0, 1
+	case w.refused:
+		return false, w.until.Sub(now), 0
+	case w.left > 0:
+		w.left--
+		return true, 0, 0
 	}
-	l.counts.WithLabelValues("allowed").Inc()
-	return true, 0
+	return false, 0, w.block
+}
+
+// took keeps what Redis granted of a block of ip's requests in its window
+// (until; fresh says the block began it): granted of them, one for the
+// request that asked; none, and the IP is refused until the window ends.
+func (l *IPLimiter) took(ip string, until time.Time, fresh bool, block, granted int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.ips[ip]
+	if w == nil || fresh || !time.Now().Before(w.until) {
+		if len(l.ips) >= l.sweepAt {
+			now := time.Now()
+			for k, w := range l.ips {
+				if !now.Before(w.until) {
+					delete(l.ips, k)
+				}
+			}
+			l.sweepAt = max(ipSweepMin, 2*len(l.ips))
+		}
+		w = &ipWindow{until: until, block: 1}
+		l.ips[ip] = w
+	}
+	if granted <= 0 {
+		w.refused = true
+		return
+	}
+	w.left += granted - 1
+	// A block used up within its window: the next is twice as large, up
+	// to a sixteenth of the limit.
+	w.block = max(1, min(2*block, l.limit/16))
+}
+
+// count counts a request allowed or limited.
+func (l *IPLimiter) count(ok bool) {
+	if ok {
+		l.counts.WithLabelValues("allowed").Inc()
+		return
+	}
+	l.counts.WithLabelValues("limited").Inc()
+}
+
+// serve counts the requests waiting, up to ipLimitBatch, in one pipeline.
+func (l *IPLimiter) serve(_ struct{}, q *combine.Queue[ipAsk, ipCount]) {
+	b := q.Take(func(ipAsk) int { return ipLimitBatch })
+	asks, _ := b.Requests()
+	if len(asks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ipLimitBudget)
+	defer cancel()
+	window := l.window.Milliseconds()
+	cmds := make([]*redis.Cmd, len(asks))
+	var again []int // the calls that found no script: EVAL them
+	for attempt := range 2 {
+		_, _ = l.node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, a := range asks {
+				switch {
+				case attempt == 0:
+					cmds[i] = ipLimitScript.EvalSha(ctx, p, []string{l.prefix + a.ip}, window, a.block)
+				case slices.Contains(again, i):
+					cmds[i] = ipLimitScript.Eval(ctx, p, []string{l.prefix + a.ip}, window, a.block)
+				}
+			}
+			return nil
+		}) // each command carries its own error
+		again = again[:0]
+		for i, c := range cmds {
+			if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+	}
+	out := make([]ipCount, len(asks))
+	for i, c := range cmds {
+		res, err := c.Int64Slice()
+		if err == nil && len(res) != 2 {
+			err = fmt.Errorf("the script answered %v", res)
+		}
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		out[i].n, out[i].left = res[0], res[1]
+	}
+	b.Answer(out)
 }
