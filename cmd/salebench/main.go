@@ -178,7 +178,7 @@ func (b *bench) all(ctx context.Context) error {
 		return err
 	}
 
-	// The per-IP limit's cost: one Redis round trip per purchase. A limit
+	// The per-IP limit's cost: an IP's requests counted in Redis a block at a time. A limit
 	// no buyer reaches, the load from as many addresses as buyers.
 	limited, stopLimited, err := b.startService(ctx, dsn, token, "SECKILL_IP_LIMIT=1000000000/1m")
 	if err != nil {
