@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -20,12 +23,11 @@ func (c *Client) Metrics(ctx context.Context) (Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	m, err := ParseMetrics(data)
 	if err != nil {
 		return nil, fmt.Errorf("client: GET %s/metrics: %w", c.BaseURL, err)
 	}
-	return families, nil
+	return m, nil
 }
 
 // Sum adds up the samples of the family called name whose labels include
@@ -70,4 +72,52 @@ func hasLabels(s *dto.Metric, labels []string) bool {
 		}
 	}
 	return true
+}
+
+// BucketOf is the upper bound of the bucket of the histogram called name
+// (its samples' buckets added up) that holds its quantile q: the q-th
+// share of its observations were at most that; q = 1 bounds the largest.
+// ok is false when the histogram has no observation, or its quantile is
+// past its last finite bucket.
+func (m Metrics) BucketOf(name string, q float64) (upper float64, ok bool) {
+	f, found := m[name]
+	if !found {
+		return 0, false
+	}
+	counts := map[float64]uint64{}
+	var total uint64
+	for _, s := range f.GetMetric() {
+		h := s.GetHistogram()
+		if h == nil {
+			continue
+		}
+		total += h.GetSampleCount()
+		for _, b := range h.GetBucket() {
+			counts[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	if total == 0 {
+		return 0, false
+	}
+	bounds := slices.Sorted(maps.Keys(counts))
+	for _, b := range bounds {
+		if float64(counts[b]) < q*float64(total) {
+			continue
+		}
+		if math.IsInf(b, 1) {
+			return 0, false
+		}
+		return b, true
+	}
+	return 0, false
+}
+
+// ParseMetrics reads metric families in the Prometheus text format.
+func ParseMetrics(data []byte) (Metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("client: read metrics: %w", err)
+	}
+	return families, nil
 }

@@ -349,6 +349,12 @@ const (
 type catalogueResult struct {
 	row          row
 	rss, metrics int64 // bytes
+	// writerP99 and writerMax bound reserve's write lag as the instance's
+	// writer measured it while the sale ran (seconds, the upper bounds of
+	// seckill_reserve_write_lag_seconds' buckets); lagged says they are
+	// known.
+	writerP99, writerMax float64
+	lagged               bool
 }
 
 // catalogue runs strategy (redlock: with the default batch) over
@@ -381,12 +387,20 @@ func (b *bench) catalogue(ctx context.Context, dsn, token, strategy string) (cat
 	if err != nil {
 		return catalogueResult{}, fmt.Errorf("GET /metrics: %w", err)
 	}
-	out.metrics, err = io.Copy(io.Discard, resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	if cerr := resp.Body.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return catalogueResult{}, fmt.Errorf("GET /metrics: %w", err)
 	}
+	out.metrics = int64(len(body))
+	m, err := client.ParseMetrics(body)
+	if err != nil {
+		return catalogueResult{}, err
+	}
+	p99, ok99 := m.BucketOf("seckill_reserve_write_lag_seconds", 0.99)
+	top, okTop := m.BucketOf("seckill_reserve_write_lag_seconds", 1)
+	out.writerP99, out.writerMax, out.lagged = p99, top, ok99 && okTop
 	return out, nil
 }

@@ -95,6 +95,12 @@ func (b *bench) writeRatios(f *figures) {
 	r11 := f.reserveCat.row.perSecond / f.reserve.perSecond
 	fmt.Fprintf(b.out, "  reserve, catalogue / its hot product   %5.2fx  (aim >= 0.8: %s); write lag p99 %s\n",
 		r11, aim(r11 >= 0.8), round(f.reserveCat.row.writeLag))
+	if c := f.reserveCat; c.lagged {
+		fmt.Fprintf(b.out, "  reserve, catalogue, the writer's lag while it sold: p99 <= %gs (aim <= 1s: %s), max <= %gs (aim <= 2s: %s)\n",
+			c.writerP99, aim(c.writerP99 <= 1), c.writerMax, aim(c.writerMax <= 2))
+	} else {
+		fmt.Fprintf(b.out, "  reserve, catalogue, the writer's lag while it sold: past its last bucket (30s), or none written\n")
+	}
 	r12 := f.sweep.during.perSecond / f.sweep.before.perSecond
 	fmt.Fprintf(b.out, "  hot product, sweeping a backlog / not  %5.2fx  (aim >= 0.95: %s); %d of %d due orders expired during the run\n",
 		r12, aim(r12 >= 0.95), f.sweep.expired, sweepBacklog)
