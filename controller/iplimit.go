@@ -30,8 +30,10 @@ import (
 // count only grows until then). Never more than N requests of an IP are
 // let through in a window; what it trades is that the unused part of a
 // block another instance holds counts as used, so an IP busy on several
-// instances may be refused a little early: at most a sixteenth of N per
-// instance (docs/security.md).
+// instances may be refused a little early: by the unused parts of the
+// blocks the others hold, a sixteenth of N at most each (an instance takes
+// a block for each request of the IP that finds its block used up;
+// docs/security.md).
 
 // ipLimitScript takes a block of an IP's requests: KEYS[1] its counter,
 // ARGV[1] the window in ms, ARGV[2] the block. It returns the count with
@@ -51,8 +53,9 @@ end
 return {n, left}
 `)
 
-// ipLimitBudget bounds one count: a node that does not answer lets the
-// request through rather than hold every buyer up.
+// ipLimitBudget bounds a count's wait for its turn, and then its round
+// trip: a node that does not answer lets the request through rather than
+// hold every buyer up.
 const ipLimitBudget = 250 * time.Millisecond
 
 // ipLimitBatch is the most counts sent to Redis at once.
@@ -144,7 +147,10 @@ func (l *IPLimiter) Allow(ctx context.Context, ip string) (ok bool, retryAfter t
 	if err == nil {
 		err = c.err
 	}
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false, 0 // the client hung up: nothing to serve, nothing counted
+	case err != nil:
 		l.counts.WithLabelValues("unavailable").Inc()
 		now := time.Now().UnixNano()
 		if last := l.warned.Load(); now-last > int64(time.Second) && l.warned.CompareAndSwap(last, now) {
@@ -183,13 +189,18 @@ func (l *IPLimiter) local(ip string, now time.Time) (ok bool, retryAfter time.Du
 // took keeps what Redis granted of a block of ip's requests in its window
 // (until; fresh says the block began it): granted of them, one for the
 // request that asked; none, and the IP is refused until the window ends.
+// An answer whose window has ended is not kept: a reply that came late,
+// once a newer window began, would count the old one's requests in it.
 func (l *IPLimiter) took(ip string, until time.Time, fresh bool, block, granted int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
+	if !now.Before(until) {
+		return
+	}
 	w := l.ips[ip]
-	if w == nil || fresh || !time.Now().Before(w.until) {
+	if w == nil || fresh || !now.Before(w.until) {
 		if len(l.ips) >= l.sweepAt {
-			now := time.Now()
 			for k, w := range l.ips {
 				if !now.Before(w.until) {
 					delete(l.ips, k)

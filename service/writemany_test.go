@@ -2,12 +2,14 @@ package service_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/reserve"
 )
 
 // TestWriteManyReservations: the reservations of many products in one
@@ -111,4 +113,48 @@ func TestWriteManyReservations(t *testing.T) {
 		t.Errorf("%d sales of one product for two parts sharing a request ID; want 2, one each", n)
 	}
 	in.wantAudit(t, service.Audit{ProductID: one.ID, InitialStock: 5, Stock: 0, Orders: 4, UnitsSold: 5, Consistent: true})
+}
+
+// TestReserveWriterDeadLetters: a reservation whose row the database
+// refuses (a user ID longer than its column) in a transaction of many
+// products is written again a product at a time, so that it holds the
+// others back no longer than its tries: the others are written, and it
+// goes to its bucket's dead letters, recorded as failed, counted.
+func TestReserveWriterDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	f := newFixture(t, nil)
+	in := f.instance(settings{NoWriter: true})
+	store := reserve.New(f.clients[0], f.prefix)
+	one, two := in.product(t, 10), in.product(t, 10)
+	gens := map[int64]int64{}
+	for _, p := range []model.Product{one, two} {
+		gen, err := in.svc.MoveToReserve(ctx, p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens[p.ID] = gen
+	}
+	take := func(product int64, user, rid string) {
+		t.Helper()
+		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Generation: gens[product]})
+		if err != nil || res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve(%d, %s) = %+v, %v; want Reserved", product, rid, res, err)
+		}
+	}
+	take(one.ID, strings.Repeat("x", 300), "r-bad")
+	take(one.ID, "u-1", "r-1")
+	take(two.ID, "u-2", "r-2")
+	writer := f.instance(settings{Consumer: "a"})
+	waitWritten(t, f, store, []int64{one.ID, two.ID}, 2)
+	rec, ok, err := store.RecordOf(ctx, one.ID, "r-bad")
+	if err != nil || !ok || rec.Pending() {
+		t.Errorf("the record of r-bad = %+v, %v, %v; want failed", rec, ok, err)
+	}
+	if n, err := f.clients[0].XLen(ctx, store.DeadOf(reserve.Bucket(one.ID))).Result(); err != nil || n != 1 {
+		t.Errorf("the dead letters of product %d's bucket: %d, %v; want r-bad's", one.ID, n, err)
+	}
+	if n := writer.metrics(t).Sum("seckill_reserve_dead_letters_total"); n != 1 {
+		t.Errorf("seckill_reserve_dead_letters_total = %v; want 1", n)
+	}
 }

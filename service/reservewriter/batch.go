@@ -147,6 +147,11 @@ func (s *Writer) writeMany(ctx context.Context, w *writer, chunk []key, groups m
 		switch {
 		case errors.As(ws[i].Err, &gone):
 			done.discard(groups[k]) // with their generation's orders
+		case ws[i].Err != nil && !salestore.Outage(ws[i].Err):
+			// Refused for a row (a store that writes each product alone):
+			// alone, its bad entry goes to the dead letters in time, and
+			// holds none of the others back.
+			errs = append(errs, s.writeGroup(ctx, w, k.gen, groups[k]))
 		case ws[i].Err != nil:
 			errs = append(errs, ws[i].Err) // left pending
 		default:

@@ -197,7 +197,7 @@ func (m *mysqlSales) sellManyOn(ctx context.Context, c conn, parts []Part, order
 		if errs[i] = (Read{ReserveGen: &p.Gen}).owner(id, row.generation, row.reserve != 0); errs[i] != nil {
 			continue
 		}
-		d := p.Decide(row.stock, nil, read.used, read.units[id])
+		d := p.Decide(row.stock, nil, usedBy(p.Purchases, read.used), read.units[id])
 		d.afterWrite(row.stock, false)
 		d.Read = stockcache.Version{Gen: row.generation, Returns: row.returns}
 		sales[i] = d
@@ -235,6 +235,18 @@ func (m *mysqlSales) sellManyOn(ctx context.Context, c conn, parts []Part, order
 		d.finish()
 	}
 	return sales, errs, nil
+}
+
+// usedBy are the orders of used made with the request IDs of ps: what a
+// part's rule needs of them.
+func usedBy(ps []Purchase, used map[string]model.Order) map[string]model.Order {
+	out := map[string]model.Order{}
+	for _, p := range ps {
+		if o, ok := used[p.RequestID]; ok {
+			out[p.RequestID] = o
+		}
+	}
+	return out
 }
 
 // readMany sends a sale of many's first trip: START TRANSACTION and its
