@@ -276,21 +276,7 @@ func TestReserveWriters(t *testing.T) {
 	in := f.instance(settings{PerUserLimit: 1, NoWriter: true})
 	store := reserve.New(f.clients[0], f.prefix)
 	one, two := in.product(t, 30), in.product(t, 5)
-	gens := map[int64]int64{}
-	for _, p := range []model.Product{one, two} {
-		gen, err := in.svc.MoveToReserve(ctx, p.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gens[p.ID] = gen
-	}
-	take := func(product int64, user, rid string) {
-		t.Helper()
-		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Limit: 1, Generation: gens[product]})
-		if err != nil || res.Verdict != reserve.Reserved {
-			t.Fatalf("Reserve(%d, %s, %s) = %+v, %v; want Reserved", product, user, rid, res, err)
-		}
-	}
+	take := reserveTaker(t, in, store, 1, one, two)
 	for i := range 5 {
 		take(one.ID, fmt.Sprint("d-", i), fmt.Sprint("rd-", i))
 	}

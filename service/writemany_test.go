@@ -127,21 +127,7 @@ func TestReserveWriterDeadLetters(t *testing.T) {
 	in := f.instance(settings{NoWriter: true})
 	store := reserve.New(f.clients[0], f.prefix)
 	one, two := in.product(t, 10), in.product(t, 10)
-	gens := map[int64]int64{}
-	for _, p := range []model.Product{one, two} {
-		gen, err := in.svc.MoveToReserve(ctx, p.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gens[p.ID] = gen
-	}
-	take := func(product int64, user, rid string) {
-		t.Helper()
-		res, err := store.Reserve(ctx, reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Generation: gens[product]})
-		if err != nil || res.Verdict != reserve.Reserved {
-			t.Fatalf("Reserve(%d, %s) = %+v, %v; want Reserved", product, rid, res, err)
-		}
-	}
+	take := reserveTaker(t, in, store, 0, one, two)
 	take(one.ID, strings.Repeat("x", 300), "r-bad")
 	take(one.ID, "u-1", "r-1")
 	take(two.ID, "u-2", "r-2")
@@ -156,5 +142,28 @@ func TestReserveWriterDeadLetters(t *testing.T) {
 	}
 	if n := writer.metrics(t).Sum("seckill_reserve_dead_letters_total"); n != 1 {
 		t.Errorf("seckill_reserve_dead_letters_total = %v; want 1", n)
+	}
+}
+
+// reserveTaker moves products into Redis on in and returns a func that
+// reserves a unit of one of them (under limit, 0: none) straight through
+// store, as the script does for a purchase, failing t unless it is
+// reserved.
+func reserveTaker(t *testing.T, in *instance, store *reserve.Store, limit int64, products ...model.Product) func(product int64, user, rid string) {
+	t.Helper()
+	gens := map[int64]int64{}
+	for _, p := range products {
+		gen, err := in.svc.MoveToReserve(t.Context(), p.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens[p.ID] = gen
+	}
+	return func(product int64, user, rid string) {
+		t.Helper()
+		res, err := store.Reserve(t.Context(), reserve.Request{Product: product, User: user, Quantity: 1, RequestID: rid, Limit: limit, Generation: gens[product]})
+		if err != nil || res.Verdict != reserve.Reserved {
+			t.Fatalf("Reserve(%d, %s, %s) = %+v, %v; want Reserved", product, user, rid, res, err)
+		}
 	}
 }

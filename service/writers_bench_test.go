@@ -1,9 +1,6 @@
 package service_test
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/anchor"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service"
 )
@@ -127,7 +125,7 @@ func anchorRate(b *testing.B, f *fixture, d time.Duration) float64 {
 	for range 64 {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				if err := anchorBuy(ctx, db, p.ID, user.Add(1)); err != nil {
+				if err := anchor.Buy(ctx, db, p.ID, user.Add(1)); err != nil {
 					failed <- err
 					return
 				}
@@ -141,32 +139,6 @@ func anchorRate(b *testing.B, f *fixture, d time.Duration) float64 {
 		b.Fatal(err)
 	}
 	return float64(bought.Load()) / time.Since(start).Seconds()
-}
-
-// anchorBuy is the anchor's purchase transaction (bench-sale's).
-func anchorBuy(ctx context.Context, db *sql.DB, product, user int64) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tx.Rollback())
-		}
-	}()
-	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", product)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("decrement: %d rows, %v", n, err)
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO orders (product_id, user_id, quantity, strategy, remaining_stock, created_at) VALUES (?, ?, 1, 'anchor', 0, NOW(3))",
-		product, fmt.Sprintf("a-%d", user))
-	if err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // busyJiffies is the machine's CPU time spent on anything but idling

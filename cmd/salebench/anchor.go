@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/seckill/seckill/internal/anchor"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/store"
 )
@@ -65,7 +65,7 @@ func (b *bench) anchor(ctx context.Context, conns int) (anchorResult, error) {
 			var mine []time.Duration
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()
-				if err := buy(ctx, sqlDB, p.ID, users.Add(1)); err != nil {
+				if err := anchor.Buy(ctx, sqlDB, p.ID, users.Add(1)); err != nil {
 					failed.Add(1)
 					continue
 				}
@@ -83,32 +83,6 @@ func (b *bench) anchor(ctx context.Context, conns int) (anchorResult, error) {
 	}
 	slices.Sort(latencies)
 	return anchorResult{perSecond: float64(len(latencies)) / elapsed.Seconds(), p99: latencies[len(latencies)*99/100]}, nil
-}
-
-// buy is the anchors' purchase transaction.
-func buy(ctx context.Context, db *sql.DB, product, user int64) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, tx.Rollback())
-		}
-	}()
-	res, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 1 WHERE id = ? AND stock >= 1", product)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("decrement: %d rows, %v", n, err)
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO orders (product_id, user_id, quantity, strategy, remaining_stock, created_at) VALUES (?, ?, 1, 'anchor', 0, NOW(3))",
-		product, fmt.Sprintf("u-%d", user))
-	if err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // database names a new database on the server and returns its DSN and a

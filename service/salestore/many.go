@@ -302,15 +302,8 @@ func (m *mysqlSales) readMany(ctx context.Context, c conn, parts []Part, order [
 	if err != nil {
 		return read, fmt.Errorf("the stock of %d products: %w", len(parts), err)
 	}
-	err = nextRows(next, orderWidth, func(v []driver.Value) error {
-		o, err := scanOrder(v)
-		if err == nil {
-			read.used[string(*o.RequestID)] = o
-		}
-		return err
-	})
-	if err != nil {
-		return read, fmt.Errorf("the orders of the request IDs: %w", err)
+	if err := nextUsed(next, read.used); err != nil {
+		return read, err
 	}
 	if m.cfg.Limit > 0 {
 		err := nextRows(next, 3, func(v []driver.Value) error {

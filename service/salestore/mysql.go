@@ -252,15 +252,8 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)
 	}
 	if requestIDs {
-		err := nextRows(next, orderWidth, func(v []driver.Value) error {
-			o, err := scanOrder(v)
-			if err == nil {
-				read.used[string(*o.RequestID)] = o
-			}
-			return err
-		})
-		if err != nil {
-			return read, fmt.Errorf("the orders of the request IDs: %w", err)
+		if err := nextUsed(next, read.used); err != nil {
+			return read, err
 		}
 	}
 	if m.cfg.Limit > 0 {
@@ -282,6 +275,22 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 		return read, fmt.Errorf("the session's auto_increment_increment is %d", read.step)
 	}
 	return read, nil
+}
+
+// nextUsed reads the next result set of rows, the orders of request IDs,
+// into used.
+func nextUsed(rows driver.RowsNextResultSet, used map[string]model.Order) error {
+	err := nextRows(rows, orderWidth, func(v []driver.Value) error {
+		o, err := scanOrder(v)
+		if err == nil {
+			used[string(*o.RequestID)] = o
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("the orders of the request IDs: %w", err)
+	}
+	return nil
 }
 
 // readStatements is the first trip's multi-statement and its arguments;
