@@ -3,7 +3,6 @@ package salestore
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -145,25 +144,13 @@ func apart(parts []Part, order []int) bool {
 // sellManyOnce is one transaction of a sale of many, on a connection of
 // its own; order lists the parts by product ID.
 func (m *mysqlSales) sellManyOnce(ctx context.Context, parts []Part, order []int) (sales []Sale, errs []error, err error) {
-	c, err := m.pool.Conn(ctx)
-	if err != nil {
-		return nil, nil, failure.Store("take a connection", err)
-	}
-	defer func() {
-		if cerr := c.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
-		}
-	}()
-	err = c.Raw(func(dc any) error {
-		cn, ok := dc.(conn)
-		if !ok {
-			return fmt.Errorf("a MySQL connection of type %T takes no multi-statements", dc)
-		}
-		sales, errs, err = m.sellManyOn(ctx, cn, parts, order)
+	err = m.onConn(ctx, func(c conn) error {
+		sales, errs, err = m.sellManyOn(ctx, c, parts, order)
 		return err
 	})
 	var my *mysql.MySQLError
-	if err == nil || uncommitted(err) || ctx.Err() != nil || errors.As(err, &my) || !connLost(err) {
+	var answer *failure.Error
+	if err == nil || uncommitted(err) || ctx.Err() != nil || errors.As(err, &my) || errors.As(err, &answer) || !connLost(err) {
 		return sales, errs, err
 	}
 	return nil, nil, fmt.Errorf("%w: %w", errConnLost, err)

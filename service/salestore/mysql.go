@@ -103,22 +103,8 @@ func (m *mysqlSales) Sell(ctx context.Context, ps []Purchase, r Read, decide Dec
 
 // sellOnce is one transaction of a sale, on a connection of its own.
 func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r Read, decide DecideFunc) (d Sale, err error) {
-	c, err := m.pool.Conn(ctx)
-	if err != nil {
-		return d, failure.Store("take a connection", err)
-	}
-	defer func() {
-		// A connection that went (driver.ErrBadConn) is closed already.
-		if cerr := c.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
-		}
-	}()
-	err = c.Raw(func(dc any) error {
-		cn, ok := dc.(conn)
-		if !ok {
-			return fmt.Errorf("a MySQL connection of type %T takes no multi-statements", dc)
-		}
-		d, err = m.sellOn(ctx, cn, ps, r, decide)
+	err = m.onConn(ctx, func(c conn) error {
+		d, err = m.sellOn(ctx, c, ps, r, decide)
 		return err
 	})
 	var my *mysql.MySQLError
@@ -135,6 +121,28 @@ func (m *mysqlSales) sellOnce(ctx context.Context, ps []Purchase, r Read, decide
 	// The connection failed before any COMMIT (one the pool kept from
 	// before the server restarted, say): nothing was written.
 	return d, fmt.Errorf("%w: %w", errConnLost, err)
+}
+
+// onConn runs f on a driver connection of the pool's own, returned to the
+// pool after it.
+func (m *mysqlSales) onConn(ctx context.Context, f func(c conn) error) (err error) {
+	c, err := m.pool.Conn(ctx)
+	if err != nil {
+		return failure.Store("take a connection", err)
+	}
+	defer func() {
+		// A connection that went (driver.ErrBadConn) is closed already.
+		if cerr := c.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("return the connection: %w", cerr))
+		}
+	}()
+	return c.Raw(func(dc any) error {
+		cn, ok := dc.(conn)
+		if !ok {
+			return fmt.Errorf("a MySQL connection of type %T takes no multi-statements", dc)
+		}
+		return f(cn)
+	})
 }
 
 // connLost says err is the connection's, not a statement's: it went, or
