@@ -149,7 +149,10 @@ func (l *IPLimiter) Allow(ctx context.Context, ip string) (ok bool, retryAfter t
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return false, 0 // the client hung up: nothing to serve, nothing counted
+		// The client hung up: not counted, and not answered 429 either
+		// (the IP is not known to be over); the purchase finds its
+		// context ended and writes nothing, as before this count.
+		return true, 0
 	case err != nil:
 		l.counts.WithLabelValues("unavailable").Inc()
 		now := time.Now().UnixNano()

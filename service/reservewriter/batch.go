@@ -15,10 +15,10 @@ import (
 // and generation, written many products to a transaction (Config.WriteMany),
 // a few transactions side by side.
 
-// write writes the entries read, a transaction per product and
-// generation, and acknowledges each once the database holds it, refused it
-// (recorded first) or a reset discarded it. An error leaves the entries of
-// the products not yet written pending.
+// write writes the entries read, grouped by product and generation, many
+// groups to a transaction (chunks), and acknowledges each once the
+// database holds it, refused it (recorded first) or a reset discarded it.
+// An error leaves the entries of the groups not yet written pending.
 func (s *Writer) write(ctx context.Context, w *writer, es []reserve.Entry) error {
 	var order []key
 	groups := map[key][]reserve.Entry{}

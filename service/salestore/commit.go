@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/seckill/seckill/model"
+	"github.com/seckill/seckill/service/salestore/mysqlrow"
 )
 
 // A sale's last trip in the MySQL form: its COMMIT, once its orders have
@@ -75,10 +76,10 @@ func (m *mysqlSales) commitReadingIDs(ctx context.Context, c conn, orders []mode
 		return unknown(err)
 	}
 	ids := make(map[string]int64, len(orders))
-	err = eachRow(rows, 2, func(v []driver.Value) error {
+	err = mysqlrow.EachRow(rows, 2, func(v []driver.Value) error {
 		var id int64
-		err := scanInts(v, &id)
-		ids[asString(v[1])] = id
+		err := mysqlrow.ScanInts(v, &id)
+		ids[mysqlrow.AsString(v[1])] = id
 		return err
 	})
 	if err == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/metrics"
+	"github.com/seckill/seckill/service/salestore/mysqlrow"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -94,7 +95,7 @@ func (m *mysqlSales) SellMany(ctx context.Context, parts []Part) ([]Sale, []erro
 		case err == nil:
 			return sales, errs, nil
 		case uncommitted(err):
-			return nil, nil, failure.Errorf(failure.CodeOutcomeUnknown, "sell %d products at once: %v", len(parts), err)
+			return nil, nil, failure.ErrOutcomeUnknown.Because(fmt.Errorf("sell %d products at once: %w", len(parts), err))
 		case !retryable(err) || ctx.Err() != nil:
 			return nil, nil, err
 		case IsDeadlock(err):
@@ -176,8 +177,7 @@ func (m *mysqlSales) sellManyOn(ctx context.Context, c conn, parts []Part, order
 		p := parts[i]
 		id := p.Purchases[0].ProductID
 		row, found := read.rows[id]
-		switch {
-		case !found:
+		if !found {
 			errs[i] = failure.NotFound(id)
 			continue
 		}
@@ -252,7 +252,7 @@ func (m *mysqlSales) readMany(ctx context.Context, c conn, parts []Part, order [
 		}
 	}
 	b.WriteString(stmtBegin + "; " + stmtProductsForUpdate + sqlList(len(order)) + stmtProductsForUpdateOrder)
-	b.WriteString("; " + m.orders.used + sqlList(len(ids)))
+	b.WriteString("; " + m.orders.Used + sqlList(len(ids)))
 	args = append(args, ids...)
 	if m.cfg.Limit > 0 {
 		b.WriteString("; " + stmtUnitsHeldOf + sqlRows(len(pairs)/2, 2) + ")")
@@ -279,10 +279,10 @@ func (m *mysqlSales) readMany(ctx context.Context, c conn, parts []Part, order [
 	if !isMulti {
 		return read, fmt.Errorf("read a sale of %d products: rows of type %T have one result set", len(parts), rows)
 	}
-	err = eachRow(rows, 6, func(v []driver.Value) error {
+	err = mysqlrow.EachRow(rows, 6, func(v []driver.Value) error {
 		var id int64
 		r := saleRead{found: true}
-		err := scanInts(v, &id, &r.stock, &r.fence, &r.generation, &r.returns, &r.reserve)
+		err := mysqlrow.ScanInts(v, &id, &r.stock, &r.fence, &r.generation, &r.returns, &r.reserve)
 		read.rows[id] = r
 		return err
 	})
@@ -293,11 +293,11 @@ func (m *mysqlSales) readMany(ctx context.Context, c conn, parts []Part, order [
 		return read, err
 	}
 	if m.cfg.Limit > 0 {
-		err := nextRows(next, 3, func(v []driver.Value) error {
+		err := mysqlrow.NextRows(next, 3, func(v []driver.Value) error {
 			var product, units int64
-			err := scanInts([]driver.Value{v[0], v[2]}, &product, &units)
+			err := mysqlrow.ScanInts([]driver.Value{v[0], v[2]}, &product, &units)
 			if held := read.units[product]; held != nil {
-				held[asString(v[1])] = units
+				held[mysqlrow.AsString(v[1])] = units
 			}
 			return err
 		})
@@ -305,7 +305,7 @@ func (m *mysqlSales) readMany(ctx context.Context, c conn, parts []Part, order [
 			return read, fmt.Errorf("the units users hold: %w", err)
 		}
 	}
-	err = nextRows(next, 1, func(v []driver.Value) error { return scanInts(v, &read.step) })
+	err = mysqlrow.NextRows(next, 1, func(v []driver.Value) error { return mysqlrow.ScanInts(v, &read.step) })
 	switch {
 	case err != nil:
 		return read, fmt.Errorf("the auto_increment_increment of the session: %w", err)
@@ -349,11 +349,11 @@ func (m *mysqlSales) manyStatements(parts []Part, sales []Sale, selling []int) (
 		for k := range sales[i].Orders {
 			o := &sales[i].Orders[k]
 			m.cfg.openOrder(o, now)
-			args = orderArgs(args, o, false)
+			args = mysqlrow.Args(args, o, false)
 			orders = append(orders, *o)
 		}
 	}
-	b.WriteString("; " + m.orders.insert + sqlRows(len(orders), m.orders.width))
+	b.WriteString("; " + m.orders.Insert + sqlRows(len(orders), m.orders.Width))
 	return b.String(), args, orders
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore/mysqlrow"
 	"github.com/seckill/seckill/service/stockcache"
 )
 
@@ -42,7 +43,7 @@ type mysqlSales struct {
 	sqlBase
 	pool *sql.DB
 	// orders are the statements that write and read orders.
-	orders orderStatements
+	orders mysqlrow.Statements
 	// trips hands one-trip purchases to their senders (sendTrips), which
 	// have stopped once stop is called.
 	trips        chan *tripRequest
@@ -252,9 +253,9 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 	if !isMulti {
 		return read, fmt.Errorf("read a sale of product %d: rows of type %T have one result set", id, rows)
 	}
-	err = eachRow(rows, 5, func(v []driver.Value) (err error) {
+	err = mysqlrow.EachRow(rows, 5, func(v []driver.Value) (err error) {
 		read.found = true
-		return scanInts(v, &read.stock, &read.fence, &read.generation, &read.returns, &read.reserve)
+		return mysqlrow.ScanInts(v, &read.stock, &read.fence, &read.generation, &read.returns, &read.reserve)
 	})
 	if err != nil {
 		return read, fmt.Errorf("the stock of product %d: %w", id, err)
@@ -265,17 +266,17 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 		}
 	}
 	if m.cfg.Limit > 0 {
-		err := nextRows(next, 2, func(v []driver.Value) error {
+		err := mysqlrow.NextRows(next, 2, func(v []driver.Value) error {
 			var units int64
-			err := scanInts(v[1:], &units)
-			read.units[asString(v[0])] = units
+			err := mysqlrow.ScanInts(v[1:], &units)
+			read.units[mysqlrow.AsString(v[0])] = units
 			return err
 		})
 		if err != nil {
 			return read, fmt.Errorf("the units users hold: %w", err)
 		}
 	}
-	err = nextRows(next, 1, func(v []driver.Value) error { return scanInts(v, &read.step) })
+	err = mysqlrow.NextRows(next, 1, func(v []driver.Value) error { return mysqlrow.ScanInts(v, &read.step) })
 	if err != nil {
 		return read, fmt.Errorf("the auto_increment_increment of the session: %w", err)
 	}
@@ -288,8 +289,8 @@ func (m *mysqlSales) readSale(ctx context.Context, c conn, ps []Purchase) (read 
 // nextUsed reads the next result set of rows, the orders of request IDs,
 // into used.
 func nextUsed(rows driver.RowsNextResultSet, used map[string]model.Order) error {
-	err := nextRows(rows, orderWidth, func(v []driver.Value) error {
-		o, err := scanOrder(v)
+	err := mysqlrow.NextRows(rows, mysqlrow.Width, func(v []driver.Value) error {
+		o, err := mysqlrow.ScanOrder(v)
 		if err == nil {
 			used[string(*o.RequestID)] = o
 		}
@@ -316,7 +317,7 @@ func (m *mysqlSales) readStatements(ps []Purchase) (query string, args []any, re
 		}
 	}
 	if len(ids) > 0 {
-		b.WriteString("; " + m.orders.used + sqlList(len(ids)))
+		b.WriteString("; " + m.orders.Used + sqlList(len(ids)))
 		args = append(args, ids...)
 	}
 	if m.cfg.Limit > 0 {
@@ -358,9 +359,9 @@ func (m *mysqlSales) saleStatements(ps []Purchase, d Sale, r Read) (string, []an
 	for i := range d.Orders {
 		o := &d.Orders[i]
 		m.cfg.openOrder(o, now)
-		args = orderArgs(args, o, false)
+		args = mysqlrow.Args(args, o, false)
 	}
-	b.WriteString("; " + m.orders.insert + sqlRows(len(d.Orders), m.orders.width))
+	b.WriteString("; " + m.orders.Insert + sqlRows(len(d.Orders), m.orders.Width))
 	return b.String(), args
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
+	"github.com/seckill/seckill/service/salestore/mysqlrow"
 )
 
 // One purchase in two round trips: the MySQL form's buy sends its whole
@@ -52,7 +53,7 @@ const (
 // one-trip senders started: Close stops them.
 func newMySQLSales(base sqlBase, pool *sql.DB) *mysqlSales {
 	ctx, stop := context.WithCancel(context.Background())
-	m := &mysqlSales{sqlBase: base, pool: pool, orders: newOrderStatements(), trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
+	m := &mysqlSales{sqlBase: base, pool: pool, orders: mysqlrow.NewStatements(), trips: make(chan *tripRequest), tripsStopped: ctx.Done(), stop: stop}
 	for range TripSenders {
 		m.senders.Go(func() { m.sendTrips(ctx) })
 	}
@@ -355,7 +356,7 @@ func (m *mysqlSales) oneTripStatements(p Purchase, claim bool) (model.Order, tri
 		args = append(args, p.ProductID, p.UserID, p.Quantity, limit)
 		trip.n, trip.units = 3, true
 	}
-	trip.query += "; " + m.orders.oneTrip
-	trip.args = orderArgs(args, &o, true)
+	trip.query += "; " + m.orders.OneTrip
+	trip.args = mysqlrow.Args(args, &o, true)
 	return o, trip
 }

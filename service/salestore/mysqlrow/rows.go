@@ -1,4 +1,8 @@
-package salestore
+// Package mysqlrow is the rows of the sale store's MySQL form below
+// database/sql: an order's row in one table of its columns, from which its
+// statements and the reading of a row are made, and the reading of a
+// multi-statement's result sets, value by value.
+package mysqlrow
 
 import (
 	"database/sql/driver"
@@ -15,9 +19,9 @@ import (
 // counts): each value as the driver gives it, text or a number, a time
 // with parseTime.
 
-// eachRow calls f with every row of rows' current result set, which must
+// EachRow calls f with every row of rows' current result set, which must
 // have width columns. The values are the driver's, valid until f returns.
-func eachRow(rows driver.Rows, width int, f func([]driver.Value) error) error {
+func EachRow(rows driver.Rows, width int, f func([]driver.Value) error) error {
 	if got := len(rows.Columns()); got != width {
 		return fmt.Errorf("a result of %d columns; want %d", got, width)
 	}
@@ -36,16 +40,16 @@ func eachRow(rows driver.Rows, width int, f func([]driver.Value) error) error {
 	}
 }
 
-// nextRows moves rows to its next result set and reads it (eachRow).
-func nextRows(rows driver.RowsNextResultSet, width int, f func([]driver.Value) error) error {
+// NextRows moves rows to its next result set and reads it (EachRow).
+func NextRows(rows driver.RowsNextResultSet, width int, f func([]driver.Value) error) error {
 	if err := rows.NextResultSet(); err != nil {
 		return err
 	}
-	return eachRow(rows, width, f)
+	return EachRow(rows, width, f)
 }
 
-// scanInts reads vs as whole numbers into dest, in order.
-func scanInts(vs []driver.Value, dest ...*int64) error {
+// ScanInts reads vs as whole numbers into dest, in order.
+func ScanInts(vs []driver.Value, dest ...*int64) error {
 	for i, d := range dest {
 		switch v := vs[i].(type) {
 		case int64:
@@ -68,8 +72,8 @@ func scanInts(vs []driver.Value, dest ...*int64) error {
 	return nil
 }
 
-// asString is a text value, copied: the driver reuses its buffer.
-func asString(v driver.Value) string {
+// AsString is a text value, copied: the driver reuses its buffer.
+func AsString(v driver.Value) string {
 	switch v := v.(type) {
 	case []byte:
 		return string(v)

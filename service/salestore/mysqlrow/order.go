@@ -1,4 +1,4 @@
-package salestore
+package mysqlrow
 
 import (
 	"database/sql/driver"
@@ -23,27 +23,27 @@ type orderColumn struct {
 	read  func(o *model.Order, v driver.Value) error
 }
 
-// orderWidth is how many columns an order's row has.
-const orderWidth = 10
+// Width is how many columns an order's row has.
+const Width = 10
 
 // orderColumns are the columns of an order's row, the ID first (an
 // array: made on the stack, with no allocation, for every order).
-func orderColumns() [orderWidth]orderColumn {
+func orderColumns() [Width]orderColumn {
 	return [...]orderColumn{
 		{"id", nil, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ID) }},
 		{"product_id", func(o *model.Order) any { return o.ProductID }, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.ProductID) }},
 		{"user_id", func(o *model.Order) any { return string(o.UserID) }, func(o *model.Order, v driver.Value) error {
-			o.UserID = model.BinaryString(asString(v))
+			o.UserID = model.BinaryString(AsString(v))
 			return nil
 		}},
 		{"quantity", func(o *model.Order) any { return o.Quantity }, func(o *model.Order, v driver.Value) error { return scanInt(v, &o.Quantity) }},
 		{"request_id", requestIDArg, func(o *model.Order, v driver.Value) error {
-			rid := model.BinaryString(asString(v))
+			rid := model.BinaryString(AsString(v))
 			o.RequestID = &rid
 			return nil
 		}},
 		{"strategy", func(o *model.Order) any { return o.Strategy }, func(o *model.Order, v driver.Value) error {
-			o.Strategy = asString(v)
+			o.Strategy = AsString(v)
 			return nil
 		}},
 		{"remaining_stock", func(o *model.Order) any { return o.RemainingStock }, func(o *model.Order, v driver.Value) error {
@@ -53,7 +53,7 @@ func orderColumns() [orderWidth]orderColumn {
 			return scanTime(v, &o.CreatedAt)
 		}},
 		{"status", func(o *model.Order) any { return o.Status }, func(o *model.Order, v driver.Value) error {
-			o.Status = asString(v)
+			o.Status = AsString(v)
 			return nil
 		}},
 		{"expires_at", func(o *model.Order) any { return o.ExpiresAt }, func(o *model.Order, v driver.Value) error {
@@ -68,25 +68,25 @@ func orderColumns() [orderWidth]orderColumn {
 	}
 }
 
-// orderStatements are the statements made from orderColumns, made once
+// Statements are the statements made from orderColumns, made once
 // per store.
-type orderStatements struct {
+type Statements struct {
 	// insert writes orders: "INSERT INTO orders (...) VALUES ", and a row
-	// of width placeholders for each (sqlRows). Args per row: orderArgs.
-	insert string
-	width  int
+	// of Width placeholders for each (the sale store's sqlRows). Args per row: Args.
+	Insert string
+	Width  int
 	// oneTrip writes one order whose remaining stock is the one the
-	// decrement before it left in LAST_INSERT_ID(). Args: orderArgs
-	// without the remaining stock (orderArgs with oneTrip).
-	oneTrip string
+	// decrement before it left in LAST_INSERT_ID(). Args: Args
+	// without the remaining stock (Args with oneTrip).
+	OneTrip string
 	// used reads the orders made with a list of request IDs, every column:
 	// "SELECT ... FROM orders WHERE request_id IN ", then the list. Args:
 	// the request IDs.
-	used string
+	Used string
 }
 
-// newOrderStatements makes the statements of orderColumns.
-func newOrderStatements() orderStatements {
+// NewStatements makes the statements of orderColumns.
+func NewStatements() Statements {
 	var all, written, oneTrip []string
 	for _, c := range orderColumns() {
 		all = append(all, c.name)
@@ -99,17 +99,17 @@ func newOrderStatements() orderStatements {
 		}
 	}
 	insert := "INSERT INTO orders (" + strings.Join(written, ", ") + ") VALUES "
-	return orderStatements{
-		insert:  insert,
-		width:   len(written),
-		oneTrip: insert + "(" + strings.Join(oneTrip, ", ") + ")",
-		used:    "SELECT " + strings.Join(all, ", ") + " FROM orders WHERE request_id IN ",
+	return Statements{
+		Insert:  insert,
+		Width:   len(written),
+		OneTrip: insert + "(" + strings.Join(oneTrip, ", ") + ")",
+		Used:    "SELECT " + strings.Join(all, ", ") + " FROM orders WHERE request_id IN ",
 	}
 }
 
-// orderArgs appends o's values of the written columns to args, in
+// Args appends o's values of the written columns to args, in
 // orderColumns' order; without the remaining stock when oneTrip.
-func orderArgs(args []any, o *model.Order, oneTrip bool) []any {
+func Args(args []any, o *model.Order, oneTrip bool) []any {
 	for _, c := range orderColumns() {
 		if c.value != nil && !(oneTrip && c.name == "remaining_stock") {
 			args = append(args, c.value(o))
@@ -118,8 +118,8 @@ func orderArgs(args []any, o *model.Order, oneTrip bool) []any {
 	return args
 }
 
-// scanOrder reads an order's row, its columns orderColumns.
-func scanOrder(vs []driver.Value) (model.Order, error) {
+// ScanOrder reads an order's row, its columns orderColumns.
+func ScanOrder(vs []driver.Value) (model.Order, error) {
 	var o model.Order
 	cols := orderColumns()
 	if len(vs) != len(cols) {
@@ -144,7 +144,7 @@ func requestIDArg(o *model.Order) any {
 
 // scanInt reads v as a whole number into dest.
 func scanInt(v driver.Value, dest *int64) error {
-	return scanInts([]driver.Value{v}, dest)
+	return ScanInts([]driver.Value{v}, dest)
 }
 
 // scanTime reads v as a time into dest (the pool reads times as times:

@@ -1,4 +1,4 @@
-package salestore
+package mysqlrow
 
 import (
 	"database/sql/driver"
@@ -14,16 +14,16 @@ import (
 // order, the one-trip INSERT taking its remaining stock from
 // LAST_INSERT_ID().
 func TestOrderStatements(t *testing.T) {
-	got := newOrderStatements()
-	want := orderStatements{
-		insert: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES ",
-		width:  9,
-		oneTrip: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES " +
+	got := NewStatements()
+	want := Statements{
+		Insert: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES ",
+		Width:  9,
+		OneTrip: "INSERT INTO orders (product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at) VALUES " +
 			"(?, ?, ?, ?, ?, LAST_INSERT_ID(), ?, ?, ?)",
-		used: "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at FROM orders WHERE request_id IN ",
+		Used: "SELECT id, product_id, user_id, quantity, request_id, strategy, remaining_stock, created_at, status, expires_at FROM orders WHERE request_id IN ",
 	}
 	if got != want {
-		t.Errorf("newOrderStatements() =\n%+v\nwant\n%+v", got, want)
+		t.Errorf("NewStatements() =\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -40,7 +40,7 @@ func TestOrderRow(t *testing.T) {
 		{ID: 8, ProductID: 1, UserID: "u-43", Quantity: 1, RequestID: &rid, Strategy: "reserve", RemainingStock: 0,
 			CreatedAt: created, Status: model.StatusPaid},
 	} {
-		args := orderArgs(nil, &o, false)
+		args := Args(nil, &o, false)
 		row := []driver.Value{o.ID}
 		for _, a := range args {
 			switch a := a.(type) {
@@ -56,16 +56,16 @@ func TestOrderRow(t *testing.T) {
 				row = append(row, a)
 			}
 		}
-		got, err := scanOrder(row)
+		got, err := ScanOrder(row)
 		if err != nil || !reflect.DeepEqual(got, o) {
-			t.Errorf("scanOrder(orderArgs(%+v)) = %+v, %v; want it back", o, got, err)
+			t.Errorf("ScanOrder(Args(%+v)) = %+v, %v; want it back", o, got, err)
 		}
-		oneTrip := orderArgs(nil, &o, true)
+		oneTrip := Args(nil, &o, true)
 		if len(oneTrip) != len(args)-1 || oneTrip[5] != args[6] {
 			t.Errorf("one-trip arguments %v; want %v less the remaining stock", oneTrip, args)
 		}
 	}
-	if _, err := scanOrder(make([]driver.Value, 3)); err == nil {
-		t.Error("scanOrder of a row of 3 columns = nil error; want one")
+	if _, err := ScanOrder(make([]driver.Value, 3)); err == nil {
+		t.Error("ScanOrder of a row of 3 columns = nil error; want one")
 	}
 }
