@@ -10,7 +10,8 @@
 # the default batch on two instances, and at 256 buyers on one and two), a
 # flash sale over two instances, sold-out answers against GET /healthz, and
 # a catalogue of 10,000 products with Zipf(1.1) demand (then the instance's
-# RSS and the size of its /metrics).
+# RSS and the size of its /metrics), and reserve beside the recipe teams
+# copy (cmd/peer).
 # Prints one table and the ratios the project aims for. FLAGs go to
 # cmd/salebench (-duration, -concurrency); -cluster measures instead reserve
 # on one Redis node against a Redis Cluster it starts (three masters with a
@@ -22,4 +23,5 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/seckill" .
 go build -o "$work/salebench" ./cmd/salebench
-scripts/testenv.sh "$work/salebench" -service "$work/seckill" "$@"
+go build -o "$work/peer" ./cmd/peer
+scripts/testenv.sh "$work/salebench" -service "$work/seckill" -peer "$work/peer" "$@"

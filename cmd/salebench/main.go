@@ -17,7 +17,10 @@
 //     an instance of its own, the load from as many addresses as buyers;
 //   - a catalogue of 10,000 products whose demand follows Zipf(1.1), on an
 //     instance of its own, then that instance's resident memory and the
-//     size of its /metrics.
+//     size of its /metrics;
+//   - with -peer, the recipe teams copy (cmd/peer: one Lua script, one
+//     stream, an order per transaction) beside reserve, and how long its
+//     orders take to be in MySQL after its sale (peer.go).
 //
 // It prints one table, with the service's CPU per answer beside each of its
 // runs (cpu.go), and the ratios the project aims for, met or not.
@@ -45,6 +48,7 @@ import (
 
 type options struct {
 	service     string        // the service's binary
+	peer        string        // the recipe's binary (cmd/peer); empty: no peer row
 	mysqlDSN    string        // a server DSN, no database
 	redisAddrs  string        // three nodes, comma-separated
 	duration    time.Duration // each measured run
@@ -65,6 +69,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("salebench", flag.ContinueOnError)
 	fs.StringVar(&o.service, "service", "", "the seckill binary to run (required)")
+	fs.StringVar(&o.peer, "peer", "", "cmd/peer's binary: measure the recipe teams copy beside reserve (optional)")
 	fs.StringVar(&o.mysqlDSN, "mysql", os.Getenv("SECKILL_TEST_MYSQL_DSN"), "MySQL server DSN, no database (default $SECKILL_TEST_MYSQL_DSN)")
 	fs.StringVar(&o.redisAddrs, "redis", os.Getenv("SECKILL_TEST_REDIS_ADDRS"), "three Redis nodes, comma-separated (default $SECKILL_TEST_REDIS_ADDRS)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured run")
@@ -131,6 +136,8 @@ type figures struct {
 	// reserve on one instance and on two, and over the catalogue.
 	reserve, reserveTwo row
 	reserveCat          catalogueResult
+	// peer is the recipe teams copy (cmd/peer), measured as reserve is.
+	peer peerResult
 	// sweep is the hot product before and during the sweep of a backlog.
 	sweep sweepResult
 }
@@ -161,6 +168,12 @@ func (b *bench) all(ctx context.Context) error {
 	defer stopFirst()
 	if err := b.strategies(ctx, first, token, &f); err != nil {
 		return err
+	}
+	if b.opts.peer != "" {
+		if f.peer, err = b.peer(ctx); err != nil {
+			return err
+		}
+		b.rows = append(b.rows, f.peer.row)
 	}
 	if f.sweep, err = b.sweepCost(ctx, dsn, first, token); err != nil {
 		return err

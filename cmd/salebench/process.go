@@ -33,12 +33,8 @@ func (b *bench) startService(ctx context.Context, dsn, token string, env ...stri
 
 // startProcess is startService that also returns the process's ID.
 func (b *bench) startProcess(ctx context.Context, dsn, token string, env ...string) (string, func(), int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
-		return "", nil, 0, err
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
 		return "", nil, 0, err
 	}
 	cmd := exec.Command(b.opts.service)
@@ -50,14 +46,37 @@ func (b *bench) startProcess(ctx context.Context, dsn, token string, env ...stri
 		"SECKILL_STRATEGY_OVERRIDE=true",
 	)
 	cmd.Env = append(cmd.Env, env...)
+	url := "http://" + addr
+	stop, err := launch(ctx, cmd, url)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	b.pids[url] = cmd.Process.Pid
+	return url, stop, cmd.Process.Pid, nil
+}
+
+// freeAddr returns a loopback address with a port nothing listens on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// launch starts cmd, a server that answers GET /healthz at url, and waits
+// until it does. stop ends it with SIGTERM, as an orchestrator would, and
+// kills it 30 s later.
+func launch(ctx context.Context, cmd *exec.Cmd, url string) (stop func(), err error) {
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
-		return "", nil, 0, fmt.Errorf("start %s: %w", b.opts.service, err)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	stop := func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already: Wait says so
 		select {
 		case <-done:
@@ -66,23 +85,20 @@ func (b *bench) startProcess(ctx context.Context, dsn, token string, env ...stri
 			<-done
 		}
 	}
-	url := "http://" + addr
 	c := &client.Client{BaseURL: url, CallTimeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Healthz(ctx) != nil {
+	for deadline := time.Now().Add(30 * time.Second); c.Healthz(ctx) != nil; {
 		select {
 		case err := <-done:
-			return "", nil, 0, fmt.Errorf("the service exited: %v\n%s", err, logs.String())
+			return nil, fmt.Errorf("%s exited: %v\n%s", cmd.Path, err, logs.String())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return "", nil, 0, fmt.Errorf("the service did not answer /healthz within 30s\n%s", logs.String())
+			return nil, fmt.Errorf("%s did not answer /healthz within 30s\n%s", cmd.Path, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	b.pids[url] = cmd.Process.Pid
-	return url, stop, cmd.Process.Pid, nil
+	return stop, nil
 }
 
 // residentBytes reads a process's resident set size from /proc.

@@ -101,6 +101,15 @@ func (b *bench) writeRatios(f *figures) {
 	} else {
 		fmt.Fprintf(b.out, "  reserve, catalogue, the writer's lag while it sold: past its last bucket (30s), or none written\n")
 	}
+	if p := f.peer; p.row.perSecond > 0 {
+		r := f.reserve.perSecond / p.row.perSecond
+		catchUp := "not within " + peerCatchUp.String()
+		if p.caughtUp {
+			catchUp = round(p.catchUp).String()
+		}
+		fmt.Fprintf(b.out, "  reserve / the peer recipe (hot)        %5.2fx  (aim >= 1.0: %s); the peer's %d orders all in MySQL %s after its sale, reserve's write lag p99 %s\n",
+			r, aim(r >= 1), p.sold, catchUp, round(f.reserve.writeLag))
+	}
 	r12 := f.sweep.during.perSecond / f.sweep.before.perSecond
 	fmt.Fprintf(b.out, "  hot product, sweeping a backlog / not  %5.2fx  (aim >= 0.95: %s); %d of %d due orders expired during the run\n",
 		r12, aim(r12 >= 0.95), f.sweep.expired, sweepBacklog)
