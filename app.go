@@ -27,6 +27,10 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (e
 			fmt.Fprintf(stdout, "%s: %s\n", msg, cfg.AdminToken)
 		}
 	}
+	buyers, err := app.OpenBuyers(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
 	st, err := app.OpenStores(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -38,7 +42,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) (e
 	if err != nil {
 		return fmt.Errorf("listen on SECKILL_ADDR %s: %w", cfg.Addr, err)
 	}
-	srv := app.NewServer(ctx, cfg, st, log, app.Options{})
+	srv := app.NewServer(ctx, cfg, st, log, app.Options{Buyers: buyers})
 	log.Info("seckill listening", "url", "http://"+ln.Addr().String())
 	return app.Serve(ctx, srv, ln, cfg, log)
 }

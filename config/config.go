@@ -7,8 +7,10 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -93,7 +95,26 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// (SECKILL_TRUSTED_PROXIES, CIDRs or addresses); empty: none.
 	TrustedProxies []string
+	// BuyerAuth is who a buyer is (SECKILL_BUYER_AUTH): BuyerOpen, the
+	// user_id the client sends, or BuyerJWT, the sub of the buyer's
+	// token.
+	BuyerAuth string
+	// BuyerJWKS is where the keys that sign buyers' tokens are, an
+	// http(s) URL or a file path (SECKILL_BUYER_JWKS); empty under jwt:
+	// found by discovery at BuyerIssuer.
+	BuyerJWKS string
+	// BuyerIssuer is the iss a token must carry, when not empty
+	// (SECKILL_BUYER_ISSUER); BuyerAudience is what its aud must name
+	// (SECKILL_BUYER_AUDIENCE).
+	BuyerIssuer   string
+	BuyerAudience string
 }
+
+// The values of SECKILL_BUYER_AUTH.
+const (
+	BuyerOpen = "open"
+	BuyerJWT  = "jwt"
+)
 
 // MaxBatch is the largest SECKILL_BATCH: the contract's (api.MaxBatch),
 // which also bounds a purchase's batch=.
@@ -119,6 +140,8 @@ const (
 	DefaultPerUserLimit = 1
 	// DefaultPaymentTimeout is SECKILL_PAYMENT_TIMEOUT's.
 	DefaultPaymentTimeout = 15 * time.Minute
+	// DefaultBuyerAudience is SECKILL_BUYER_AUDIENCE's.
+	DefaultBuyerAudience = "seckill"
 	// DefaultDrainDelay is SECKILL_DRAIN_DELAY's.
 	DefaultDrainDelay = 5 * time.Second
 	// DefaultMySQLMaxConns is SECKILL_MYSQL_MAX_CONNS's: seven instances
@@ -155,6 +178,9 @@ func Load(getenv func(string) string, demo bool) (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadOperation(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadBuyers(getenv); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -280,4 +306,37 @@ func (c *Config) loadOperation(getenv func(string) string) error {
 		return fmt.Errorf("config: SECKILL_TRUSTED_PROXIES: %w", err)
 	}
 	return nil
+}
+
+// loadBuyers reads SECKILL_BUYER_AUTH, SECKILL_BUYER_JWKS,
+// SECKILL_BUYER_ISSUER and SECKILL_BUYER_AUDIENCE.
+// The keys themselves are read by the wiring, which stops the program
+// naming SECKILL_BUYER_JWKS when none is usable.
+func (c *Config) loadBuyers(getenv func(string) string) error {
+	switch c.BuyerAuth = strings.ToLower(orDefault(getenv("SECKILL_BUYER_AUTH"), BuyerOpen)); c.BuyerAuth {
+	case BuyerOpen, BuyerJWT:
+	default:
+		return fmt.Errorf("config: SECKILL_BUYER_AUTH %q: want open or jwt", c.BuyerAuth)
+	}
+	c.BuyerJWKS = strings.TrimSpace(getenv("SECKILL_BUYER_JWKS"))
+	c.BuyerIssuer = strings.TrimSpace(getenv("SECKILL_BUYER_ISSUER"))
+	c.BuyerAudience = orDefault(getenv("SECKILL_BUYER_AUDIENCE"), DefaultBuyerAudience)
+	if c.BuyerAuth != BuyerJWT {
+		return nil
+	}
+	switch {
+	case c.BuyerJWKS == "" && c.BuyerIssuer == "":
+		return errors.New("config: SECKILL_BUYER_JWKS: under SECKILL_BUYER_AUTH=jwt, give the JWK Set (a URL or a file) or SECKILL_BUYER_ISSUER to discover it")
+	case c.BuyerJWKS == "" && !isHTTP(c.BuyerIssuer):
+		return fmt.Errorf("config: SECKILL_BUYER_ISSUER %q: discovery needs an http(s):// URL", c.BuyerIssuer)
+	case strings.Contains(c.BuyerJWKS, "://") && !isHTTP(c.BuyerJWKS):
+		return fmt.Errorf("config: SECKILL_BUYER_JWKS %q: want an http(s):// URL or a file path", c.BuyerJWKS)
+	}
+	return nil
+}
+
+// isHTTP says v is an http or https URL with a host.
+func isHTTP(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

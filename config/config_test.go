@@ -46,6 +46,8 @@ func TestLoadDefaults(t *testing.T) {
 			{"DrainDelay", c.DrainDelay, 5 * time.Second},
 			{"IPLimit", c.IPLimit, 0},
 			{"len(TrustedProxies)", len(c.TrustedProxies), 0},
+			{"BuyerAuth", c.BuyerAuth, "open"},
+			{"BuyerAudience", c.BuyerAudience, "seckill"},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -90,6 +92,10 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_IP_LIMIT":          "20/1s",
 		"SECKILL_RESERVE_ACKS":      "1/250ms",
 		"SECKILL_TRUSTED_PROXIES":   "10.0.0.0/8, 127.0.0.1,::1/128",
+		"SECKILL_BUYER_AUTH":        "jwt",
+		"SECKILL_BUYER_JWKS":        "https://id.example/jwks.json",
+		"SECKILL_BUYER_ISSUER":      "https://id.example",
+		"SECKILL_BUYER_AUDIENCE":    "shop",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -116,6 +122,10 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		ReserveAcks:      1,
 		ReserveAckWait:   250 * time.Millisecond,
 		TrustedProxies:   []string{"10.0.0.0/8", "127.0.0.1", "::1/128"},
+		BuyerAuth:        "jwt",
+		BuyerJWKS:        "https://id.example/jwks.json",
+		BuyerIssuer:      "https://id.example",
+		BuyerAudience:    "shop",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -184,6 +194,7 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{"SECKILL_IP_LIMIT", []string{"20", "0/1s", "20/forever", "x/1s", "20/0s"}},
 		{"SECKILL_TRUSTED_PROXIES", []string{"10.0.0.0/33", "nginx"}},
 		{"SECKILL_RESERVE_ACKS", []string{"1", "1/0ms", "-1/1s", "one/1s", "1/forever", "17/1s", "1/2s"}},
+		{"SECKILL_BUYER_AUTH", []string{"oauth", "none", "JWT2"}},
 	}
 	for _, bad := range badValues {
 		for _, value := range bad.values {
@@ -196,6 +207,32 @@ func TestLoadRejectsBadValues(t *testing.T) {
 					t.Errorf("Load(%s=%q) error = %q; want it to name %s", bad.variable, value, err, bad.variable)
 				}
 			})
+		}
+	}
+}
+
+// TestLoadBuyerAuth: under jwt the keys must be findable, from a JWK Set
+// (a URL or a file) or the issuer's discovery; each wrong pair names the
+// variable to fix.
+func TestLoadBuyerAuth(t *testing.T) {
+	for _, tc := range []struct {
+		vars    map[string]string
+		wantErr string // the variable named; "": valid
+	}{
+		{map[string]string{"SECKILL_BUYER_AUTH": "jwt"}, "SECKILL_BUYER_JWKS"},
+		{map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_ISSUER": "seckill-idp"}, "SECKILL_BUYER_ISSUER"},
+		{map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_JWKS": "ftp://keys.example/jwks.json"}, "SECKILL_BUYER_JWKS"},
+		{map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_JWKS": "/etc/seckill/jwks.json"}, ""},
+		{map[string]string{"SECKILL_BUYER_AUTH": "JWT", "SECKILL_BUYER_JWKS": "https://id.example/jwks.json"}, ""},
+		{map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_ISSUER": "https://id.example"}, ""},
+		{map[string]string{"SECKILL_BUYER_JWKS": "ftp://ignored-under-open"}, ""},
+	} {
+		c, err := config.Load(env(tc.vars), false)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("Load(%v) = %v; want valid", tc.vars, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("Load(%v) = %+v, %v; want an error naming %s", tc.vars, c, err, tc.wantErr)
 		}
 	}
 }
@@ -242,7 +279,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 				t.Errorf("%s log of the config = %s; want %q masked", name, out, secret)
 			}
 		}
-		for _, want := range []string{"app:***@tcp(db.internal:3306)/seckill", "r1:6379,r2:6379,r3:6379", "redlock"} {
+		for _, want := range []string{"app:***@tcp(db.internal:3306)/seckill", "r1:6379,r2:6379,r3:6379", "redlock", "buyers are not authenticated"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s log of the config = %s; want it to contain %q", name, out, want)
 			}

@@ -40,6 +40,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("drain_delay", c.DrainDelay),
 		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
 		slog.String("trusted_proxies", orNone(strings.Join(c.TrustedProxies, ","))),
+		slog.String("buyer_auth", buyerText(c)),
 	)
 }
 
@@ -89,4 +90,17 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// buyerText is SECKILL_BUYER_AUTH and its settings as the log shows them;
+// under open it says that buyers are not authenticated.
+func buyerText(c Config) string {
+	if c.BuyerAuth != BuyerJWT {
+		return "open (buyers are not authenticated: the user_id a client sends is the buyer)"
+	}
+	keys := c.BuyerJWKS
+	if keys == "" {
+		keys = "discovered at the issuer"
+	}
+	return fmt.Sprintf("jwt (keys %s, issuer %s, audience %s)", keys, orNone(c.BuyerIssuer), c.BuyerAudience)
 }

@@ -42,7 +42,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		f.Add([]byte(seed.body), seed.query, seed.override, seed.override)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, query string, override, admin bool) {
-		p, err := decodePurchase(7, body, query, override, admin)
+		p, err := decodePurchase(7, body, query, purchaseRules{override: override, admin: admin})
 		if err != nil {
 			if code := failure.CodeOf(err); code != failure.CodeInvalid && code != codeOverrideDisabled && code != codeUnauthorized {
 				t.Fatalf("decodePurchase(%q, %q) = %v, code %s; want invalid_argument, strategy_override_disabled or unauthorized", body, query, err, code)
@@ -67,7 +67,7 @@ func FuzzDecodePurchase(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode %+v: %v", p, err)
 		}
-		q, err := decodePurchase(7, again, query, override, admin)
+		q, err := decodePurchase(7, again, query, purchaseRules{override: override, admin: admin})
 		if err != nil || q.UserID != p.UserID || q.RequestID != p.RequestID || q.Quantity != p.Quantity {
 			t.Fatalf("decodePurchase(%q) = %+v; encoded again as %s it decodes to %+v, %v", body, p, again, q, err)
 		}

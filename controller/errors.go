@@ -31,9 +31,9 @@ func statusOf(code failure.Code) int {
 	switch code {
 	case failure.CodeInvalid:
 		return http.StatusBadRequest
-	case codeUnauthorized:
+	case codeUnauthorized, codeUnauthenticated:
 		return http.StatusUnauthorized
-	case codeOverrideDisabled:
+	case codeOverrideDisabled, codeForbidden:
 		return http.StatusForbidden
 	case failure.CodeNotFound, failure.CodePurchaseNotFound, failure.CodeOrderNotFound, codeRouteNotFound:
 		return http.StatusNotFound
@@ -87,7 +87,9 @@ func writeError(c *gin.Context, log *slog.Logger, err error) {
 			c.Header("Retry-After", "1")
 		}
 	case http.StatusUnauthorized:
-		c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
+		if c.Writer.Header().Get("WWW-Authenticate") == "" { // a buyer's challenge is set already
+			c.Header("WWW-Authenticate", `Bearer realm="seckill admin"`)
+		}
 	}
 	writeErrorBody(c, status, string(code), msg)
 }

@@ -120,6 +120,10 @@ func handlePurchaseState(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc
 	return func(c *gin.Context) {
 		rid := c.Param("request_id")
 		a, err := svc.PurchaseOf(c.Request.Context(), rid)
+		if err == nil && tokenBuyer(c) && a.User != c.GetString(buyerKey) {
+			// Another buyer's purchase is not there, to this one.
+			err = apiError(failure.CodePurchaseNotFound, fmt.Sprintf("no purchase carries request_id %q", rid))
+		}
 		if err != nil {
 			writeError(c, log, err)
 			return
@@ -186,6 +190,9 @@ func handlePurchase(svc *service.Seckill, log *slog.Logger, opts purchaseOptions
 	bufs := newBodyBuffers()
 	return func(c *gin.Context) {
 		p, err := purchaseFrom(c, opts, bufs)
+		if err == nil {
+			p.UserID, err = buyerOf(c, p.UserID)
+		}
 		if err != nil {
 			writeError(c, log, err)
 			return
@@ -239,16 +246,17 @@ func purchaseFrom(c *gin.Context, opts purchaseOptions, bufs *bodyBuffers) (serv
 		return service.Purchase{}, err
 	}
 	q := c.Request.URL.RawQuery
-	return decodePurchase(id, body, q, opts.override, opts.override && q != "" && opts.admin(c))
+	return decodePurchase(id, body, q, purchaseRules{override: opts.override, admin: opts.override && q != "" && opts.admin(c),
+		userOptional: tokenBuyer(c)})
 }
 
 // decodePurchase reads a purchase of product id from its JSON body and its
 // raw query. Nothing is rewritten on the way: a body that is not one
 // object whose members have the documented types (members it does not
 // know are ignored; a member given twice is refused), or a query that does
-// not parse, is refused. The override's parameters need override (or answer 403) and
-// admin, the admin token (or answer 401).
-func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool) (service.Purchase, error) {
+// not parse, is refused. The override's parameters need rules.override (or answer 403) and
+// rules.admin, the admin token (or answer 401).
+func decodePurchase(id int64, body []byte, rawQuery string, rules purchaseRules) (service.Purchase, error) {
 	req, ok := decodePurchaseFast(body)
 	if !ok {
 		var err error
@@ -257,7 +265,7 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 		}
 	}
 	switch {
-	case !req.hasUser:
+	case !req.hasUser && !rules.userOptional:
 		return service.Purchase{}, invalidf("user_id is required")
 	case !req.hasQuantity:
 		return service.Purchase{}, invalidf("quantity is required")
@@ -276,10 +284,10 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 		if !q.Has(name) {
 			continue
 		}
-		if !override {
+		if !rules.override {
 			return service.Purchase{}, apiError(codeOverrideDisabled, fmt.Sprintf("query parameter %s needs SECKILL_STRATEGY_OVERRIDE=true", name))
 		}
-		if !admin {
+		if !rules.admin {
 			return service.Purchase{}, apiError(codeUnauthorized,
 				fmt.Sprintf("query parameter %s needs Authorization: Bearer <SECKILL_ADMIN_TOKEN>", name))
 		}
@@ -291,6 +299,13 @@ func decodePurchase(id int64, body []byte, rawQuery string, override, admin bool
 		}
 	}
 	return p, nil
+}
+
+// purchaseRules are what a purchase's request may carry: the override's
+// parameters (override, admin), and no user_id when a token names the
+// buyer (userOptional).
+type purchaseRules struct {
+	override, admin, userOptional bool
 }
 
 // setOverride sets the override parameter name of p to v, or says why v

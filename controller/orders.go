@@ -28,7 +28,12 @@ func handleOrder(svc *service.Seckill, log *slog.Logger, admin func(*gin.Context
 			writeError(c, log, invalidf("query parameter user_id is given %d times", len(q["user_id"])))
 			return
 		}
-		o, err := svc.Order(c.Request.Context(), id, q.Get("user_id"), admin(c))
+		user, err := buyerOf(c, q.Get("user_id"))
+		if err != nil {
+			writeError(c, log, err)
+			return
+		}
+		o, err := svc.Order(c.Request.Context(), id, user, admin(c))
 		if err != nil {
 			writeError(c, log, err)
 			return
@@ -58,11 +63,16 @@ func handleOrderAction(log *slog.Logger, act func(c *gin.Context, id int64, user
 			writeError(c, log, err)
 			return
 		}
-		if body.UserID == nil {
+		if body.UserID == nil && !tokenBuyer(c) {
 			writeError(c, log, invalidf("user_id is required"))
 			return
 		}
-		o, err := act(c, id, *body.UserID)
+		user, err := buyerOf(c, derefOr(body.UserID, ""))
+		if err != nil {
+			writeError(c, log, err)
+			return
+		}
+		o, err := act(c, id, user)
 		if err != nil {
 			writeError(c, log, err)
 			return
@@ -126,4 +136,12 @@ func handleOrders(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
 		}
 		c.JSON(http.StatusOK, out)
 	}
+}
+
+// derefOr is *p, or def when p is nil.
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }

@@ -128,7 +128,7 @@ func wantFastAgrees(t *testing.T, body []byte) {
 // did before the fast path: the purchase, or the error's code and message.
 func wantDecodePurchaseAsSlow(t *testing.T, body []byte) {
 	t.Helper()
-	got, gotErr := decodePurchase(7, body, "", false, false)
+	got, gotErr := decodePurchase(7, body, "", purchaseRules{})
 	want, wantErr := decodePurchaseBefore(body)
 	if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || failure.CodeOf(gotErr) != failure.CodeOf(wantErr) {
 		t.Errorf("decodePurchase(%q) = %+v, %v; before the fast path %+v, %v", body, got, gotErr, want, wantErr)

@@ -45,6 +45,9 @@ type Options struct {
 	// Drain is the instance's shutdown: /readyz answers 503 once it has
 	// started. Nil: a drain of the router's own, never started.
 	Drain *Drain
+	// Buyers, when not nil, verifies buyers' tokens on the buyer routes
+	// (SECKILL_BUYER_AUTH=jwt); nil: the buyer is the user_id sent.
+	Buyers *Buyers
 	// IPLimiter, when not nil, limits the purchase requests of each client
 	// IP (SECKILL_IP_LIMIT).
 	IPLimiter *IPLimiter
@@ -103,19 +106,21 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	v1.GET("/strategies", handleStrategies(svc))
 	v1.GET("/products", handleProducts(svc, log))
 	v1.GET("/products/:id", handleProduct(svc, log))
-	v1.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
-		strategy: opts.Strategy, admin: func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }}))
+	isAdminReq := func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }
+	// The buyer routes: who the buyer is, asked of one place (buyers.go).
+	buyerGate := authenticate(log, opts.Buyers, isAdminReq)
+	v1.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), buyerGate, handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
+		strategy: opts.Strategy, admin: isAdminReq}))
 	// The audit counts and sums all of a product's orders, on the pool the
 	// purchases need: an admin's.
 	v1.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
-	v1.GET("/purchases/:request_id", handlePurchaseState(svc, log))
-	// An order to its buyer (?user_id=) or to the admin; a product's
-	// orders to the admin.
-	v1.GET("/orders/:id", handleOrder(svc, log, func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }))
+	v1.GET("/purchases/:request_id", buyerGate, handlePurchaseState(svc, log))
+	// An order to its buyer or to the admin; a product's orders to the
+	// admin.
+	v1.GET("/orders/:id", buyerGate, handleOrder(svc, log, isAdminReq))
 	v1.GET("/products/:id/orders", requireToken(log, opts.AdminToken), handleOrders(svc, log))
-	// Pay and cancel: the buyer's user_id in the body is the only identity.
-	v1.POST("/orders/:id/pay", handlePay(svc, log))
-	v1.POST("/orders/:id/cancel", handleCancel(svc, log))
+	v1.POST("/orders/:id/pay", buyerGate, handlePay(svc, log))
+	v1.POST("/orders/:id/cancel", buyerGate, handleCancel(svc, log))
 
 	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))
 	admin.POST("/products", handleCreateProduct(svc, log))

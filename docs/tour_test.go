@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
@@ -46,10 +48,26 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	a2 := a.Another(t) // the same sale: another holder of the same locks
 	// b: the override off, and orders that expire after a second.
 	b := apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false", "SECKILL_PAYMENT_TIMEOUT": "1s"})
-	v := newValidator(t, a.URL, a2.URL, b.URL)
+	// j: buyers known by their tokens.
+	keys := t.TempDir()
+	key, err := buyer.GenerateKey("EdDSA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := buyer.WriteKey(keys, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := buyer.NewSigner(key, kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := apptest.Start(t, map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_JWKS": filepath.Join(keys, "jwks.json")})
+	v := newValidator(t, a.URL, a2.URL, b.URL, j.URL)
 	ca := caller{t: t, hc: v.client(), url: a.URL, token: a.AdminToken}
 	ca2 := caller{t: t, hc: v.client(), url: a2.URL, token: a.AdminToken}
 	cb := caller{t: t, hc: v.client(), url: b.URL, token: b.AdminToken}
+	cj := caller{t: t, hc: v.client(), url: j.URL, token: j.AdminToken}
 	db, err := sql.Open("mysql", direct)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +273,33 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	wg.Wait()
 	proxy.Heal()
 
+	buyerTour(t, cj, signer)
 	v.checkCoverage(t)
+}
+
+// buyerTour takes the buyer routes of an instance under
+// SECKILL_BUYER_AUTH=jwt: without a token, and with a token naming
+// another buyer than the body or the query.
+func buyerTour(t *testing.T, c caller, signer *buyer.Signer) {
+	tok, err := signer.BuyerToken("u-alice", "seckill", "", time.Now(), 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := []string{"Authorization", "Bearer " + tok}
+	p := c.create("tokens", 5)
+	path := fmt.Sprintf("/api/v1/products/%d/purchase", p)
+	c.want(c.do("POST", path, purchase("u-alice", 1, "ra-1")), 401, "unauthenticated")
+	c.want(c.do("POST", path, purchase("u-bob", 1, "ra-1"), alice...), 403, "forbidden")
+	o := c.want(c.do("POST", path, `{"quantity": 1, "request_id": "ra-1"}`, alice...), 201, "")
+	order := fmt.Sprintf("/api/v1/orders/%d", o.OrderID)
+	c.want(c.do("GET", "/api/v1/purchases/ra-1", ""), 401, "unauthenticated")
+	c.want(c.do("GET", order+"?user_id=u-alice", ""), 401, "unauthenticated")
+	c.want(c.do("GET", order+"?user_id=u-bob", "", alice...), 403, "forbidden")
+	for _, action := range []string{"/pay", "/cancel"} {
+		c.want(c.do("POST", order+action, `{"user_id": "u-alice"}`), 401, "unauthenticated")
+		c.want(c.do("POST", order+action, `{"user_id": "u-bob"}`, alice...), 403, "forbidden")
+	}
+	c.want(c.do("POST", order+"/pay", `{}`, alice...), 200, "")
 }
 
 // caller makes the tour's calls of one instance through the validator.

@@ -219,6 +219,8 @@ type Attempt struct {
 	Reservation *Reservation
 	// Failed is why the database refused the reservation.
 	Failed *failure.Error
+	// User is the buyer who made the attempt.
+	User string
 }
 
 // PurchaseOf returns what became of the purchase attempt with requestID,
@@ -235,7 +237,7 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error
 	switch {
 	case err == nil:
-		return Attempt{Order: &o}, nil
+		return Attempt{Order: &o, User: string(o.UserID)}, nil
 	case !errors.Is(err, gorm.ErrRecordNotFound):
 		return Attempt{}, failure.Store("look up request_id", err)
 	case s.reserve == nil:
@@ -248,11 +250,11 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	case !ok:
 		return Attempt{}, failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
 	case !rec.Pending():
-		return Attempt{Failed: refusal(requestID, failure.Code(rec.Code))}, nil
+		return Attempt{Failed: refusal(requestID, failure.Code(rec.Code)), User: rec.User}, nil
 	}
 	// Written between the two looks? The order says so.
 	if err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error; err == nil {
-		return Attempt{Order: &o}, nil
+		return Attempt{Order: &o, User: string(o.UserID)}, nil
 	}
 	// Pending is a promise: with SECKILL_RESERVE_ACKS, only once the
 	// replicas have the reservation (a failover would lose it before).
@@ -263,5 +265,5 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 		return Attempt{}, failure.ErrUnavailable.Because(fmt.Errorf("the reservation of request_id %q is on reserve's master alone, not yet on %d replicas", requestID, s.cfg.ReserveAcks.Replicas))
 	}
 	return Attempt{Reservation: &Reservation{Purchase: Purchase{ProductID: product, UserID: rec.User, Quantity: rec.Quantity,
-		RequestID: requestID, Strategy: reserveStrategy}, Left: rec.Left}}, nil
+		RequestID: requestID, Strategy: reserveStrategy}, Left: rec.Left}, User: rec.User}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/locker"
@@ -154,6 +155,9 @@ type Options struct {
 	// client's clock); nil is time.Now. The demo moves it to show a clock
 	// that runs ahead.
 	Clock func() time.Time
+	// Buyers verifies buyers' tokens (OpenBuyers); nil: the buyer is the
+	// user_id a client sends (SECKILL_BUYER_AUTH=open).
+	Buyers *buyer.Verifier
 	// NoWriter: the instance sells under reserve but writes no
 	// reservations; other instances' writers write what it sold. The demo
 	// holds promises unwritten with it.
@@ -222,6 +226,7 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		Drain:            drain,
 		IPLimiter:        limiter,
 		TrustedProxies:   cfg.TrustedProxies,
+		Buyers:           controller.NewBuyers(opts.Buyers, reg),
 	})
 	return &Server{
 		HTTP: &http.Server{

@@ -123,7 +123,11 @@ func (in *Instance) serve(t testing.TB) {
 	}
 	in.URL = "http://" + ln.Addr().String()
 	log := quietLog()
-	srv := app.NewServer(t.Context(), in.Config, in.Stores, log, app.Options{KeyPrefix: in.keyPrefix})
+	buyers, err := app.OpenBuyers(t.Context(), in.Config, log)
+	if err != nil {
+		t.Fatalf("apptest: %v", err)
+	}
+	srv := app.NewServer(t.Context(), in.Config, in.Stores, log, app.Options{KeyPrefix: in.keyPrefix, Buyers: buyers})
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
 	go func() { done <- app.Serve(ctx, srv, ln, in.Config, log) }()
