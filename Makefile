@@ -32,7 +32,7 @@ vet:
 # Go's native fuzzing, FUZZTIME per target (their seed corpora run in every
 # go test). CI runs 30 s of each.
 FUZZTIME ?= 30s
-FUZZ_TARGETS = FuzzDecodePurchase:./controller FuzzDecodePurchaseFast:./controller FuzzCheckID:./api FuzzRead:./history
+FUZZ_TARGETS = FuzzDecodePurchase:./controller FuzzDecodePurchaseFast:./controller FuzzCheckID:./api FuzzRead:./history FuzzVerify:./buyer
 # Go 1.26's fuzzing coordinator can fail a run that found nothing with
 # "context deadline exceeded" as -fuzztime ends, on a loaded machine
 # (go.dev/issue/75804, fixed in Go 1.27; it failed CI once here): the fuzz

@@ -28,7 +28,7 @@ type provider struct {
 	hits int
 }
 
-func newProvider(t *testing.T) *provider {
+func newProvider(t testing.TB) *provider {
 	t.Helper()
 	p := &provider{keys: map[string]crypto.Signer{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +48,7 @@ func newProvider(t *testing.T) *provider {
 }
 
 // add makes a key of alg, serves its public half and returns its signer.
-func (p *provider) add(t *testing.T, alg string) *Signer {
+func (p *provider) add(t testing.TB, alg string) *Signer {
 	t.Helper()
 	k, err := GenerateKey(alg)
 	if err != nil {
@@ -312,12 +312,10 @@ func TestKeysRefusesSetsWithoutAUsableKey(t *testing.T) {
 // FuzzVerify: whatever the bytes, Verify refuses them or names the buyer
 // the provider signed for; it never names another.
 func FuzzVerify(f *testing.F) {
-	t := &testing.T{}
-	p := newProvider(t)
-	defer p.srv.Close()
+	p := newProvider(f)
 	c := &clock{t: time.Now()}
-	rs := p.add(t, "RS256")
-	ed := p.add(t, "EdDSA")
+	rs := p.add(f, "RS256")
+	ed := p.add(f, "EdDSA")
 	keys, err := NewKeys(context.Background(), p.srv.URL, nil)
 	if err != nil {
 		f.Fatal(err)
