@@ -120,6 +120,18 @@ type OrderAction struct {
 	UserID string `json:"user_id"`
 }
 
+// Payment is the body of the payment provider's callback, POST
+// /api/v1/payments: the provider's ID of the payment and the order it
+// pays.
+type Payment struct {
+	PaymentID string `json:"payment_id"`
+	OrderID   int64  `json:"order_id"`
+}
+
+// SignatureHeader carries a payment callback's signature:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<the raw body>">".
+const SignatureHeader = "Seckill-Signature"
+
 // NewProduct is the body of POST /api/v1/admin/products; both fields are
 // required.
 type NewProduct struct {

@@ -108,6 +108,10 @@ type Config struct {
 	// (SECKILL_BUYER_AUDIENCE).
 	BuyerIssuer   string
 	BuyerAudience string
+	// PaymentSecret keys the payment provider's signed callbacks
+	// (SECKILL_PAYMENT_SECRET); when set, orders are paid only through
+	// them.
+	PaymentSecret string
 }
 
 // The values of SECKILL_BUYER_AUTH.
@@ -309,7 +313,7 @@ func (c *Config) loadOperation(getenv func(string) string) error {
 }
 
 // loadBuyers reads SECKILL_BUYER_AUTH, SECKILL_BUYER_JWKS,
-// SECKILL_BUYER_ISSUER and SECKILL_BUYER_AUDIENCE.
+// SECKILL_BUYER_ISSUER, SECKILL_BUYER_AUDIENCE and SECKILL_PAYMENT_SECRET.
 // The keys themselves are read by the wiring, which stops the program
 // naming SECKILL_BUYER_JWKS when none is usable.
 func (c *Config) loadBuyers(getenv func(string) string) error {
@@ -321,6 +325,7 @@ func (c *Config) loadBuyers(getenv func(string) string) error {
 	c.BuyerJWKS = strings.TrimSpace(getenv("SECKILL_BUYER_JWKS"))
 	c.BuyerIssuer = strings.TrimSpace(getenv("SECKILL_BUYER_ISSUER"))
 	c.BuyerAudience = orDefault(getenv("SECKILL_BUYER_AUDIENCE"), DefaultBuyerAudience)
+	c.PaymentSecret = getenv("SECKILL_PAYMENT_SECRET")
 	if c.BuyerAuth != BuyerJWT {
 		return nil
 	}

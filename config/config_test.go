@@ -48,6 +48,7 @@ func TestLoadDefaults(t *testing.T) {
 			{"len(TrustedProxies)", len(c.TrustedProxies), 0},
 			{"BuyerAuth", c.BuyerAuth, "open"},
 			{"BuyerAudience", c.BuyerAudience, "seckill"},
+			{"PaymentSecret", c.PaymentSecret, ""},
 		}
 		for _, ch := range checks {
 			if ch.got != ch.want {
@@ -96,6 +97,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		"SECKILL_BUYER_JWKS":        "https://id.example/jwks.json",
 		"SECKILL_BUYER_ISSUER":      "https://id.example",
 		"SECKILL_BUYER_AUDIENCE":    "shop",
+		"SECKILL_PAYMENT_SECRET":    "whsec-1",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -126,6 +128,7 @@ func TestLoadReadsEverySetting(t *testing.T) {
 		BuyerJWKS:        "https://id.example/jwks.json",
 		BuyerIssuer:      "https://id.example",
 		BuyerAudience:    "shop",
+		PaymentSecret:    "whsec-1",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v; want %+v", c, want)
@@ -259,9 +262,10 @@ func TestLoadDSNErrorHidesPassword(t *testing.T) {
 // does, through slog, and looks for the secrets in the text.
 func TestLogValueMasksSecrets(t *testing.T) {
 	vars := map[string]string{
-		"SECKILL_MYSQL_DSN":   "app:hunter2-pw@tcp(db.internal:3306)/seckill?parseTime=true",
-		"SECKILL_REDIS_ADDRS": "r1:6379,r2:6379,r3:6379",
-		"SECKILL_ADMIN_TOKEN": "admin-tok-ABC123",
+		"SECKILL_MYSQL_DSN":      "app:hunter2-pw@tcp(db.internal:3306)/seckill?parseTime=true",
+		"SECKILL_REDIS_ADDRS":    "r1:6379,r2:6379,r3:6379",
+		"SECKILL_ADMIN_TOKEN":    "admin-tok-ABC123",
+		"SECKILL_PAYMENT_SECRET": "pay-secret-XYZ789",
 	}
 	c, err := config.Load(env(vars), false)
 	if err != nil {
@@ -274,7 +278,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		var buf bytes.Buffer
 		slog.New(handler(&buf)).Info("seckill starting", "config", c)
 		out := buf.String()
-		for _, secret := range []string{"hunter2-pw", "admin-tok-ABC123"} {
+		for _, secret := range []string{"hunter2-pw", "admin-tok-ABC123", "pay-secret-XYZ789"} {
 			if strings.Contains(out, secret) {
 				t.Errorf("%s log of the config = %s; want %q masked", name, out, secret)
 			}

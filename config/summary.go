@@ -41,6 +41,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("ip_limit", ipLimitText(c.IPLimit, c.IPWindow)),
 		slog.String("trusted_proxies", orNone(strings.Join(c.TrustedProxies, ","))),
 		slog.String("buyer_auth", buyerText(c)),
+		slog.String("payment_secret", secretText(c.PaymentSecret)),
 	)
 }
 
@@ -103,4 +104,12 @@ func buyerText(c Config) string {
 		keys = "discovered at the issuer"
 	}
 	return fmt.Sprintf("jwt (keys %s, issuer %s, audience %s)", keys, orNone(c.BuyerIssuer), c.BuyerAudience)
+}
+
+// secretText masks a secret: "***" when set, "(none)" when not.
+func secretText(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return "***"
 }

@@ -32,17 +32,15 @@ const buyerKey = "seckill.buyer"
 // SECKILL_BUYER_AUTH=open.
 type Buyers struct {
 	verifier *buyer.Verifier
-	failures *prometheus.CounterVec
 }
 
-// NewBuyers returns the buyer routes' gate, under jwt when v is not nil,
-// counting refusals in seckill_auth_failures_total{reason} (every reason
-// present from the start, under open too). reg may be nil.
-func NewBuyers(v *buyer.Verifier, reg prometheus.Registerer) *Buyers {
-	return &Buyers{verifier: v, failures: authFailures(reg)}
+// NewBuyers returns the buyer routes' gate, under jwt when v is not nil.
+func NewBuyers(v *buyer.Verifier) *Buyers {
+	return &Buyers{verifier: v}
 }
 
-// authFailures is seckill_auth_failures_total, its reasons at 0.
+// authFailures is seckill_auth_failures_total, buyer tokens and payment
+// callbacks refused by why, every reason at 0 from the start.
 func authFailures(reg prometheus.Registerer) *prometheus.CounterVec {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_auth_failures_total",
@@ -50,6 +48,9 @@ func authFailures(reg prometheus.Registerer) *prometheus.CounterVec {
 	}, []string{"reason"})
 	for _, r := range buyer.Reasons {
 		vec.WithLabelValues(string(r))
+	}
+	for _, r := range paymentReasons() {
+		vec.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(vec)
@@ -60,7 +61,7 @@ func authFailures(reg prometheus.Registerer) *prometheus.CounterVec {
 // authenticate gates a buyer route: under jwt, a request without the admin
 // token needs a valid buyer token, or answers 401 unauthenticated with
 // WWW-Authenticate, before its body is read.
-func authenticate(log *slog.Logger, b *Buyers, admin func(*gin.Context) bool) gin.HandlerFunc {
+func authenticate(log *slog.Logger, b *Buyers, failures *prometheus.CounterVec, admin func(*gin.Context) bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if b == nil || b.verifier == nil || admin(c) {
 			c.Next()
@@ -69,7 +70,7 @@ func authenticate(log *slog.Logger, b *Buyers, admin func(*gin.Context) bool) gi
 		tok, sent := bearerToken(c)
 		claims, err := b.verifier.Verify(c.Request.Context(), tok)
 		if err != nil {
-			b.failures.WithLabelValues(string(buyer.ReasonOf(err))).Inc()
+			failures.WithLabelValues(string(buyer.ReasonOf(err))).Inc()
 			challenge := `Bearer realm="seckill"`
 			if sent {
 				challenge += `, error="invalid_token"`

@@ -81,11 +81,19 @@ func handleOrderAction(log *slog.Logger, act func(c *gin.Context, id int64, user
 	}
 }
 
-// handlePay pays an order: POST /api/v1/orders/{id}/pay.
-func handlePay(svc *service.Seckill, log *slog.Logger) gin.HandlerFunc {
-	return handleOrderAction(log, func(c *gin.Context, id int64, user string) (model.Order, error) {
+// handlePay pays an order for its buyer: POST /api/v1/orders/{id}/pay;
+// with the payment provider's callbacks on (byCallback), 403 forbidden:
+// orders are paid only through them.
+func handlePay(svc *service.Seckill, log *slog.Logger, byCallback bool) gin.HandlerFunc {
+	pay := handleOrderAction(log, func(c *gin.Context, id int64, user string) (model.Order, error) {
 		return svc.Pay(c.Request.Context(), id, user)
 	})
+	if !byCallback {
+		return pay
+	}
+	return func(c *gin.Context) {
+		writeError(c, log, apiError(codeForbidden, "orders are paid by the payment provider's signed callback here (POST /api/v1/payments)"))
+	}
 }
 
 // handleCancel cancels an order: POST /api/v1/orders/{id}/cancel.

@@ -48,6 +48,10 @@ type Options struct {
 	// Buyers, when not nil, verifies buyers' tokens on the buyer routes
 	// (SECKILL_BUYER_AUTH=jwt); nil: the buyer is the user_id sent.
 	Buyers *Buyers
+	// Payments, when not nil, takes the payment provider's signed
+	// callbacks, and orders are paid only through them
+	// (SECKILL_PAYMENT_SECRET); nil: buyers pay their orders.
+	Payments *Payments
 	// IPLimiter, when not nil, limits the purchase requests of each client
 	// IP (SECKILL_IP_LIMIT).
 	IPLimiter *IPLimiter
@@ -108,7 +112,8 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	v1.GET("/products/:id", handleProduct(svc, log))
 	isAdminReq := func(c *gin.Context) bool { return isAdmin(c, opts.AdminToken) }
 	// The buyer routes: who the buyer is, asked of one place (buyers.go).
-	buyerGate := authenticate(log, opts.Buyers, isAdminReq)
+	failures := authFailures(opts.Registerer)
+	buyerGate := authenticate(log, opts.Buyers, failures, isAdminReq)
 	v1.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), buyerGate, handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
 		strategy: opts.Strategy, admin: isAdminReq}))
 	// The audit counts and sums all of a product's orders, on the pool the
@@ -119,7 +124,8 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	// admin.
 	v1.GET("/orders/:id", buyerGate, handleOrder(svc, log, isAdminReq))
 	v1.GET("/products/:id/orders", requireToken(log, opts.AdminToken), handleOrders(svc, log))
-	v1.POST("/orders/:id/pay", buyerGate, handlePay(svc, log))
+	v1.POST("/orders/:id/pay", buyerGate, handlePay(svc, log, opts.Payments != nil))
+	v1.POST("/payments", handlePayment(svc, log, opts.Payments, failures))
 	v1.POST("/orders/:id/cancel", buyerGate, handleCancel(svc, log))
 
 	admin := v1.Group("/admin", requireToken(log, opts.AdminToken))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/buyer"
+	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
@@ -63,11 +64,14 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := apptest.Start(t, map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_JWKS": filepath.Join(keys, "jwks.json")})
-	v := newValidator(t, a.URL, a2.URL, b.URL, j.URL)
+	// ap: a's sale, its orders paid by the provider's signed callbacks.
+	ap := a.AnotherOn(t, map[string]string{"SECKILL_PAYMENT_SECRET": tourPaymentSecret})
+	v := newValidator(t, a.URL, a2.URL, b.URL, j.URL, ap.URL)
 	ca := caller{t: t, hc: v.client(), url: a.URL, token: a.AdminToken}
 	ca2 := caller{t: t, hc: v.client(), url: a2.URL, token: a.AdminToken}
 	cb := caller{t: t, hc: v.client(), url: b.URL, token: b.AdminToken}
 	cj := caller{t: t, hc: v.client(), url: j.URL, token: j.AdminToken}
+	cp := caller{t: t, hc: v.client(), url: ap.URL, token: a.AdminToken}
 	db, err := sql.Open("mysql", direct)
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +252,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	// The database cut off: every route that needs it answers 503, a
 	// payment whose UPDATE was sent without an answer outcome_unknown.
 	fourth := ca.want(ca.buy(p, "", purchase("u-4", 1, "")), 201, "")
+	fifth := ca.want(ca.buy(p, "", purchase("u-6", 1, "")), 201, "")
 	fresh := ca.create("fresh", 5)
 	proxy.Partition()
 	var wg sync.WaitGroup
@@ -267,6 +272,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	cutOff(ca, 503, "unavailable", func() reply {
 		return ca.do("POST", fmt.Sprintf("/api/v1/orders/%d/cancel", fourth.OrderID), `{"user_id": "u-4"}`)
 	})
+	cutOff(cp, 503, "unavailable", func() reply { return cp.payment(paymentOf("pay-cut", fifth.OrderID)) })
 	cutOff(ca, 503, "outcome_unknown", func() reply {
 		return ca.do("POST", fmt.Sprintf("/api/v1/orders/%d/pay", fourth.OrderID), `{"user_id": "u-4"}`)
 	})
@@ -274,6 +280,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	proxy.Heal()
 
 	buyerTour(t, cj, signer)
+	paymentTour(ca, cp, ca.create("paid by callback", 5))
 	v.checkCoverage(t)
 }
 
@@ -416,4 +423,33 @@ func (c caller) waitState(rid, state string) {
 func purchase(user string, quantity int64, rid string) string {
 	b, _ := json.Marshal(api.Purchase{UserID: user, Quantity: quantity, RequestID: rid})
 	return string(b)
+}
+
+const tourPaymentSecret = "whsec-tour"
+
+// paymentOf is a payment callback's body.
+func paymentOf(payment string, order int64) string {
+	return fmt.Sprintf(`{"payment_id": %q, "order_id": %d}`, payment, order)
+}
+
+// payment sends the provider's callback with body, signed now.
+func (c caller) payment(body string) reply {
+	return c.do("POST", "/api/v1/payments", body, api.SignatureHeader, controller.Sign(tourPaymentSecret, time.Now(), []byte(body)))
+}
+
+// paymentTour takes the provider's callback: at a, which takes none, and
+// at cp, whose orders it pays (product p is on sale at both).
+func paymentTour(ca, cp caller, p int64) {
+	paid := ca.want(ca.buy(p, "", purchase("u-p1", 1, "")), 201, "")
+	ca.want(ca.payment(paymentOf("pay-1", paid.OrderID)), 403, "forbidden")
+	cp.want(cp.do("POST", fmt.Sprintf("/api/v1/orders/%d/pay", paid.OrderID), `{"user_id": "u-p1"}`), 403, "forbidden")
+	cp.want(cp.do("POST", "/api/v1/payments", paymentOf("pay-1", paid.OrderID)), 401, "unauthenticated")
+	cp.want(cp.payment(paymentOf("pay-1", paid.OrderID)), 200, "")
+	cp.want(cp.payment(paymentOf("pay-1", paid.OrderID)), 200, "") // the provider's retry
+	cp.want(cp.payment(paymentOf("pay-2", 999999)), 404, "order_not_found")
+	cp.want(cp.payment(`{"order_id": 1}`), 400, "invalid_argument")
+	cp.want(cp.payment(strings.Repeat(" ", 5000)), 413, "payload_too_large")
+	closed := ca.want(ca.buy(p, "", purchase("u-p2", 1, "")), 201, "")
+	ca.want(ca.do("POST", fmt.Sprintf("/api/v1/orders/%d/cancel", closed.OrderID), `{"user_id": "u-p2"}`), 200, "")
+	cp.want(cp.payment(paymentOf("pay-3", closed.OrderID)), 409, "order_closed")
 }

@@ -226,7 +226,8 @@ func NewServer(ctx context.Context, cfg config.Config, st *Stores, log *slog.Log
 		Drain:            drain,
 		IPLimiter:        limiter,
 		TrustedProxies:   cfg.TrustedProxies,
-		Buyers:           controller.NewBuyers(opts.Buyers, reg),
+		Buyers:           controller.NewBuyers(opts.Buyers),
+		Payments:         controller.NewPayments(cfg.PaymentSecret, nil),
 	})
 	return &Server{
 		HTTP: &http.Server{
