@@ -230,6 +230,14 @@ func (c *Client) PurchaseState(ctx context.Context, requestID string) (PurchaseS
 	return out, err
 }
 
+// PurchaseStateAs is PurchaseState with token as the bearer token: the
+// buyer's, under SECKILL_BUYER_AUTH=jwt.
+func (c *Client) PurchaseStateAs(ctx context.Context, requestID, token string) (PurchaseState, error) {
+	as := *c
+	as.AdminToken = token // sent as the bearer token, whoever's it is
+	return as.PurchaseState(ctx, requestID)
+}
+
 // Pay pays order id as its buyer user: the order, paid; a 409
 // order_closed (or any other refusal) is an *Error.
 func (c *Client) Pay(ctx context.Context, id int64, user string) (Order, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/loadtest/driver"
 )
 
@@ -28,6 +29,12 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 			return cfg, opt, err
 		}
 		return cfg, opt, usageError{err.Error()}
+	}
+	if opt.keygen != "" {
+		if fs.NArg() > 0 {
+			return cfg, opt, usagef("unexpected argument %q", fs.Arg(0))
+		}
+		return cfg, opt, nil // nothing else applies
 	}
 	if opt.check != "" || opt.checkHTML != "" {
 		if opt.check == "" {
@@ -49,6 +56,17 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 	if err := raw.check(cfg); err != nil {
 		return cfg, opt, err
 	}
+	if raw.buyerKey != "" {
+		key, err := buyer.ReadPrivateKey(raw.buyerKey)
+		if err != nil {
+			return cfg, opt, usagef("-buyer-key: %v", err)
+		}
+		signer, err := buyer.NewSigner(key, raw.buyerKid)
+		if err != nil {
+			return cfg, opt, usagef("-buyer-key: %v", err)
+		}
+		cfg.BuyerTokens = &driver.BuyerTokens{Signer: signer, Audience: raw.buyerAudience, Issuer: raw.buyerIssuer}
+	}
 	if cfg.ProductID == 0 && !raw.newProduct {
 		cfg.ProductName = driver.DefaultProductName
 	}
@@ -68,7 +86,10 @@ type rawFlags struct {
 	urls, strategies, fencing string
 	get, rates                string
 	newProduct                bool
-	set                       map[string]bool
+	// The buyers' tokens (SECKILL_BUYER_AUTH=jwt): the key's file, its
+	// kid (empty: its thumbprint), the audience and the issuer.
+	buyerKey, buyerKid, buyerAudience, buyerIssuer string
+	set                                            map[string]bool
 }
 
 // usagef is a usageError.
@@ -122,6 +143,13 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.StringVar(&opt.checkHTML, "check-html", "", "with -check: also draw the history as a page in this `file`")
 	fs.StringVar(&opt.out, "out", defaultOut, "`dir` of the files that -json, -csv, -report, -history and -check-html\n"+
 		"name without a directory; created when needed")
+	fs.StringVar(&raw.buyerKey, "buyer-key", "", "instances under SECKILL_BUYER_AUTH=jwt: sign a token for each buyer with this PEM private `file`\n"+
+		"(RSA, EC P-256 or Ed25519) and send it on the buyer's purchase and cancel")
+	fs.StringVar(&raw.buyerKid, "buyer-kid", "", "the `kid` of -buyer-key's tokens (default the key's RFC 7638 thumbprint, as -keygen's JWK Set)")
+	fs.StringVar(&raw.buyerAudience, "buyer-audience", "seckill", "the `aud` of -buyer-key's tokens (SECKILL_BUYER_AUDIENCE)")
+	fs.StringVar(&raw.buyerIssuer, "buyer-issuer", "", "the `iss` of -buyer-key's tokens (SECKILL_BUYER_ISSUER); empty: none")
+	fs.StringVar(&opt.keygen, "keygen", "", "write a buyer-token key (ES256) to `dir`/key.pem and its JWK Set to dir/jwks.json, for\n"+
+		"-buyer-key and SECKILL_BUYER_JWKS, and exit")
 	return fs
 }
 
@@ -226,6 +254,12 @@ func (raw rawFlags) check(cfg driver.Config) error {
 		return usagef("-zipf %g: want 0 (uniform) or more", cfg.Zipf)
 	case raw.get != "" && (raw.set["products"] || raw.set["new-product"]):
 		return usagef("-get fires plain GETs: -products and -new-product do not apply")
+	case raw.buyerKey == "" && (raw.set["buyer-kid"] || raw.set["buyer-audience"] || raw.set["buyer-issuer"]):
+		return usagef("-buyer-kid, -buyer-audience and -buyer-issuer shape the tokens of -buyer-key: give it")
+	case raw.buyerKey != "" && raw.get != "":
+		return usagef("-get fires plain GETs: -buyer-key does not apply")
+	case raw.buyerKey != "" && (raw.set["strategy"] || raw.set["hold"] || raw.set["pause"] || raw.set["batch"] || raw.set["fencing"]):
+		return usagef("-buyer-key sends each buyer's token, and -strategy, -hold, -pause, -batch and -fencing need the admin token in the same header: run against the instance's SECKILL_LOCK")
 	}
 	return nil
 }

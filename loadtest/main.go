@@ -93,6 +93,8 @@ type options struct {
 	check, checkHTML string
 	// out is the directory of the files given by a bare name.
 	out string
+	// keygen: -keygen DIR, a buyer-token key and its JWK Set to write.
+	keygen string
 }
 
 // defaultOut is -out's default: git-ignored at the repository's root.
@@ -107,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := opt.place(&cfg); err != nil {
 		return err
+	}
+	if opt.keygen != "" {
+		return keygen(opt.keygen, stdout)
 	}
 	if opt.check != "" {
 		err := checkHistory(opt.check, opt.checkHTML, stdout)

@@ -146,6 +146,10 @@ type Config struct {
 	// buyers cancel as soon as they have them, while the run goes on
 	// (POST /api/v1/orders/{id}/cancel); the history records the cancels.
 	Cancel float64
+	// BuyerTokens, when not nil, signs a token for each buyer and sends
+	// it on the buyer's purchase and cancel (SECKILL_BUYER_AUTH=jwt);
+	// the admin token still reads the audit and the promises.
+	BuyerTokens *BuyerTokens
 	// Timeout is the longest wait for an answer once its request is sent:
 	// for the load, until its whole response is read (the load goes
 	// through fasthttp, with a connection per worker and instance); for the

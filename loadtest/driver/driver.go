@@ -132,7 +132,11 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	before := sumAudits(befores)
 	p := s.purchasePlan(cfg, st, prefix, before.Stock, rec)
-	tr := newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout)
+	var token func(i int) (string, error)
+	if cfg.BuyerTokens != nil {
+		token = cfg.BuyerTokens.tokenOf(prefix)
+	}
+	tr := newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout, token)
 	defer tr.stop()
 	p.Promised = tr.add
 	t, err := p.Run(ctx)
@@ -352,6 +356,9 @@ func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock
 	p.CaptureStrategy = st.Name == ""
 	p.History = rec
 	p.Cancel, p.UserPrefix = cfg.Cancel, prefix
+	if cfg.BuyerTokens != nil {
+		p.BuyerToken = cfg.BuyerTokens.tokenOf(prefix)
+	}
 	return p
 }
 

@@ -78,6 +78,9 @@ type polled struct {
 type tracker struct {
 	clients []*client.Client // polled in turn
 	prefix  string           // of the request IDs
+	// token, when not nil, is the token of request i's buyer, its polls'
+	// bearer (SECKILL_BUYER_AUTH=jwt).
+	token func(i int) (string, error)
 	// wake tells the goroutine of new promises; loadOver, closed, that
 	// the load is over: no promise comes after it.
 	wake     chan struct{}
@@ -100,7 +103,7 @@ type tracker struct {
 // request IDs begin with prefix; its polls go to clients in turn, each
 // bounded by timeout, over an HTTP client of their own that keeps a
 // connection per poll in flight.
-func newTracker(ctx context.Context, clients []*client.Client, prefix string, products int, timeout time.Duration) *tracker {
+func newTracker(ctx context.Context, clients []*client.Client, prefix string, products int, timeout time.Duration, token func(i int) (string, error)) *tracker {
 	hc := client.NewHTTPClient(timeout)
 	if tr, ok := hc.Transport.(*http.Transport); ok {
 		tr.MaxIdleConnsPerHost = pollConcurrency
@@ -109,7 +112,7 @@ func newTracker(ctx context.Context, clients []*client.Client, prefix string, pr
 	for k, c := range clients {
 		polls[k] = &client.Client{BaseURL: c.BaseURL, HTTP: hc, CallTimeout: timeout}
 	}
-	t := &tracker{clients: polls, prefix: prefix, wake: make(chan struct{}, 1), loadOver: make(chan struct{}),
+	t := &tracker{clients: polls, prefix: prefix, token: token, wake: make(chan struct{}, 1), loadOver: make(chan struct{}),
 		done: make(chan struct{}), unkept: make([]int64, products)}
 	t.ctx, t.cancel = context.WithCancel(ctx)
 	go func() {
@@ -293,7 +296,16 @@ func (t *tracker) round(pending []promise, lag *hdrhistogram.Histogram) []promis
 // poll asks an instance what became of promise p.
 func (t *tracker) poll(p promise) polled {
 	c := t.clients[p.i%len(t.clients)]
-	st, err := c.PurchaseState(t.ctx, t.requestID(p))
+	var st client.PurchaseState
+	var err error
+	if t.token == nil {
+		st, err = c.PurchaseState(t.ctx, t.requestID(p))
+	} else {
+		var tok string
+		if tok, err = t.token(p.i); err == nil {
+			st, err = c.PurchaseStateAs(t.ctx, t.requestID(p), tok)
+		}
+	}
 	at := time.Now()
 	var e *client.Error
 	switch {

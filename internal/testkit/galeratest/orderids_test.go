@@ -56,10 +56,17 @@ func checkOrderIDs(t *testing.T, st string, a, b *apptest.Instance) {
 	close(work)
 	wg.Wait()
 
+	// Every answer's order first (under reserve, once its reservation is
+	// written), then the rows: a reservation's row is there only then.
+	orders := make([]client.Order, len(answers))
+	made := make([]bool, len(answers))
+	for i, got := range answers {
+		orders[i], made[i] = answered(t, ins[i%2], got)
+	}
 	rows := ordersByID(t, a, id)
 	sold := 0
 	for i, got := range answers {
-		order, ok := answered(t, ins[i%2], got)
+		order, ok := orders[i], made[i]
 		if !ok {
 			continue
 		}

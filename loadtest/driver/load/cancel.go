@@ -58,7 +58,10 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 	w.body = body
 	req.SetBody(body)
 	start := time.Now()
-	err := w.send(ctx, k, req)
+	err := w.authorize(req, i)
+	if err == nil {
+		err = w.send(ctx, k, req)
+	}
 	end := time.Now()
 	status, code := 0, ""
 	if err == nil {

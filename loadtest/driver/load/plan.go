@@ -52,6 +52,10 @@ type Plan struct {
 	// Authorization, when not empty, is every request's Authorization
 	// header: the admin token, which the override's parameters need.
 	Authorization string
+	// BuyerToken, when not nil, is the token of request i's buyer, sent
+	// as its bearer token on its purchase and its cancel
+	// (SECKILL_BUYER_AUTH=jwt).
+	BuyerToken func(i int) (string, error)
 	// Sources are the local addresses the load's connections come from
 	// (-clients); empty: the system's choice.
 	Sources []net.IP

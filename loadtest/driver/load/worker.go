@@ -75,6 +75,9 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 		body = append(body, p.Tail...)
 		w.body = body
 		req.SetBody(body) // copies into the request's own buffer
+		if err := w.authorize(req, i); err != nil {
+			return answer{out: outTransport, sample: "sign the buyer's token: " + err.Error()}
+		}
 	}
 	if err := w.send(ctx, k, req); err != nil {
 		if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
@@ -86,6 +89,20 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 		return answer{out: outTransport, sample: transportMessage(err, p.Purchase, p.Targets[k])}
 	}
 	return p.classify(resp.StatusCode(), resp.Body(), captured)
+}
+
+// authorize sets req's bearer token to that of request i's buyer, when
+// the plan signs buyers' tokens.
+func (w *worker) authorize(req *fasthttp.Request, i int) error {
+	if w.plan.BuyerToken == nil {
+		return nil
+	}
+	tok, err := w.plan.BuyerToken(i)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return nil
 }
 
 // send sends req to instance k and reads its answer into w.resp, by ctx's

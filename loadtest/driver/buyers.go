@@ -1,0 +1,33 @@
+package driver
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill/buyer"
+)
+
+// BuyerTokens makes each buyer's token, for instances under
+// SECKILL_BUYER_AUTH=jwt (-buyer-key): sub the buyer's user_id, aud
+// Audience, iss Issuer when not empty, valid for TTL from its signing.
+type BuyerTokens struct {
+	Signer   *buyer.Signer
+	Audience string
+	Issuer   string
+	TTL      time.Duration
+}
+
+// DefaultBuyerTokenTTL is how long a token the driver signs is valid.
+const DefaultBuyerTokenTTL = 10 * time.Minute
+
+// tokenOf returns the plan's function of the token of request i's buyer,
+// whose user_id is prefix and i: a new token each time.
+func (b *BuyerTokens) tokenOf(prefix string) func(i int) (string, error) {
+	ttl := b.TTL
+	if ttl == 0 {
+		ttl = DefaultBuyerTokenTTL
+	}
+	return func(i int) (string, error) {
+		return b.Signer.BuyerToken(prefix+strconv.Itoa(i), b.Audience, b.Issuer, time.Now(), ttl)
+	}
+}
