@@ -46,6 +46,9 @@ type Keys struct {
 
 	mu       sync.Mutex // one read at a time
 	lastRead time.Time
+	// reads counts the set's successful reads: a token verified under an
+	// earlier one is verified again (its key may be gone).
+	reads atomic.Uint64
 }
 
 // NewKeys reads the key set at source (an http(s):// URL or a file path)
@@ -113,6 +116,7 @@ func (k *Keys) readLocked(ctx context.Context) error {
 		return err
 	}
 	k.set.Store(&set)
+	k.reads.Add(1)
 	return nil
 }
 

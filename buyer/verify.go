@@ -74,7 +74,8 @@ func ReasonOf(err error) Reason {
 
 // Verifier checks buyers' tokens.
 type Verifier struct {
-	keys *Keys
+	keys  *Keys
+	cache *cache
 	// Audience must be among a token's aud; Issuer, when not empty, is
 	// its iss.
 	audience, issuer string
@@ -87,7 +88,7 @@ func NewVerifier(keys *Keys, audience, issuer string, now func() time.Time) *Ver
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{keys: keys, audience: audience, issuer: issuer, now: now}
+	return &Verifier{keys: keys, cache: newCache(DefaultCacheSize), audience: audience, issuer: issuer, now: now}
 }
 
 // Claims are what a valid token says.
@@ -96,11 +97,27 @@ type Claims struct {
 	Expiry  time.Time
 }
 
-// Verify returns the claims of token if it is valid; else a *Refused.
+// Verify returns the claims of token if it is valid; else a *Refused. A
+// token verified before, under the same reading of the key set and before
+// its exp, is answered from memory: a buyer's retries cost no signature
+// check.
 func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if token == "" {
 		return Claims{}, refused(ReasonMissing, nil)
 	}
+	read := v.keys.reads.Load()
+	if c, ok := v.cache.get(token, v.now(), read); ok {
+		return c, nil
+	}
+	c, err := v.verify(ctx, token)
+	if err == nil {
+		v.cache.put(token, c, read)
+	}
+	return c, err
+}
+
+// verify checks token in full.
+func (v *Verifier) verify(ctx context.Context, token string) (Claims, error) {
 	tok, err := jwt.ParseSigned(token, algorithms)
 	if err != nil {
 		// go-jose refuses any other algorithm (none, HS256) here.
