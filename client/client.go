@@ -238,6 +238,27 @@ func (c *Client) PurchaseStateAs(ctx context.Context, requestID, token string) (
 	return as.PurchaseState(ctx, requestID)
 }
 
+// PayByCallback pays order id as the payment provider does: its callback,
+// POST /api/v1/payments, signed with secret (SECKILL_PAYMENT_SECRET) now.
+// The order, paid; a refusal is an *Error.
+func (c *Client) PayByCallback(ctx context.Context, secret, paymentID string, id int64) (Order, error) {
+	b, err := json.Marshal(api.Payment{PaymentID: paymentID, OrderID: id})
+	if err != nil {
+		return Order{}, fmt.Errorf("client: payment of order %d: %w", id, err)
+	}
+	h := http.Header{}
+	h.Set(api.SignatureHeader, api.SignPayment(secret, time.Now(), b))
+	_, data, err := c.sendBody(ctx, http.MethodPost, "/api/v1/payments", b, h)
+	if err != nil {
+		return Order{}, err
+	}
+	var out Order
+	if err := json.Unmarshal(data, &out); err != nil {
+		return Order{}, fmt.Errorf("client: payment of order %d: decode the answer: %w", id, err)
+	}
+	return out, nil
+}
+
 // Pay pays order id as its buyer user: the order, paid; a 409
 // order_closed (or any other refusal) is an *Error.
 func (c *Client) Pay(ctx context.Context, id int64, user string) (Order, error) {
@@ -285,6 +306,18 @@ func (c *Client) send(ctx context.Context, method, path string, in any) ([]byte,
 
 // sendStatus is send, with the 2xx status.
 func (c *Client) sendStatus(ctx context.Context, method, path string, in any) (int, []byte, error) {
+	var b []byte
+	if in != nil {
+		var err error
+		if b, err = json.Marshal(in); err != nil {
+			return 0, nil, fmt.Errorf("client: %s %s%s: %w", method, c.BaseURL, path, err)
+		}
+	}
+	return c.sendBody(ctx, method, path, b, nil)
+}
+
+// sendBody is sendStatus of a body as it is (nil: none), header on top.
+func (c *Client) sendBody(ctx context.Context, method, path string, b []byte, header http.Header) (int, []byte, error) {
 	timeout := c.CallTimeout
 	if timeout == 0 {
 		timeout = DefaultCallTimeout
@@ -292,23 +325,23 @@ func (c *Client) sendStatus(ctx context.Context, method, path string, in any) (i
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	u := c.BaseURL + path
+	in := b != nil
 	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, nil, fmt.Errorf("client: %s %s: %w", method, u, err)
-		}
+	if in {
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return 0, nil, fmt.Errorf("client: %s %s: %w", method, u, err)
 	}
-	if in != nil {
+	if in {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.AdminToken)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	hc := c.HTTP
 	if hc == nil {

@@ -62,22 +62,6 @@ func NewPayments(secret string, now func() time.Time) *Payments {
 	return &Payments{secret: []byte(secret), now: now}
 }
 
-// Sign is the signature header's value for body at t, as the provider
-// computes it: for the tests, the driver and the README's example.
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac([]byte(secret), ts, body))
-}
-
-// mac is HMAC-SHA256 of "<ts>.<body>" keyed by secret.
-func mac(secret []byte, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
-}
-
 // verify says whether header signs body now, or why not (a reason).
 func (p *Payments) verify(header string, body []byte) (string, error) {
 	if header == "" {
@@ -107,7 +91,7 @@ func (p *Payments) verify(header string, body []byte) (string, error) {
 	if d := p.now().Sub(time.Unix(sec, 0)); d > paymentWindow || d < -paymentWindow {
 		return reasonPaymentStale, fmt.Errorf("%s: t is %v from this server's clock, more than %v", api.SignatureHeader, d.Round(time.Second), paymentWindow)
 	}
-	want := mac(p.secret, ts, body)
+	want := api.PaymentMAC(p.secret, ts, body)
 	for _, sig := range sigs {
 		if hmac.Equal(sig, want) {
 			return "", nil

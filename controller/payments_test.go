@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/testkit/apptest"
 )
 
@@ -19,7 +18,7 @@ const paymentSecret = "whsec-test-4f1a"
 // (sign false: no signature header).
 func pay(t *testing.T, in *apptest.Instance, secret string, at time.Time, body string) apptest.Response {
 	t.Helper()
-	h := map[string]string{api.SignatureHeader: controller.Sign(secret, at, []byte(body))}
+	h := map[string]string{api.SignatureHeader: api.SignPayment(secret, at, []byte(body))}
 	return in.Do(t, http.MethodPost, "/api/v1/payments", body, h)
 }
 
@@ -66,19 +65,19 @@ func TestPayments(t *testing.T) {
 
 	apptest.WantError(t, "the buyer paying", in.Do(t, http.MethodPost, fmt.Sprintf("/api/v1/orders/%d/pay", ids[0]), `{"user_id":"payer-0"}`, nil),
 		http.StatusForbidden, "forbidden")
-	good := controller.Sign(paymentSecret, now, []byte(body))
+	good := api.SignPayment(paymentSecret, now, []byte(body))
 	ts, v1, _ := strings.Cut(good, ",")
 	for name, header := range map[string]string{
 		"no signature":         "",
 		"garbled":              "sha256=abc",
 		"no v1":                ts,
 		"v1 not hex":           ts + ",v1=zz",
-		"another secret":       controller.Sign("whsec-other", now, []byte(body)),
-		"another body":         controller.Sign(paymentSecret, now, []byte(paymentBody("pay_1", ids[1]))),
-		"stale":                controller.Sign(paymentSecret, now.Add(-301*time.Second), []byte(body)),
-		"ahead":                controller.Sign(paymentSecret, now.Add(301*time.Second), []byte(body)),
+		"another secret":       api.SignPayment("whsec-other", now, []byte(body)),
+		"another body":         api.SignPayment(paymentSecret, now, []byte(paymentBody("pay_1", ids[1]))),
+		"stale":                api.SignPayment(paymentSecret, now.Add(-301*time.Second), []byte(body)),
+		"ahead":                api.SignPayment(paymentSecret, now.Add(301*time.Second), []byte(body)),
 		"t changed, v1 kept":   fmt.Sprintf("t=%d,%s", now.Unix()+1, v1),
-		"v1 of a shorter body": controller.Sign(paymentSecret, now, []byte(body[:len(body)-1])),
+		"v1 of a shorter body": api.SignPayment(paymentSecret, now, []byte(body[:len(body)-1])),
 	} {
 		h := map[string]string{}
 		if header != "" {
@@ -106,7 +105,7 @@ func TestPayments(t *testing.T) {
 		}
 	}
 	// Several v1 (the provider rotating its secret): one that verifies is enough.
-	rotated := controller.Sign("whsec-old", now, []byte(paymentBody("pay_2", ids[1]))) + "," + strings.Split(controller.Sign(paymentSecret, now, []byte(paymentBody("pay_2", ids[1]))), ",")[1]
+	rotated := api.SignPayment("whsec-old", now, []byte(paymentBody("pay_2", ids[1]))) + "," + strings.Split(api.SignPayment(paymentSecret, now, []byte(paymentBody("pay_2", ids[1]))), ",")[1]
 	if r := in.Do(t, http.MethodPost, "/api/v1/payments", paymentBody("pay_2", ids[1]), map[string]string{api.SignatureHeader: rotated}); r.Status != http.StatusOK {
 		t.Errorf("a callback with two v1, one right = %v; want 200", r)
 	}
@@ -144,7 +143,7 @@ func TestPaymentRacesCancel(t *testing.T) {
 	for i, id := range ids {
 		wg.Go(func() {
 			r, err := in.Send(t.Context(), http.MethodPost, "/api/v1/payments", paymentBody(fmt.Sprintf("race-%d", i), id),
-				map[string]string{api.SignatureHeader: controller.Sign(paymentSecret, time.Now(), []byte(paymentBody(fmt.Sprintf("race-%d", i), id)))})
+				map[string]string{api.SignatureHeader: api.SignPayment(paymentSecret, time.Now(), []byte(paymentBody(fmt.Sprintf("race-%d", i), id)))})
 			if err != nil {
 				t.Error(err)
 			}

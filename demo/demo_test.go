@@ -284,3 +284,40 @@ func TestListAndSelect(t *testing.T) {
 		t.Errorf("Select(\"sale,nope\") = %v; want an error naming nope", err)
 	}
 }
+
+// TestOrdersPaidByCallback: with SECKILL_PAYMENT_SECRET the workshop's
+// orders scenario pays through the payment provider's signed callback,
+// and its rows hold as without.
+func TestOrdersPaidByCallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the orders scenario")
+	}
+	env := map[string]string{"SECKILL_PAYMENT_SECRET": "whsec-workshop"}
+	logs := logFile(t)
+	l, err := lab.NewLab(func(k string) string { return env[k] }, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := demo.Select("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	results, err := demo.Run(t.Context(), l, orders, demo.Terminal{Out: &out})
+	if err != nil || len(results) != 1 || !results[0].OK() {
+		t.Fatalf("Run = %v, %+v; want the orders scenario OK\n%s", err, results, out.String())
+	}
+	for key, w := range wantRows["orders"] {
+		row, ok := results[0].Row(key)
+		if !ok || !cellsMatch(row.Cells, w.cells) {
+			t.Errorf("orders %q = %q; want %q", key, row.Cells, w.cells)
+		}
+	}
+	b, err := os.ReadFile(logs.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "order paid by the provider's callback"); n == 0 {
+		t.Errorf("the log tells of no order paid by the callback; want every payment paid so")
+	}
+}

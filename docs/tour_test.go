@@ -16,7 +16,6 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/buyer"
-	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
@@ -434,7 +433,7 @@ func paymentOf(payment string, order int64) string {
 
 // payment sends the provider's callback with body, signed now.
 func (c caller) payment(body string) reply {
-	return c.do("POST", "/api/v1/payments", body, api.SignatureHeader, controller.Sign(tourPaymentSecret, time.Now(), []byte(body)))
+	return c.do("POST", "/api/v1/payments", body, api.SignatureHeader, api.SignPayment(tourPaymentSecret, time.Now(), []byte(body)))
 }
 
 // paymentTour takes the provider's callback: at a, which takes none, and

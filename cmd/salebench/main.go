@@ -18,6 +18,9 @@
 //   - a catalogue of 10,000 products whose demand follows Zipf(1.1), on an
 //     instance of its own, then that instance's resident memory and the
 //     size of its /metrics;
+//   - buyers known by their tokens (SECKILL_BUYER_AUTH=jwt), a fresh
+//     token for each, once per algorithm (RS256, ES256, EdDSA), beside the
+//     verify of a fresh token alone (buyers.go);
 //   - with -peer, the recipe teams copy (cmd/peer: one Lua script, one
 //     stream, an order per transaction) beside reserve, and how long its
 //     orders take to be in MySQL after its sale (peer.go).
@@ -138,6 +141,8 @@ type figures struct {
 	reserveCat          catalogueResult
 	// peer is the recipe teams copy (cmd/peer), measured as reserve is.
 	peer peerResult
+	// jwt is the hot product under SECKILL_BUYER_AUTH=jwt, per algorithm.
+	jwt []jwtRow
 	// sweep is the hot product before and during the sweep of a backlog.
 	sweep sweepResult
 }
@@ -174,6 +179,12 @@ func (b *bench) all(ctx context.Context) error {
 			return err
 		}
 		b.rows = append(b.rows, f.peer.row)
+	}
+	if f.jwt, err = b.buyersJWT(ctx, dsn, token); err != nil {
+		return err
+	}
+	for _, j := range f.jwt {
+		b.rows = append(b.rows, j.row)
 	}
 	if f.sweep, err = b.sweepCost(ctx, dsn, first, token); err != nil {
 		return err

@@ -110,6 +110,12 @@ func (b *bench) writeRatios(f *figures) {
 		fmt.Fprintf(b.out, "  reserve / the peer recipe (hot)        %5.2fx  (aim >= 1.0: %s); the peer's %d orders all in MySQL %s after its sale, reserve's write lag p99 %s\n",
 			r, aim(r >= 1), p.sold, catchUp, round(f.reserve.writeLag))
 	}
+	for _, j := range f.jwt {
+		extra := j.row.cpu - f.batched.cpu
+		r := ratio(extra, j.verify)
+		fmt.Fprintf(b.out, "  jwt %-6s CPU/ANSWER over open's       %s  (the verify alone %s: %.2fx, aim <= 1.15: %s); rate %.2fx open's\n",
+			j.alg, round(extra), round(j.verify), r, aim(r <= 1.15), j.row.perSecond/f.batched.perSecond)
+	}
 	r12 := f.sweep.during.perSecond / f.sweep.before.perSecond
 	fmt.Fprintf(b.out, "  hot product, sweeping a backlog / not  %5.2fx  (aim >= 0.95: %s); %d of %d due orders expired during the run\n",
 		r12, aim(r12 >= 0.95), f.sweep.expired, sweepBacklog)

@@ -213,6 +213,10 @@ func (w *World) Nodes() *store.MiniRedis { return w.nodes }
 // Redis are clients of the world's Redis nodes, in order.
 func (w *World) Redis() []redis.UniversalClient { return w.stores.Redis }
 
+// PaymentSecret is the world's SECKILL_PAYMENT_SECRET: when set, its
+// instances take orders' payments only by the provider's signed callback.
+func (w *World) PaymentSecret() string { return w.cfg.PaymentSecret }
+
 // KeyPrefix starts the Redis keys of the world's instances.
 func (w *World) KeyPrefix() string { return w.prefix }
 
