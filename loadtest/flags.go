@@ -143,8 +143,8 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.StringVar(&opt.checkHTML, "check-html", "", "with -check: also draw the history as a page in this `file`")
 	fs.StringVar(&opt.out, "out", defaultOut, "`dir` of the files that -json, -csv, -report, -history and -check-html\n"+
 		"name without a directory; created when needed")
-	fs.StringVar(&raw.buyerKey, "buyer-key", "", "instances under SECKILL_BUYER_AUTH=jwt: sign a token for each buyer with this PEM private `file`\n"+
-		"(RSA, EC P-256 or Ed25519) and send it on the buyer's purchase and cancel")
+	fs.StringVar(&raw.buyerKey, "buyer-key", "", "under SECKILL_BUYER_AUTH=jwt: sign each buyer's token with this PEM private key `file`\n"+
+		"(RSA, EC P-256 or Ed25519), sent on the buyer's purchase, cancel and promise polls")
 	fs.StringVar(&raw.buyerKid, "buyer-kid", "", "the `kid` of -buyer-key's tokens (default the key's RFC 7638 thumbprint, as -keygen's JWK Set)")
 	fs.StringVar(&raw.buyerAudience, "buyer-audience", "seckill", "the `aud` of -buyer-key's tokens (SECKILL_BUYER_AUDIENCE)")
 	fs.StringVar(&raw.buyerIssuer, "buyer-issuer", "", "the `iss` of -buyer-key's tokens (SECKILL_BUYER_ISSUER); empty: none")
