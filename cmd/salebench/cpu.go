@@ -117,6 +117,31 @@ func (m *cpuMeter) at(t time.Time) time.Duration {
 	return s[len(s)-1].cpu
 }
 
+// sampling calls sample now and every cpuSampleEvery until stop, which
+// samples a last time.
+func sampling(sample func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	sample()
+	wg.Go(func() {
+		t := time.NewTicker(cpuSampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		sample()
+	}
+}
+
 // measured runs cfg (one strategy, or one endpoint) against the services
 // whose processes are pids and returns its result and the CPU those
 // processes spent per answer over its measured stretch.
@@ -141,25 +166,9 @@ func measuredGroups(ctx context.Context, cfg driver.Config, groups ...[]int) (re
 			m.sample()
 		}
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	sampleAll()
-	wg.Go(func() {
-		t := time.NewTicker(cpuSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				sampleAll()
-			}
-		}
-	})
+	stop := sampling(sampleAll)
 	rep, err := driver.Run(ctx, cfg)
-	close(stop)
-	wg.Wait()
-	sampleAll()
+	stop()
 	if err != nil {
 		return report.Result{}, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -59,7 +60,7 @@ func (b *bench) peer(ctx context.Context) (peerResult, error) {
 		return peerResult{}, err
 	}
 	defer stop()
-	if err := putJSON(ctx, fmt.Sprintf("%s/stock/%d", url, peerProduct), map[string]int64{"stock": peerStock}); err != nil {
+	if err := callJSON(ctx, http.MethodPut, fmt.Sprintf("%s/stock/%d", url, peerProduct), map[string]int64{"stock": peerStock}, nil); err != nil {
 		return peerResult{}, fmt.Errorf("the peer's stock: %w", err)
 	}
 	meter := &cpuMeter{pids: []int{pid}}
@@ -88,7 +89,7 @@ func (b *bench) peer(ctx context.Context) (peerResult, error) {
 	out.sold = peerStock - left
 	for time.Since(ended) < peerCatchUp && ctx.Err() == nil {
 		var w struct{ Orders int64 }
-		if err := getJSON(ctx, fmt.Sprintf("%s/written/%d", url, peerProduct), &w); err != nil {
+		if err := callJSON(ctx, http.MethodGet, fmt.Sprintf("%s/written/%d", url, peerProduct), nil, &w); err != nil {
 			return peerResult{}, fmt.Errorf("the peer's orders: %w", err)
 		}
 		if w.Orders >= out.sold {
@@ -104,26 +105,9 @@ func (b *bench) peer(ctx context.Context) (peerResult, error) {
 // processes' CPU per answer over its measured stretch (measuredGroups, for
 // a plan of the load engine's own).
 func meteredPlan(ctx context.Context, plan *load.Plan, m *cpuMeter) (report.Result, time.Duration, error) {
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	m.sample()
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(cpuSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				m.sample()
-			}
-		}
-	}()
+	stop := sampling(m.sample)
 	t, err := plan.Run(ctx)
-	close(stop)
-	<-sampled
-	m.sample()
+	stop()
 	if err != nil {
 		return report.Result{}, 0, err
 	}
@@ -183,30 +167,18 @@ func (b *bench) startPeer(ctx context.Context, dsn, redisAddr, prefix string) (s
 	return url, cmd.Process.Pid, stop, nil
 }
 
-// putJSON PUTs v to url as JSON and wants a 200.
-func putJSON(ctx context.Context, url string, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return err
+// callJSON sends in (nil: no body) to url as JSON, wants a 200, and
+// decodes its body into out when not nil.
+func callJSON(ctx context.Context, method, url string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT %s: %s", url, resp.Status)
-	}
-	return nil
-}
-
-// getJSON GETs url and decodes its 200's body into v.
-func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return err
 	}
@@ -216,7 +188,10 @@ func getJSON(ctx context.Context, url string, v any) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, url, resp.Status)
 	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
