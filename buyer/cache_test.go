@@ -2,6 +2,7 @@ package buyer
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -61,14 +62,24 @@ func TestVerifyCachedTokens(t *testing.T) {
 	if _, err := v.Verify(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
-	p.remove(rs.KeyID())
-	if err := v.keys.Read(ctx); err == nil {
-		t.Fatal("a set without keys was read; want ErrNoUsableKey")
+	// The set read again without change keeps the cache.
+	if err := v.keys.Read(ctx); err != nil {
+		t.Fatal(err)
 	}
-	// The set kept its keys (a failed read changes nothing): the token
-	// still verifies.
+	if n := v.cache.len(); n == 0 {
+		t.Error("an unchanged set's reading emptied the cache of verified tokens")
+	}
 	if _, err := v.Verify(ctx, fresh); err != nil {
-		t.Errorf("after a failed read of the set: %v; want the token still valid", err)
+		t.Fatalf("after an unchanged reading: %v; want valid", err)
+	}
+	// Every key removed: the set is read, holds none, and the cached token
+	// is refused.
+	p.remove(rs.KeyID())
+	if err := v.keys.Read(ctx); !errors.Is(err, ErrNoUsableKey) {
+		t.Fatalf("a set without keys read: %v; want ErrNoUsableKey", err)
+	}
+	if _, err := v.Verify(ctx, fresh); ReasonOf(err) != ReasonKey {
+		t.Errorf("a cached token once the set holds no key: %v; want unknown_key", err)
 	}
 	p.add(t, "ES256") // the set's one key now
 	if err := v.keys.Read(ctx); err != nil {

@@ -1,6 +1,7 @@
 package buyer
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -45,7 +46,8 @@ type Keys struct {
 	set atomic.Pointer[map[string]jose.JSONWebKey] // by kid
 
 	mu       sync.Mutex // one read at a time
-	lastRead time.Time
+	lastRead time.Time  // when the last read ended
+	lastBody []byte     // what it read
 	// reads counts the set's successful reads: a token verified under an
 	// earlier one is verified again (its key may be gone).
 	reads atomic.Uint64
@@ -91,16 +93,25 @@ func Discover(ctx context.Context, issuer string, client *http.Client) (string, 
 	return doc.JWKSURI, nil
 }
 
-// Read reads the key set again and keeps its usable keys; on an error the
-// keys held stay.
+// Read reads the key set again and keeps its usable keys. When the set
+// cannot be fetched or does not parse, the keys held stay; a set that
+// parses and holds no usable key (every key removed) leaves none, and
+// ErrNoUsableKey says so.
 func (k *Keys) Read(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.readLocked(ctx)
 }
 
+// readTimeout bounds one read of the set.
+const readTimeout = 10 * time.Second
+
 func (k *Keys) readLocked(ctx context.Context) error {
-	k.lastRead = k.now()
+	// The read is the set's, not the caller's: a client that hangs up does
+	// not cut it short (and spend the MinRefresh allowance for nothing).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+	defer cancel()
+	defer func() { k.lastRead = k.now() }()
 	var body []byte
 	var err error
 	if strings.HasPrefix(k.source, "https://") || strings.HasPrefix(k.source, "http://") {
@@ -111,13 +122,21 @@ func (k *Keys) readLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("buyer: read the JWK Set: %w", err)
 	}
+	if k.set.Load() != nil && bytes.Equal(body, k.lastBody) {
+		return nil // unchanged: the tokens verified under it stay verified
+	}
 	set, err := parseSet(body)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoUsableKey) && k.set.Load() != nil:
+		// Every key removed: none is held from now on.
+		set = map[string]jose.JSONWebKey{}
+	case err != nil:
 		return err
 	}
 	k.set.Store(&set)
+	k.lastBody = body
 	k.reads.Add(1)
-	return nil
+	return err
 }
 
 // parseSet reads a JWK Set and returns its usable keys by kid.
@@ -147,8 +166,8 @@ func parseSet(body []byte) (map[string]jose.JSONWebKey, error) {
 // usable says key verifies signatures of one of the algorithms buyers'
 // tokens may use: public, for signatures, of an algorithm its type is for.
 func usable(key jose.JSONWebKey) bool {
-	if !key.Valid() || !key.IsPublic() || (key.Use != "" && key.Use != "sig") {
-		return false
+	if key.KeyID == "" || !key.Valid() || !key.IsPublic() || (key.Use != "" && key.Use != "sig") {
+		return false // a token names its key by kid: one without is never chosen
 	}
 	alg := algorithmOf(key)
 	return alg != "" && (key.Algorithm == "" || key.Algorithm == string(alg))
@@ -179,7 +198,12 @@ func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, e
 	if key, ok := (*k.set.Load())[kid]; ok {
 		return key, true, nil
 	}
-	k.mu.Lock()
+	if !k.mu.TryLock() {
+		// A read is under way: this token waits for none (a flood of
+		// made-up kids piles up nothing); its buyer's retry meets the
+		// keys it brings.
+		return jose.JSONWebKey{}, false, nil
+	}
 	defer k.mu.Unlock()
 	if key, ok := (*k.set.Load())[kid]; ok { // read by another meanwhile
 		return key, true, nil
@@ -187,7 +211,7 @@ func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, e
 	if k.now().Sub(k.lastRead) < MinRefresh {
 		return jose.JSONWebKey{}, false, nil
 	}
-	if err := k.readLocked(ctx); err != nil {
+	if err := k.readLocked(ctx); err != nil && !errors.Is(err, ErrNoUsableKey) {
 		return jose.JSONWebKey{}, false, err
 	}
 	key, ok := (*k.set.Load())[kid]

@@ -246,6 +246,38 @@ func TestVerifyLeeway(t *testing.T) {
 	if _, err := v.Verify(context.Background(), sign(t, rs, cl)); err != nil {
 		t.Errorf("exp 30 s ago, nbf 30 s ahead: %v; want valid (60 s of leeway)", err)
 	}
+	past := Leeway + time.Second
+	for name, tc := range map[string]struct {
+		edit func(*jwt.Claims)
+		want Reason
+	}{
+		"exp 61 s ago":   {func(c *jwt.Claims) { c.Expiry = jwt.NewNumericDate(now.Add(-past)) }, ReasonExpired},
+		"nbf 61 s ahead": {func(c *jwt.Claims) { c.NotBefore = jwt.NewNumericDate(now.Add(past)) }, ReasonEarly},
+		"iat 61 s ahead": {func(c *jwt.Claims) { c.IssuedAt = jwt.NewNumericDate(now.Add(past)) }, ReasonEarly},
+	} {
+		cl := claims("alice", now)
+		tc.edit(&cl)
+		if _, err := v.Verify(context.Background(), sign(t, rs, cl)); ReasonOf(err) != tc.want {
+			t.Errorf("%s: %v; want refused for %s", name, err, tc.want)
+		}
+	}
+}
+
+// TestKeyReadOutlivesItsCaller: a token of a new kid whose client has hung
+// up still has the set read, to the end, for the next buyer.
+func TestKeyReadOutlivesItsCaller(t *testing.T) {
+	p := newProvider(t)
+	c := &clock{t: time.Now()}
+	p.add(t, "RS256")
+	v := newVerifier(t, p, c)
+	rotated := p.add(t, "EdDSA")
+	c.add(MinRefresh)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	tok := sign(t, rotated, claims("alice", c.now()))
+	if _, err := v.Verify(gone, tok); err != nil {
+		t.Errorf("a new kid, its caller gone: %v; want the set read and the token valid", err)
+	}
 }
 
 // TestKeyRotation: a key the provider rotates in is read the first time a
@@ -301,6 +333,11 @@ func TestKeysRefusesSetsWithoutAUsableKey(t *testing.T) {
 		if _, err := parseSet([]byte(set)); err == nil {
 			t.Errorf("%s: parseSet = nil error; want refused", name)
 		}
+	}
+	noKid := `{"keys":[{"kty":"EC","crv":"P-256",` +
+		`"x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`
+	if _, err := parseSet([]byte(noKid)); err == nil {
+		t.Error("a key without kid: parseSet = nil error; want refused (no token can name it)")
 	}
 	ok := `{"keys":[{"kty":"EC","crv":"P-256","kid":"e",` +
 		`"x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`

@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/service/failure"
 )
@@ -69,6 +71,10 @@ func authenticate(log *slog.Logger, b *Buyers, failures *prometheus.CounterVec, 
 		}
 		tok, sent := bearerToken(c)
 		claims, err := b.verifier.Verify(c.Request.Context(), tok)
+		if err == nil && api.CheckID(claims.Subject) != nil {
+			// No buyer of the API's: a user ID is 1 to 64 characters.
+			err = &buyer.Refused{Reason: buyer.ReasonSubject, Err: fmt.Errorf("sub %q is not a user ID", claims.Subject)}
+		}
 		if err != nil {
 			failures.WithLabelValues(string(buyer.ReasonOf(err))).Inc()
 			challenge := `Bearer realm="seckill"`
@@ -81,21 +87,22 @@ func authenticate(log *slog.Logger, b *Buyers, failures *prometheus.CounterVec, 
 			c.Abort()
 			return
 		}
+		if c.Request.URL.RawQuery != "" && c.Query("user_id") != "" && c.Query("user_id") != claims.Subject {
+			writeError(c, log, apiError(codeForbidden, "user_id names another buyer than the token's"))
+			c.Abort()
+			return
+		}
 		c.Set(buyerKey, claims.Subject)
 		c.Next()
 	}
 }
 
-// bearerToken is the request's bearer token; sent says an Authorization
-// header was there.
+// bearerToken is the request's bearer token; sent says one was sent (an
+// Authorization of another scheme sends none).
 func bearerToken(c *gin.Context) (string, bool) {
-	h := c.GetHeader("Authorization")
-	if h == "" {
-		return "", false
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
+	scheme, tok, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", true
+		return "", false
 	}
 	return strings.TrimSpace(tok), true
 }

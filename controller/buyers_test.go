@@ -65,19 +65,21 @@ func TestBuyerJWT(t *testing.T) {
 	id := in.Create(t, "lamp", 5)
 	path := apptest.PurchasePath(id, "")
 
-	for name, h := range map[string]map[string]string{
-		"no token":       nil,
-		"garbled token":  {"Authorization": "Bearer abc.def.ghi"},
-		"another scheme": {"Authorization": "Basic dXNlcjpwYXNz"},
-		"a token of another provider": func() map[string]string {
-			return newIDP(t, "ES256").bearer(t, "alice")
-		}(),
+	for name, tc := range map[string]struct {
+		header  map[string]string
+		invalid bool // error="invalid_token" in the challenge: a bearer token was sent
+	}{
+		"no token":                    {nil, false},
+		"garbled token":               {map[string]string{"Authorization": "Bearer abc.def.ghi"}, true},
+		"another scheme":              {map[string]string{"Authorization": "Basic dXNlcjpwYXNz"}, false},
+		"a token of another provider": {newIDP(t, "ES256").bearer(t, "alice"), true},
+		"a sub that is no user ID":    {p.bearer(t, strings.Repeat("x", 65)), true},
 	} {
-		r := in.Do(t, http.MethodPost, path, `{"user_id":"alice","quantity":1}`, h)
+		r := in.Do(t, http.MethodPost, path, `{"user_id":"alice","quantity":1}`, tc.header)
 		apptest.WantError(t, "a purchase with "+name, r, http.StatusUnauthorized, "unauthenticated")
 		challenge := r.Header.Get("WWW-Authenticate")
-		if !strings.HasPrefix(challenge, `Bearer realm="seckill"`) || strings.Contains(challenge, "invalid_token") != (h != nil) {
-			t.Errorf("a purchase with %s: WWW-Authenticate %q; want the Bearer challenge, invalid_token when a token was sent", name, challenge)
+		if !strings.HasPrefix(challenge, `Bearer realm="seckill"`) || strings.Contains(challenge, "invalid_token") != tc.invalid {
+			t.Errorf("a purchase with %s: WWW-Authenticate %q; want the Bearer challenge, invalid_token when a bearer token was sent", name, challenge)
 		}
 	}
 
@@ -111,6 +113,12 @@ func TestBuyerJWT(t *testing.T) {
 	}{
 		{"bob reading alice's order", http.MethodGet, orderPath, "", bob, http.StatusNotFound, "order_not_found"},
 		{"bob naming alice in the query", http.MethodGet, orderPath + "?user_id=alice", "", bob, http.StatusForbidden, "forbidden"},
+		{"bob cancelling as alice", http.MethodPost, orderPath + "/cancel", `{"user_id":"alice"}`, bob, http.StatusForbidden, "forbidden"},
+		{"bob paying as alice", http.MethodPost, orderPath + "/pay", `{"user_id":"alice"}`, bob, http.StatusForbidden, "forbidden"},
+		{"bob naming alice in a cancel's query", http.MethodPost, orderPath + "/cancel?user_id=alice", `{}`, bob, http.StatusForbidden, "forbidden"},
+		{"bob naming alice in a purchase's query", http.MethodGet, "/api/v1/purchases/alice-1?user_id=alice", "", bob, http.StatusForbidden, "forbidden"},
+		{"paying without a token", http.MethodPost, orderPath + "/pay", `{"user_id":"alice"}`, nil, http.StatusUnauthorized, "unauthenticated"},
+		{"reading a purchase without a token", http.MethodGet, "/api/v1/purchases/alice-1", "", nil, http.StatusUnauthorized, "unauthenticated"},
 		{"bob reading alice's purchase", http.MethodGet, "/api/v1/purchases/alice-1", "", bob, http.StatusNotFound, "purchase_not_found"},
 		{"bob cancelling alice's order", http.MethodPost, orderPath + "/cancel", `{}`, bob, http.StatusNotFound, "order_not_found"},
 		{"bob paying alice's order", http.MethodPost, orderPath + "/pay", `{"user_id":"bob"}`, bob, http.StatusNotFound, "order_not_found"},
@@ -136,7 +144,7 @@ func TestBuyerJWT(t *testing.T) {
 		t.Errorf("audit = %+v; want 2 units sold (alice's and carol's), consistent", a)
 	}
 	metrics := in.Get(t, "/metrics")
-	for _, want := range []string{`seckill_auth_failures_total{reason="missing"} 4`, `seckill_auth_failures_total{reason="malformed"} 1`, `seckill_auth_failures_total{reason="unknown_key"} 1`} {
+	for _, want := range []string{`seckill_auth_failures_total{reason="missing"} 6`, `seckill_auth_failures_total{reason="malformed"} 1`, `seckill_auth_failures_total{reason="subject"} 1`, `seckill_auth_failures_total{reason="unknown_key"} 1`} {
 		if !strings.Contains(string(metrics.Body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

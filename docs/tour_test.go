@@ -299,6 +299,7 @@ func buyerTour(t *testing.T, c caller, signer *buyer.Signer) {
 	o := c.want(c.do("POST", path, `{"quantity": 1, "request_id": "ra-1"}`, alice...), 201, "")
 	order := fmt.Sprintf("/api/v1/orders/%d", o.OrderID)
 	c.want(c.do("GET", "/api/v1/purchases/ra-1", ""), 401, "unauthenticated")
+	c.want(c.do("GET", "/api/v1/purchases/ra-1?user_id=u-bob", "", alice...), 403, "forbidden")
 	c.want(c.do("GET", order+"?user_id=u-alice", ""), 401, "unauthenticated")
 	c.want(c.do("GET", order+"?user_id=u-bob", "", alice...), 403, "forbidden")
 	for _, action := range []string{"/pay", "/cancel"} {

@@ -228,6 +228,15 @@ type Attempt struct {
 // reservation carries it (never made, refused, discarded by a reset, or
 // lost by a Redis that lost what it acknowledged).
 func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, error) {
+	return s.PurchaseOfBuyer(ctx, requestID, "")
+}
+
+// PurchaseOfBuyer is PurchaseOf to buyer user ("" for anyone): another
+// buyer's attempt is not there to this one (purchase_not_found), found so
+// before anything about it is asked, so that no answer tells it exists.
+func (s *Seckill) PurchaseOfBuyer(ctx context.Context, requestID, user string) (Attempt, error) {
+	notFound := failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+	mine := func(owner string) bool { return user == "" || owner == user }
 	if api.CheckID(requestID) != nil {
 		return Attempt{}, failure.Errorf(failure.CodeInvalid, "request_id must be 1 to %d characters of valid UTF-8, without control characters", maxIDLength)
 	}
@@ -236,19 +245,21 @@ func (s *Seckill) PurchaseOf(ctx context.Context, requestID string) (Attempt, er
 	var o model.Order
 	err := s.db.WithContext(dbCtx).Where("request_id = ?", requestID).Take(&o).Error
 	switch {
+	case err == nil && !mine(string(o.UserID)):
+		return Attempt{}, notFound
 	case err == nil:
 		return Attempt{Order: &o, User: string(o.UserID)}, nil
 	case !errors.Is(err, gorm.ErrRecordNotFound):
 		return Attempt{}, failure.Store("look up request_id", err)
 	case s.reserve == nil:
-		return Attempt{}, failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+		return Attempt{}, notFound
 	}
 	product, rec, ok, err := s.reserve.Find(dbCtx, requestID)
 	switch {
 	case err != nil:
 		return Attempt{}, failure.Store("look up request_id among the reservations", err)
-	case !ok:
-		return Attempt{}, failure.Errorf(failure.CodePurchaseNotFound, "no purchase carries request_id %q", requestID)
+	case !ok || !mine(rec.User):
+		return Attempt{}, notFound
 	case !rec.Pending():
 		return Attempt{Failed: refusal(requestID, failure.Code(rec.Code)), User: rec.User}, nil
 	}
