@@ -18,8 +18,10 @@ const (
 	// clockWork is buyer A's work inside the lock: within the lease.
 	clockWork = 1500 * time.Millisecond
 	// unlockLease is setnx's lease in setnx-unlock: longer than both
-	// buyers' work, so that nothing but A's unlock can let C in.
-	unlockLease = 4 * time.Second
+	// buyers' work, so that nothing but A's unlock can let C in, with room
+	// for a loaded machine (at 4 s, A's hold once outlasted it in CI, and
+	// A's unlock, judging its lease run out, spared B's lock).
+	unlockLease = 8 * time.Second
 	// unlockWorkA is buyer A's work under setnx in setnx-unlock: within
 	// the lease, so that A's unlock still believes it holds, and long
 	// enough for B to take the lock over meanwhile.
