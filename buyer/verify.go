@@ -22,7 +22,9 @@ import (
 const Leeway = 60 * time.Second
 
 // algorithms are the signature algorithms a buyer's token may use.
-var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+func algorithms() []jose.SignatureAlgorithm {
+	return []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+}
 
 // Reason is why a token was refused, as seckill_auth_failures_total's
 // reason label names it.
@@ -43,8 +45,10 @@ const (
 )
 
 // Reasons are every reason, for metrics that start at 0.
-var Reasons = []Reason{ReasonMissing, ReasonMalformed, ReasonAlgorithm, ReasonKey, ReasonSignature,
-	ReasonExpired, ReasonEarly, ReasonAudience, ReasonIssuer, ReasonSubject}
+func Reasons() []Reason {
+	return []Reason{ReasonMissing, ReasonMalformed, ReasonAlgorithm, ReasonKey, ReasonSignature,
+		ReasonExpired, ReasonEarly, ReasonAudience, ReasonIssuer, ReasonSubject}
+}
 
 // Refused is a token that is not valid, and why.
 type Refused struct {
@@ -118,7 +122,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Claims, error) {
 
 // verify checks token in full.
 func (v *Verifier) verify(ctx context.Context, token string) (Claims, error) {
-	tok, err := jwt.ParseSigned(token, algorithms)
+	tok, err := jwt.ParseSigned(token, algorithms())
 	if err != nil {
 		// go-jose refuses any other algorithm (none, HS256) here.
 		var alg *jose.ErrUnexpectedSignatureAlgorithm

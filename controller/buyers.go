@@ -48,7 +48,7 @@ func authFailures(reg prometheus.Registerer) *prometheus.CounterVec {
 		Name: "seckill_auth_failures_total",
 		Help: "Buyer tokens and payment callbacks refused, by why.",
 	}, []string{"reason"})
-	for _, r := range buyer.Reasons {
+	for _, r := range buyer.Reasons() {
 		vec.WithLabelValues(string(r))
 	}
 	for _, r := range paymentReasons() {
