@@ -2,7 +2,7 @@
 # a real MariaDB/MySQL and three independent Redis nodes that
 # scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
 # its own (scripts/stack.sh).
-.PHONY: demo test bench bench-writers vet fuzz soak test-tidb test-galera
+.PHONY: demo test bench bench-writers vet fuzz soak test-tidb test-galera test-hydra
 
 # The workshop, go run . demo with a sign of life (scripts/demo.sh): builds
 # the program into bin/seckill, saying every DEMO_HEARTBEAT seconds that it
@@ -65,6 +65,14 @@ test-tidb:
 # an instance writing through node 0 and one through node 2.
 test-galera:
 	SECKILL_TEST_GALERA=1 scripts/testenv.sh go test -race -count=1 -run '^TestGalera' -v -timeout 20m ./internal/testkit/galeratest/ ./internal/testkit/testenv/
+
+# Buyers' tokens from a real OpenID Connect provider (docs/security.md):
+# builds ORY Hydra from the Go module proxy once (minutes; cached outside
+# the repository), starts it in memory, and runs TestHydra against it: the
+# service discovers its keys, buyers get tokens from it, and it rotates its
+# key mid-test.
+test-hydra:
+	scripts/testenv.sh scripts/hydra.sh go test -race -count=1 -run '^TestHydra$$' -v ./internal/testkit/hydratest/
 
 # The topology of docker-compose.yml without Docker, from Debian's packages:
 # state under STACK_DIR (.stack/), nginx on STACK_HTTP_PORT (8080),

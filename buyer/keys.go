@@ -45,9 +45,13 @@ type Keys struct {
 
 	set atomic.Pointer[map[string]jose.JSONWebKey] // by kid
 
-	mu       sync.Mutex // one read at a time
-	lastRead time.Time  // when the last read ended
-	lastBody []byte     // what it read
+	mu sync.Mutex // one read at a time
+	// kidRead is when the last read a token's unknown kid asked for ended:
+	// those are the reads MinRefresh spaces (the read at start and those
+	// every Refresh spend none of it, so that the first token of a key
+	// rotated in is verified, however soon after them it comes).
+	kidRead  time.Time
+	lastBody []byte // what the last read read
 	// reads counts the set's successful reads: a token verified under an
 	// earlier one is verified again (its key may be gone).
 	reads atomic.Uint64
@@ -111,7 +115,6 @@ func (k *Keys) readLocked(ctx context.Context) error {
 	// not cut it short (and spend the MinRefresh allowance for nothing).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
 	defer cancel()
-	defer func() { k.lastRead = k.now() }()
 	var body []byte
 	var err error
 	if strings.HasPrefix(k.source, "https://") || strings.HasPrefix(k.source, "http://") {
@@ -192,7 +195,8 @@ func algorithmOf(key jose.JSONWebKey) jose.SignatureAlgorithm {
 }
 
 // lookup returns the key of kid, reading the set again first when it does
-// not hold it and the last read is MinRefresh old; false when the set
+// not hold it and the last read an unknown kid asked for is MinRefresh
+// old; false when the set
 // does not hold it then, with the read's error if it failed.
 func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, error) {
 	if key, ok := (*k.set.Load())[kid]; ok {
@@ -208,10 +212,12 @@ func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, e
 	if key, ok := (*k.set.Load())[kid]; ok { // read by another meanwhile
 		return key, true, nil
 	}
-	if k.now().Sub(k.lastRead) < MinRefresh {
+	if k.now().Sub(k.kidRead) < MinRefresh {
 		return jose.JSONWebKey{}, false, nil
 	}
-	if err := k.readLocked(ctx); err != nil && !errors.Is(err, ErrNoUsableKey) {
+	err := k.readLocked(ctx)
+	k.kidRead = k.now() // from the read's end: a slow read spends no allowance
+	if err != nil && !errors.Is(err, ErrNoUsableKey) {
 		return jose.JSONWebKey{}, false, err
 	}
 	key, ok := (*k.set.Load())[kid]

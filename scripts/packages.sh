@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# packages.sh: sourced by scripts/testenv.sh and scripts/stack.sh.
+# packages.sh: sourced by scripts/testenv.sh, scripts/stack.sh and scripts/hydra.sh.
 #
 #   packages_install_missing [--no-recommends] COMMAND[|COMMAND...]=PACKAGE ...
 #

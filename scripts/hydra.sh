@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# hydra.sh COMMAND [ARG...]
+#
+# Makes a real OpenID Connect provider (ORY Hydra) available, runs COMMAND
+# with it, then stops what it started:
+#   - builds hydra once from the Go module proxy into a cache outside the
+#     repository, ${SECKILL_HYDRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-hydra}
+#     (about 60 MB; the first build takes minutes);
+#   - starts its own provider on two free ports of 127.0.0.1 (public and
+#     admin), in memory (SQLite), with JWT access tokens, and waits until its
+#     discovery document answers.
+# COMMAND sees SECKILL_TEST_HYDRA_ISSUER (the public URL, the tokens' iss) and
+# SECKILL_TEST_HYDRA_ADMIN (the admin API's URL, for clients and keys).
+#   scripts/hydra.sh go test -race -count=1 -run TestHydra ./buyer/
+# `scripts/hydra.sh build` only builds (or finds) the binary and prints its path.
+set -euo pipefail
+
+# shellcheck source=scripts/ports.sh
+. "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
+# shellcheck source=scripts/packages.sh
+. "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
+
+# The module's go.mod replaces its API client with ./internal/httpclient, a
+# nested module its zip leaves out: the client of the same API is fetched
+# and put in place.
+HYDRA_MODULE=github.com/ory/hydra/v2@v2.3.0
+CLIENT_MODULE=github.com/ory/hydra-client-go/v2@v2.2.1
+cache=${SECKILL_HYDRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-hydra}
+bin=$cache/hydra-${HYDRA_MODULE##*@}
+work=""
+hydra_pid=""
+
+log() { echo "hydra: $*" >&2; }
+
+cleanup() {
+	if [ -n "$hydra_pid" ]; then
+		kill "$hydra_pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do kill -0 "$hydra_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$hydra_pid" 2>/dev/null || true
+		wait "$hydra_pid" 2>/dev/null || true
+	fi
+	[ -z "$work" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+# module_dir prints where the module proxy's copy of module@version is.
+module_dir() {
+	local dir
+	# From a directory outside any module: the download touches no go.mod.
+	dir=$(cd "$1" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$2" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+	if [ -z "$dir" ] || [ ! -d "$dir" ]; then
+		log "go mod download $2 gave no directory"
+		return 1
+	fi
+	echo "$dir"
+}
+
+build() {
+	[ -x "$bin" ] && return 0
+	mkdir -p "$cache"
+	# One build at a time: a second caller waits, then finds the binary.
+	exec 9>"$cache/build.lock"
+	flock 9
+	if [ -x "$bin" ]; then exec 9>&-; return 0; fi
+	local tmp src client
+	tmp=$(mktemp -d "$cache/build.XXXXXX")
+	log "building hydra into $cache (minutes on first run; log in $tmp/build.log)"
+	src=$(module_dir "$tmp" "$HYDRA_MODULE")
+	client=$(module_dir "$tmp" "$CLIENT_MODULE")
+	cp -r "$src" "$tmp/hydra"
+	chmod -R u+w "$tmp/hydra"
+	rm -rf "$tmp/hydra/internal/httpclient"
+	cp -r "$client" "$tmp/hydra/internal/httpclient"
+	chmod -R u+w "$tmp/hydra/internal/httpclient"
+	# -tags sqlite: the in-memory store (DSN=memory); without it hydra
+	# wants MySQL 8 or PostgreSQL.
+	if ! (cd "$tmp/hydra" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -buildvcs=false -tags sqlite -o "$tmp/hydra-bin" .) >"$tmp/build.log" 2>&1; then
+		tail -n 30 "$tmp/build.log" >&2
+		log "build failed (its tree is kept in $tmp)"
+		return 1
+	fi
+	mv "$tmp/hydra-bin" "$bin"
+	rm -rf "$tmp"
+	exec 9>&-
+	log "built $bin"
+}
+
+# hydra_port prints a free port below Linux's ephemeral range, apart from
+# testenv.sh's Redis nodes (20000-29999) and tidb.sh's (10000-19999).
+hydra_port() { free_port 30000 32000; }
+
+# start starts the provider, again on other ports when it exits at once (a
+# port taken between the check and the bind), three tries in all.
+start() {
+	local try
+	for try in 1 2 3; do
+		start_once && return 0
+		[ -z "$hydra_pid" ] || ! kill -0 "$hydra_pid" 2>/dev/null || return 1 # running, not answering
+		log "hydra exited at once (try $try of 3)"
+		rm -rf "$work"
+		work="" hydra_pid=""
+	done
+	return 1
+}
+
+start_once() {
+	local public admin secret
+	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-hydra.XXXXXX")
+	public=$(hydra_port)
+	admin=$(hydra_port)
+	[ "$public" != "$admin" ] || admin=$(hydra_port)
+	secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	# --dev allows the issuer over http; the store is in memory, so every
+	# run starts with no clients and fresh keys.
+	DSN=memory URLS_SELF_ISSUER="http://127.0.0.1:$public" \
+		SERVE_PUBLIC_PORT="$public" SERVE_PUBLIC_HOST=127.0.0.1 \
+		SERVE_ADMIN_PORT="$admin" SERVE_ADMIN_HOST=127.0.0.1 \
+		STRATEGIES_ACCESS_TOKEN=jwt SECRETS_SYSTEM="$secret" LOG_LEVEL=warn \
+		"$bin" serve all --dev --sqa-opt-out </dev/null >"$work/hydra.log" 2>&1 &
+	hydra_pid=$!
+	for _ in $(seq 1 120); do
+		if curl -fsS -o /dev/null "http://127.0.0.1:$public/.well-known/openid-configuration" 2>/dev/null &&
+			curl -fsS -o /dev/null "http://127.0.0.1:$admin/health/ready" 2>/dev/null; then
+			SECKILL_TEST_HYDRA_ISSUER="http://127.0.0.1:$public"
+			SECKILL_TEST_HYDRA_ADMIN="http://127.0.0.1:$admin"
+			return 0
+		fi
+		kill -0 "$hydra_pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	tail -n 30 "$work/hydra.log" >&2 || true
+	log "hydra on ports $public and $admin did not answer"
+	return 1
+}
+
+[ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...] | $0 build" >&2; exit 2; }
+# gcc: the sqlite tag is cgo; curl: asking whether it answers.
+packages_install_missing gcc=gcc curl=curl
+build
+if [ "$1" = build ] && [ $# -eq 1 ]; then
+	echo "$bin"
+	exit 0
+fi
+start
+export SECKILL_TEST_HYDRA_ISSUER SECKILL_TEST_HYDRA_ADMIN
+log "hydra ${SECKILL_TEST_HYDRA_ISSUER} (admin ${SECKILL_TEST_HYDRA_ADMIN}; log in $work/hydra.log)"
+"$@"
