@@ -181,23 +181,32 @@ func runSettings(t *testing.T, readme string) []map[string]string {
 	var runs []map[string]string
 	for _, block := range shBlocks(readmeSection(t, readme, "## Running the service")) {
 		for _, cmd := range shCommands(block) {
-			words := strings.Fields(cmd)
-			at := slices.Index(words, "go")
-			if at < 0 || at+2 >= len(words) || words[at+1] != "run" || words[at+2] != "." {
-				continue
+			if env, ok := goRunSettings(t, cmd); ok {
+				runs = append(runs, env)
 			}
-			env := map[string]string{}
-			for _, w := range words[:at] {
-				k, v, ok := strings.Cut(w, "=")
-				if !ok {
-					t.Fatalf("README: %q before `go run .` is not NAME=value", w)
-				}
-				env[k] = strings.Trim(v, `'"`)
-			}
-			runs = append(runs, env)
 		}
 	}
 	return runs
+}
+
+// goRunSettings returns the variables a `go run .` command sets; false
+// when cmd is another command.
+func goRunSettings(t *testing.T, cmd string) (map[string]string, bool) {
+	t.Helper()
+	words := strings.Fields(cmd)
+	at := slices.Index(words, "go")
+	if at < 0 || at+2 >= len(words) || words[at+1] != "run" || words[at+2] != "." {
+		return nil, false
+	}
+	env := map[string]string{}
+	for _, w := range words[:at] {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			t.Fatalf("%q before `go run .` is not NAME=value", w)
+		}
+		env[k] = strings.Trim(v, `'"`)
+	}
+	return env, true
 }
 
 // saleStep is one command of the README's curl sale and the comment lines
@@ -294,37 +303,83 @@ func TestReadmeSale(t *testing.T) {
 				env["SECKILL_MYSQL_DSN"], env["SECKILL_REDIS_ADDRS"] = "", ""
 			}
 			p := apptest.Run(t, run, env)
-			const marker = "--- end of step ---"
-			var script strings.Builder
-			for _, s := range steps {
-				fmt.Fprintf(&script, "%s\necho '%s'\n", strings.ReplaceAll(s.command, base, p.URL), marker)
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).Output()
-			if err != nil {
-				t.Fatalf("the README's sale: %v\n%s", err, out)
-			}
-			printed := strings.Split(string(out), marker+"\n")
-			for j, s := range steps {
-				var got []string
-				if j < len(printed) {
-					got = strings.Split(strings.TrimSuffix(printed[j], "\n"), "\n")
-					if len(got) == 1 && got[0] == "" {
-						got = nil
-					}
-				}
-				ok := len(got) == len(s.want)
-				for k := 0; ok && k < len(got); k++ {
-					ok = answerMatches(s.want[k], got[k])
-				}
-				if !ok {
-					t.Errorf("README step\n%s\nprinted\n%s\nwant (README's comment)\n%s",
-						s.command, strings.Join(got, "\n"), strings.Join(s.want, "\n"))
-				}
-			}
+			playSale(t, steps, strings.NewReplacer(base, p.URL))
 		})
 	}
+}
+
+// playSale runs a curl sale's steps in one shell, as written but for what
+// replace changes, and holds what each step prints against the comment
+// under it.
+func playSale(t *testing.T, steps []saleStep, replace *strings.Replacer) {
+	t.Helper()
+	const marker = "--- end of step ---"
+	var script strings.Builder
+	for _, s := range steps {
+		fmt.Fprintf(&script, "%s\necho '%s'\n", replace.Replace(s.command), marker)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).Output()
+	if err != nil {
+		t.Fatalf("the sale: %v\n%s", err, out)
+	}
+	printed := strings.Split(string(out), marker+"\n")
+	for j, s := range steps {
+		var got []string
+		if j < len(printed) {
+			got = strings.Split(strings.TrimSuffix(printed[j], "\n"), "\n")
+			if len(got) == 1 && got[0] == "" {
+				got = nil
+			}
+		}
+		ok := len(got) == len(s.want)
+		for k := 0; ok && k < len(got); k++ {
+			ok = answerMatches(s.want[k], got[k])
+		}
+		if !ok {
+			t.Errorf("step\n%s\nprinted\n%s\nwant (the page's comment)\n%s",
+				s.command, strings.Join(got, "\n"), strings.Join(s.want, "\n"))
+		}
+	}
+}
+
+// TestOperatingTokenSale runs docs/operating.md's sale with buyers' tokens
+// as written: the driver's key and JWK Set, an instance under
+// SECKILL_BUYER_AUTH=jwt with the settings of its run command (on the
+// harness's stores), then the curl sale, each answer held against the
+// comment under its command.
+func TestOperatingTokenSale(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := shBlocks(readmeSection(t, string(b), "### A sale with buyers' tokens"))
+	if len(blocks) != 2 {
+		t.Fatalf("the sale with buyers' tokens has %d shell blocks; want 2 (the key and the service, the sale)", len(blocks))
+	}
+	start := shCommands(blocks[0])
+	if len(start) != 2 || !strings.HasPrefix(start[0], "go run ./loadtest -keygen keys") {
+		t.Fatalf("the sale's first block is %q; want the driver's -keygen keys, then the service", start)
+	}
+	// The page's keys/ is the test's own directory.
+	dir := t.TempDir()
+	keys := strings.NewReplacer("keys/", dir+"/", "-keygen keys", "-keygen "+dir)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "bash", "-c", keys.Replace(start[0])).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", start[0], err, out)
+	}
+	env, ok := goRunSettings(t, start[1])
+	if !ok || env["SECKILL_BUYER_AUTH"] != "jwt" {
+		t.Fatalf("the sale's service is started by %q; want `go run .` under SECKILL_BUYER_AUTH=jwt", start[1])
+	}
+	for k, v := range env {
+		env[k] = keys.Replace(v)
+	}
+	p := apptest.Run(t, run, env)
+	playSale(t, saleSteps(blocks[1]), strings.NewReplacer("http://127.0.0.1:8080", p.URL, "keys/", dir+"/"))
 }
 
 // TestReadmeDriverCommands: the README's load driver commands talk to the

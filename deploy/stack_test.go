@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testkit/testenv"
 )
@@ -292,19 +293,34 @@ func TestStack(t *testing.T) {
 	t.Run("up, a sale, down", func(t *testing.T) {
 		stackUpSaleDown(t, "STACK_SECKILL_BIN="+bin)
 	})
-	t.Run("reserve on a Redis Cluster", func(t *testing.T) {
-		stackReserveCluster(t, "STACK_SECKILL_BIN="+bin, "STACK_RESERVE_CLUSTER=1")
+	t.Run("reserve on a Redis Cluster, buyers' tokens", func(t *testing.T) {
+		stackReserveCluster(t, "STACK_SECKILL_BIN="+bin, "STACK_RESERVE_CLUSTER=1", "STACK_BUYER_AUTH=jwt", "SECKILL_LOCK=reserve")
 	})
 }
 
-// stackReserveCluster runs the stack with STACK_RESERVE_CLUSTER=1: six
-// cluster nodes run beside the rest, a reserve sale through nginx is exact
-// and its keys are on the cluster, not on the first Redis node; down stops
-// the cluster's nodes too.
+// stackReserveCluster runs the stack with STACK_RESERVE_CLUSTER=1 and
+// STACK_BUYER_AUTH=jwt, the instances under reserve: six cluster nodes run
+// beside the rest; a purchase without a token is 401; a reserve sale
+// through nginx, each buyer with a token signed by the key the stack made,
+// is exact and its keys are on the cluster, not on the first Redis node;
+// down stops the cluster's nodes too.
 func stackReserveCluster(t *testing.T, env ...string) {
 	s := newStack(t, env...)
-	if out, err := s.run("up"); err != nil {
+	out, err := s.run("up")
+	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	keyFile := filepath.Join(s.dir, "buyer", "key.pem")
+	if !strings.Contains(out, "-buyer-key "+keyFile+" -token") {
+		t.Errorf("stack.sh up under STACK_BUYER_AUTH=jwt does not say how to make a buyer's token with %s:\n%s", keyFile, out)
+	}
+	key, err := buyer.ReadPrivateKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := buyer.NewSigner(key, "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	parts, statusOut := s.status(t)
 	for _, part := range []string{"rcl1", "rcl2", "rcl3", "rcl4", "rcl5", "rcl6", "seckill1", "seckill2", "nginx"} {
@@ -324,11 +340,22 @@ func stackReserveCluster(t *testing.T, env ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	anonymous := &client.Client{BaseURL: c.BaseURL, HTTP: c.HTTP}
+	var e *client.Error
+	if _, err := anonymous.Purchase(ctx, prod.ID, client.Purchase{UserID: "u-0", Quantity: 1}, client.Override{}); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Fatalf("a purchase without a token under STACK_BUYER_AUTH=jwt: %v; want 401 unauthenticated", err)
+	}
 	var reserved, soldOut atomic.Int64
 	var g errgroup.Group
 	for i := range buyers {
 		g.Go(func() error {
-			r, err := c.Purchase(ctx, prod.ID, client.Purchase{UserID: fmt.Sprintf("u-%d", i), Quantity: 1}, client.Override{Strategy: "reserve"})
+			user := fmt.Sprintf("u-%d", i)
+			token, err := signer.BuyerToken(user, "seckill", "", time.Now(), time.Minute)
+			if err != nil {
+				return err
+			}
+			as := &client.Client{BaseURL: c.BaseURL, AdminToken: token, HTTP: c.HTTP} // the buyer's token as the bearer
+			r, err := as.Purchase(ctx, prod.ID, client.Purchase{UserID: user, Quantity: 1}, client.Override{})
 			var e *client.Error
 			switch {
 			case err == nil && r.Status == http.StatusAccepted:

@@ -36,6 +36,9 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		}
 		return cfg, opt, nil // nothing else applies
 	}
+	if opt.token != "" {
+		return cfg, opt, raw.tokenOnly(fs, &cfg, opt.token)
+	}
 	if opt.check != "" || opt.checkHTML != "" {
 		if opt.check == "" {
 			return cfg, opt, usageError{"-check-html draws the history that -check reads: give -check"}
@@ -57,15 +60,9 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		return cfg, opt, err
 	}
 	if raw.buyerKey != "" {
-		key, err := buyer.ReadPrivateKey(raw.buyerKey)
-		if err != nil {
-			return cfg, opt, usagef("-buyer-key: %v", err)
+		if err := raw.signer(&cfg); err != nil {
+			return cfg, opt, err
 		}
-		signer, err := buyer.NewSigner(key, raw.buyerKid)
-		if err != nil {
-			return cfg, opt, usagef("-buyer-key: %v", err)
-		}
-		cfg.BuyerTokens = &driver.BuyerTokens{Signer: signer, Audience: raw.buyerAudience, Issuer: raw.buyerIssuer}
 	}
 	if cfg.ProductID == 0 && !raw.newProduct {
 		cfg.ProductName = driver.DefaultProductName
@@ -78,6 +75,42 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		cfg.Requests = 0
 	}
 	return cfg, opt, nil
+}
+
+// signer reads -buyer-key into cfg's BuyerTokens.
+func (raw *rawFlags) signer(cfg *driver.Config) error {
+	key, err := buyer.ReadPrivateKey(raw.buyerKey)
+	if err != nil {
+		return usagef("-buyer-key: %v", err)
+	}
+	signer, err := buyer.NewSigner(key, raw.buyerKid)
+	if err != nil {
+		return usagef("-buyer-key: %v", err)
+	}
+	cfg.BuyerTokens = &driver.BuyerTokens{Signer: signer, Audience: raw.buyerAudience, Issuer: raw.buyerIssuer}
+	return nil
+}
+
+// tokenOnly checks -token USER's command line, -buyer-key and its shape
+// only, and reads the key.
+func (raw *rawFlags) tokenOnly(fs *flag.FlagSet, cfg *driver.Config, user string) error {
+	var other []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "token" && !strings.HasPrefix(f.Name, "buyer-") {
+			other = append(other, "-"+f.Name)
+		}
+	})
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	case len(other) > 0:
+		return usagef("-token prints a token and exits: %s do not apply", strings.Join(other, ", "))
+	case raw.buyerKey == "":
+		return usagef("-token %s signs with -buyer-key: give it", user)
+	case len(user) > 64:
+		return usagef("-token: a user_id is 1 to 64 characters, not %d", len(user))
+	}
+	return raw.signer(cfg)
 }
 
 // rawFlags are the flags read into the Config after the command line is
@@ -150,6 +183,7 @@ func newFlagSet(stderr io.Writer, cfg *driver.Config, opt *options, raw *rawFlag
 	fs.StringVar(&raw.buyerIssuer, "buyer-issuer", "", "the `iss` of -buyer-key's tokens (SECKILL_BUYER_ISSUER); empty: none")
 	fs.StringVar(&opt.keygen, "keygen", "", "write a buyer-token key (ES256) to `dir`/key.pem and its JWK Set to dir/jwks.json, for\n"+
 		"-buyer-key and SECKILL_BUYER_JWKS, and exit")
+	fs.StringVar(&opt.token, "token", "", "print a token for the buyer `user_id`, signed with -buyer-key (for curl), and exit")
 	return fs
 }
 

@@ -95,6 +95,8 @@ type options struct {
 	out string
 	// keygen: -keygen DIR, a buyer-token key and its JWK Set to write.
 	keygen string
+	// token: -token USER, the buyer whose token to print.
+	token string
 }
 
 // defaultOut is -out's default: git-ignored at the repository's root.
@@ -112,6 +114,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if opt.keygen != "" {
 		return keygen(opt.keygen, stdout)
+	}
+	if opt.token != "" {
+		tok, err := cfg.BuyerTokens.Token(opt.token, time.Now())
+		if err != nil {
+			return fmt.Errorf("-token: %w", err)
+		}
+		_, err = fmt.Fprintln(stdout, tok)
+		return err
 	}
 	if opt.check != "" {
 		err := checkHistory(opt.check, opt.checkHTML, stdout)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/internal/testkit/apptest"
 	"github.com/seckill/seckill/loadtest/driver"
@@ -311,6 +312,44 @@ func TestRunCommandOut(t *testing.T) {
 	for _, rep := range []report.Report{first, second, fresh} {
 		if len(rep.Results) != 1 || rep.Results[0].Successes != 20 || rep.Results[0].AuditBefore.Stock != driver.DefaultStock {
 			t.Errorf("results %+v; want 20 sold of a stock reset to %d", rep.Results, driver.DefaultStock)
+		}
+	}
+}
+
+// TestKeygenAndToken: -keygen writes a key and its JWK Set; -token prints
+// a buyer's token signed with that key, which the set verifies (sub the
+// user, aud -buyer-audience, valid for 10 minutes); -token without
+// -buyer-key, with a run's flag or with no user ID is a usage error.
+func TestKeygenAndToken(t *testing.T) {
+	dir := t.TempDir()
+	if err := run(t.Context(), []string{"-keygen", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("-keygen: %v", err)
+	}
+	key := filepath.Join(dir, "key.pem")
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-buyer-key", key, "-buyer-audience", "shop", "-token", "u-42"}, &out, io.Discard); err != nil {
+		t.Fatalf("-token: %v", err)
+	}
+	keys, err := buyer.NewKeys(t.Context(), filepath.Join(dir, "jwks.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := buyer.NewVerifier(keys, "shop", "", nil).Verify(t.Context(), strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("the printed token does not verify under -keygen's JWK Set: %v", err)
+	}
+	if life := time.Until(claims.Expiry); claims.Subject != "u-42" || life < 9*time.Minute || life > driver.DefaultBuyerTokenTTL {
+		t.Errorf("the token's sub %q, valid for %s more; want u-42's, for about %s", claims.Subject, life, driver.DefaultBuyerTokenTTL)
+	}
+	for _, args := range [][]string{
+		{"-token", "u-1"},
+		{"-token", "u-1", "-buyer-key", key, "-concurrency", "5"},
+		{"-token", "u-1", "-buyer-key", key, "extra"},
+		{"-token", strings.Repeat("u", 65), "-buyer-key", key},
+		{"-token", "u-1", "-buyer-key", filepath.Join(dir, "jwks.json")},
+	} {
+		if err := run(t.Context(), args, io.Discard, io.Discard); !errors.As(err, new(usageError)) {
+			t.Errorf("run(%q) = %v; want a usage error", args, err)
 		}
 	}
 }

@@ -29,6 +29,14 @@
 #                          (default: reserve uses the first Redis node); kept
 #                          in STACK_DIR/reserve-redis, and not changed while
 #                          an instance runs
+#   STACK_BUYER_AUTH       open (default) or jwt: the instances get
+#                          SECKILL_BUYER_AUTH=jwt and SECKILL_BUYER_JWKS, a
+#                          key set of one key made once by the driver's
+#                          -keygen in STACK_DIR/buyer/ (key.pem signs the
+#                          buyers' tokens: go run ./loadtest -buyer-key
+#                          STACK_DIR/buyer/key.pem -token u-42); kept in
+#                          STACK_DIR/buyer-auth, and not changed while an
+#                          instance runs
 #   SECKILL_ADMIN_TOKEN    the instances' admin token (default: made up once,
 #                          kept in STACK_DIR/admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_LOCK_WAIT, ... reach the instances
@@ -320,6 +328,31 @@ reserve_mode() {
 	fi
 }
 
+# buyer_auth reads or sets who the buyers are, in STACK_DIR/buyer-auth
+# ("open" or "jwt", from STACK_BUYER_AUTH), and refuses to change it while
+# an instance runs; under jwt it makes the buyers' key and its set once.
+buyer_auth() {
+	local file=$STACK_DIR/buyer-auth want=${STACK_BUYER_AUTH:-open} have keys=$STACK_DIR/buyer
+	case $want in
+	open | jwt) ;;
+	*) log "STACK_BUYER_AUTH=$want: want open or jwt"; exit 2 ;;
+	esac
+	have=$(cat "$file" 2>/dev/null || true)
+	if [ -n "$have" ] && [ "$have" != "$want" ] && { running seckill1 || running seckill2; }; then
+		log "the instances run with buyers $have; STACK_BUYER_AUTH asks for $want: stack.sh down first"
+		exit 1
+	fi
+	echo "$want" >"$file"
+	BUYER_AUTH=$want
+	if [ "$want" = open ] || { [ -s "$keys/key.pem" ] && [ -s "$keys/jwks.json" ]; }; then
+		return 0
+	fi
+	command -v go >/dev/null || fail buyer-keys "go not found: the driver makes the buyers' key (go run ./loadtest -keygen)"
+	log "making the buyers' key in $keys (go run ./loadtest -keygen)"
+	(cd "$root" && go run ./loadtest -keygen "$keys") >>"$LOGS/buyer-keys.log" 2>&1 ||
+		fail buyer-keys "go run ./loadtest -keygen failed"
+}
+
 # cluster_ok ADDR...: every node says the cluster is ok, and every replica
 # is attached to its master and synced with it.
 cluster_ok() {
@@ -339,13 +372,16 @@ cluster_ok() {
 http_ok() { curl -fsS -o /dev/null --max-time 2 "$1"; }
 
 start_seckill() {
-	local part=$1 port=$2 redis=() reserve=()
+	local part=$1 port=$2 redis=() reserve=() buyers=()
 	local n
 	for n in redis1 redis2 redis3; do redis+=("127.0.0.1:$(port_of "$n")"); done
 	if [ "$RESERVE_MODE" = cluster ]; then
 		cluster_ready || return 1
 		for n in "${CLUSTER_PARTS[@]}"; do reserve+=("127.0.0.1:$(port_of "$n")"); done
 		reserve=("SECKILL_RESERVE_REDIS=cluster:$(IFS=,; echo "${reserve[*]}")")
+	fi
+	if [ "$BUYER_AUTH" = jwt ]; then
+		buyers=("SECKILL_BUYER_AUTH=jwt" "SECKILL_BUYER_JWKS=$STACK_DIR/buyer/jwks.json")
 	fi
 	# What compose sets, with the addresses of this stack; nginx is on
 	# 127.0.0.1, so its X-Forwarded-For is trusted from there.
@@ -358,7 +394,7 @@ start_seckill() {
 		SECKILL_DRAIN_DELAY=5s \
 		SECKILL_STRATEGY_OVERRIDE=true \
 		SECKILL_TRUSTED_PROXIES=127.0.0.1/32 \
-		"${reserve[@]}" \
+		"${reserve[@]}" "${buyers[@]}" \
 		"$STACK_DIR/bin/seckill"
 	await "$part" 60 http_ok "http://127.0.0.1:$port/readyz"
 }
@@ -467,6 +503,9 @@ urls() {
 	if [ "$(cat "$STACK_DIR/reserve-redis" 2>/dev/null)" = cluster ] && running rcl1; then
 		echo "reserve's Redis:  a Redis Cluster, seeds 127.0.0.1:$(port_of rcl1) (redis-cli -c -p $(port_of rcl1))"
 	fi
+	if [ "$(cat "$STACK_DIR/buyer-auth" 2>/dev/null)" = jwt ]; then
+		echo "buyers' tokens:   go run ./loadtest -buyer-key $STACK_DIR/buyer/key.pem -token u-42"
+	fi
 	echo "logs:             $LOGS/"
 }
 
@@ -476,6 +515,7 @@ up() {
 		"mariadb-admin|mysqladmin=mariadb-client" redis-server=redis-server \
 		redis-cli=redis-tools nginx=nginx prometheus=prometheus curl=curl
 	reserve_mode
+	buyer_auth
 	trap 'log "interrupted: stopping the rest"; stop_all >&2; exit 130' INT TERM
 	MADE_UP=""
 	admin_token

@@ -20,14 +20,17 @@ type BuyerTokens struct {
 // DefaultBuyerTokenTTL is how long a token the driver signs is valid.
 const DefaultBuyerTokenTTL = 10 * time.Minute
 
-// tokenOf returns the plan's function of the token of request i's buyer,
-// whose user_id is prefix and i: a new token each time.
-func (b *BuyerTokens) tokenOf(prefix string) func(i int) (string, error) {
+// Token signs a new token for the buyer userID, valid from now.
+func (b *BuyerTokens) Token(userID string, now time.Time) (string, error) {
 	ttl := b.TTL
 	if ttl == 0 {
 		ttl = DefaultBuyerTokenTTL
 	}
-	return func(i int) (string, error) {
-		return b.Signer.BuyerToken(prefix+strconv.Itoa(i), b.Audience, b.Issuer, time.Now(), ttl)
-	}
+	return b.Signer.BuyerToken(userID, b.Audience, b.Issuer, now, ttl)
+}
+
+// tokenOf returns the plan's function of the token of request i's buyer,
+// whose user_id is prefix and i: a new token each time.
+func (b *BuyerTokens) tokenOf(prefix string) func(i int) (string, error) {
+	return func(i int) (string, error) { return b.Token(prefix+strconv.Itoa(i), time.Now()) }
 }

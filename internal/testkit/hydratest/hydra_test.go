@@ -172,7 +172,7 @@ func (h hydra) call(t *testing.T, path string, body any, status int) {
 // keyID is the kid of a token's signature, read without verifying it.
 func keyID(t *testing.T, token string) string {
 	t.Helper()
-	sig, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA})
+	sig, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA})
 	if err != nil {
 		t.Fatalf("the provider's token does not parse: %v", err)
 	}
