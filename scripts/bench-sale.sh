@@ -11,12 +11,13 @@
 # flash sale over two instances, sold-out answers against GET /healthz, and
 # a catalogue of 10,000 products with Zipf(1.1) demand (then the instance's
 # RSS and the size of its /metrics), and reserve beside the recipe teams
-# copy (cmd/peer).
+# copy (cmd/peer), and the hot product under buyers' tokens per algorithm.
 # Prints one table and the ratios the project aims for. FLAGs go to
 # cmd/salebench (-duration, -concurrency); -cluster measures instead reserve
 # on one Redis node against a Redis Cluster it starts (three masters with a
 # replica each, on this machine): the catalogue, one hot product, the price
-# of SECKILL_RESERVE_ACKS, and reserve.lua alone.
+# of SECKILL_RESERVE_ACKS, and reserve.lua alone; -jwt measures only the hot
+# product under open and under buyers' tokens (RS256, ES256, EdDSA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-bench.XXXXXX")

@@ -19,6 +19,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 # shellcheck source=scripts/packages.sh
 . "$(dirname "${BASH_SOURCE[0]}")/packages.sh"
+# shellcheck source=scripts/gobuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gobuild.sh"
 
 # The module's go.mod replaces its API client with ./internal/httpclient, a
 # nested module its zip leaves out: the client of the same API is fetched
@@ -33,58 +35,25 @@ hydra_pid=""
 log() { echo "hydra: $*" >&2; }
 
 cleanup() {
-	if [ -n "$hydra_pid" ]; then
-		kill "$hydra_pid" 2>/dev/null || true
-		for _ in $(seq 1 100); do kill -0 "$hydra_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$hydra_pid" 2>/dev/null || true
-		wait "$hydra_pid" 2>/dev/null || true
-	fi
+	[ -z "$hydra_pid" ] || stop_pid "$hydra_pid"
 	[ -z "$work" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 
-# module_dir prints where the module proxy's copy of module@version is.
-module_dir() {
-	local dir
-	# From a directory outside any module: the download touches no go.mod.
-	dir=$(cd "$1" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$2" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-	if [ -z "$dir" ] || [ ! -d "$dir" ]; then
-		log "go mod download $2 gave no directory"
-		return 1
-	fi
-	echo "$dir"
+# make_hydra TMP builds hydra into TMP/out, with -tags sqlite: the
+# in-memory store (DSN=memory); without it hydra wants MySQL 8 or
+# PostgreSQL.
+make_hydra() {
+	local tmp=$1 src client
+	src=$(module_dir "$tmp" "$HYDRA_MODULE") &&
+		client=$(module_dir "$tmp" "$CLIENT_MODULE") &&
+		cp -r "$src" "$tmp/hydra" && chmod -R u+w "$tmp/hydra" &&
+		rm -rf "$tmp/hydra/internal/httpclient" &&
+		cp -r "$client" "$tmp/hydra/internal/httpclient" && chmod -R u+w "$tmp/hydra/internal/httpclient" &&
+		(cd "$tmp/hydra" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -buildvcs=false -tags sqlite -o "$tmp/out" .)
 }
 
-build() {
-	[ -x "$bin" ] && return 0
-	mkdir -p "$cache"
-	# One build at a time: a second caller waits, then finds the binary.
-	exec 9>"$cache/build.lock"
-	flock 9
-	if [ -x "$bin" ]; then exec 9>&-; return 0; fi
-	local tmp src client
-	tmp=$(mktemp -d "$cache/build.XXXXXX")
-	log "building hydra into $cache (minutes on first run; log in $tmp/build.log)"
-	src=$(module_dir "$tmp" "$HYDRA_MODULE")
-	client=$(module_dir "$tmp" "$CLIENT_MODULE")
-	cp -r "$src" "$tmp/hydra"
-	chmod -R u+w "$tmp/hydra"
-	rm -rf "$tmp/hydra/internal/httpclient"
-	cp -r "$client" "$tmp/hydra/internal/httpclient"
-	chmod -R u+w "$tmp/hydra/internal/httpclient"
-	# -tags sqlite: the in-memory store (DSN=memory); without it hydra
-	# wants MySQL 8 or PostgreSQL.
-	if ! (cd "$tmp/hydra" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -buildvcs=false -tags sqlite -o "$tmp/hydra-bin" .) >"$tmp/build.log" 2>&1; then
-		tail -n 30 "$tmp/build.log" >&2
-		log "build failed (its tree is kept in $tmp)"
-		return 1
-	fi
-	mv "$tmp/hydra-bin" "$bin"
-	rm -rf "$tmp"
-	exec 9>&-
-	log "built $bin"
-}
+build() { cached_build "$bin" "$cache" make_hydra; }
 
 # hydra_port prints a free port below Linux's ephemeral range, apart from
 # testenv.sh's Redis nodes (20000-29999) and tidb.sh's (10000-19999).

@@ -18,6 +18,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/ports.sh
 . "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
+# shellcheck source=scripts/gobuild.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gobuild.sh"
 
 # A v8.4-era commit of TiDB. The module's go.mod replaces its parser with
 # ./pkg/parser, a nested module its zip leaves out: it is fetched at the
@@ -32,56 +34,23 @@ tidb_pid=""
 log() { echo "tidb: $*" >&2; }
 
 cleanup() {
-	if [ -n "$tidb_pid" ]; then
-		kill "$tidb_pid" 2>/dev/null || true
-		for _ in $(seq 1 100); do kill -0 "$tidb_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$tidb_pid" 2>/dev/null || true
-		wait "$tidb_pid" 2>/dev/null || true
-	fi
+	[ -z "$tidb_pid" ] || stop_pid "$tidb_pid"
 	[ -z "$work" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 
-# module_dir prints where the module proxy's copy of module@version is.
-module_dir() {
-	local dir
-	# From a directory outside any module: the download touches no go.mod.
-	dir=$(cd "$1" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$2" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-	if [ -z "$dir" ] || [ ! -d "$dir" ]; then
-		log "go mod download $2 gave no directory"
-		return 1
-	fi
-	echo "$dir"
+# make_tidb TMP builds tidb-server into TMP/out.
+make_tidb() {
+	local tmp=$1 src parser
+	src=$(module_dir "$tmp" "$TIDB_MODULE") &&
+		parser=$(module_dir "$tmp" "$PARSER_MODULE") &&
+		cp -r "$src" "$tmp/tidb" && chmod -R u+w "$tmp/tidb" &&
+		rm -rf "$tmp/tidb/pkg/parser" &&
+		cp -r "$parser" "$tmp/tidb/pkg/parser" && chmod -R u+w "$tmp/tidb/pkg/parser" &&
+		(cd "$tmp/tidb" && GOWORK=off GOFLAGS=-mod=mod go build -buildvcs=false -o "$tmp/out" ./cmd/tidb-server)
 }
 
-build() {
-	[ -x "$bin" ] && return 0
-	mkdir -p "$cache"
-	# One build at a time: a second caller waits, then finds the binary.
-	exec 9>"$cache/build.lock"
-	flock 9
-	if [ -x "$bin" ]; then exec 9>&-; return 0; fi
-	local tmp src parser
-	tmp=$(mktemp -d "$cache/build.XXXXXX")
-	log "building tidb-server into $cache (minutes on first run; log in $tmp/build.log)"
-	src=$(module_dir "$tmp" "$TIDB_MODULE")
-	parser=$(module_dir "$tmp" "$PARSER_MODULE")
-	cp -r "$src" "$tmp/tidb"
-	chmod -R u+w "$tmp/tidb"
-	rm -rf "$tmp/tidb/pkg/parser"
-	cp -r "$parser" "$tmp/tidb/pkg/parser"
-	chmod -R u+w "$tmp/tidb/pkg/parser"
-	if ! (cd "$tmp/tidb" && GOWORK=off GOFLAGS=-mod=mod go build -buildvcs=false -o "$tmp/tidb-server" ./cmd/tidb-server) >"$tmp/build.log" 2>&1; then
-		tail -n 30 "$tmp/build.log" >&2
-		log "build failed (its tree is kept in $tmp)"
-		return 1
-	fi
-	mv "$tmp/tidb-server" "$bin"
-	rm -rf "$tmp"
-	exec 9>&-
-	log "built $bin"
-}
+build() { cached_build "$bin" "$cache" make_tidb; }
 
 # tidb_port prints a free port below Linux's ephemeral range (32768-60999),
 # where an outgoing connection's own port could take one between this check

@@ -224,12 +224,6 @@ func (b *bench) writeCluster(f *clusterFigures) error {
 	fmt.Fprintln(b.out, "CPU/ANSWER REDIS: the node's process, or every process of the cluster (the replicas apply every write too).")
 	fmt.Fprintln(b.out, "The service, MariaDB, every Redis and the driver share the machine's cores.")
 	fmt.Fprintln(b.out, "\nratios (one run, one machine):")
-	aim := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "NOT MET"
-	}
 	r1 := f.catCluster.perSecond / f.catNode.perSecond
 	fmt.Fprintf(b.out, "  catalogue, cluster / one node          %5.2fx  (aim >= 0.9: %s); CPU/answer service %.2fx, Redis %.2fx\n",
 		r1, aim(r1 >= 0.9), ratio(f.catCluster.cpu, f.catNode.cpu), ratio(f.catCluster.redisCPU, f.catNode.redisCPU))

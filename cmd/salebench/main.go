@@ -57,6 +57,7 @@ type options struct {
 	duration    time.Duration // each measured run
 	concurrency int
 	cluster     bool // the cluster bench (cluster.go) instead
+	jwt         bool // only the hot product under open and under jwt (buyers.go)
 }
 
 func main() {
@@ -78,6 +79,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured run")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "buyers at once in the anchors and the single-instance runs")
 	fs.BoolVar(&o.cluster, "cluster", false, "measure reserve on one Redis node against a Redis Cluster it starts (3 masters, 3 replicas) instead")
+	fs.BoolVar(&o.jwt, "jwt", false, "measure only the hot product under open and under jwt, per algorithm")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,6 +89,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	b := &bench{opts: o, out: out, pids: map[string]int{}}
 	if o.cluster {
 		return b.clusterAll(ctx)
+	}
+	if o.jwt {
+		return b.jwtAll(ctx)
 	}
 	return b.all(ctx)
 }
@@ -142,7 +147,7 @@ type figures struct {
 	// peer is the recipe teams copy (cmd/peer), measured as reserve is.
 	peer peerResult
 	// jwt is the hot product under SECKILL_BUYER_AUTH=jwt, per algorithm.
-	jwt []jwtRow
+	jwt jwtResult
 	// sweep is the hot product before and during the sweep of a backlog.
 	sweep sweepResult
 }
@@ -182,9 +187,6 @@ func (b *bench) all(ctx context.Context) error {
 	}
 	if f.jwt, err = b.buyersJWT(ctx, dsn, token); err != nil {
 		return err
-	}
-	for _, j := range f.jwt {
-		b.rows = append(b.rows, j.row)
 	}
 	if f.sweep, err = b.sweepCost(ctx, dsn, first, token); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +14,10 @@ import (
 // TestRunBuyerTokens: against instances under SECKILL_BUYER_AUTH=jwt the
 // driver signs each buyer's token (-buyer-key): its purchases and its
 // cancels are the buyers', the promises of reserve are drained, and the
-// audit holds; without the tokens every purchase is refused 401.
+// audit holds; without the tokens every purchase is refused 401. The
+// tokens of the first 40 requests are signed before the run, the others as
+// they are sent. With Buyers, five buyers make every purchase and cancel,
+// each with its one token.
 func TestRunBuyerTokens(t *testing.T) {
 	dir := t.TempDir()
 	key, err := buyer.GenerateKey("EdDSA")
@@ -28,11 +32,15 @@ func TestRunBuyerTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := &driver.BuyerTokens{Signer: signer, Audience: "seckill"}
-	for _, lock := range []string{"redlock", "reserve"} {
-		t.Run(lock, func(t *testing.T) {
+	tokens := &driver.BuyerTokens{Signer: signer, Audience: "seckill", Presign: 40}
+	for _, tc := range []struct {
+		lock   string
+		buyers int // Config.Buyers: 0, a buyer per purchase
+	}{{"redlock", 0}, {"reserve", 0}, {"redlock", 5}} {
+		lock := tc.lock
+		t.Run(fmt.Sprintf("%s, buyers=%d", lock, tc.buyers), func(t *testing.T) {
 			in := apptest.Start(t, map[string]string{"SECKILL_BUYER_AUTH": "jwt", "SECKILL_BUYER_JWKS": filepath.Join(dir, "jwks.json"),
-				"SECKILL_LOCK": lock, "SECKILL_STRATEGY_OVERRIDE": "false"})
+				"SECKILL_LOCK": lock, "SECKILL_STRATEGY_OVERRIDE": "false", "SECKILL_PER_USER_LIMIT": "0"})
 			const stock = 20
 			cancel := 0.25
 			if lock == "reserve" {
@@ -40,7 +48,7 @@ func TestRunBuyerTokens(t *testing.T) {
 			}
 			rep, err := driver.Run(t.Context(), driver.Config{
 				URLs: []string{in.URL}, AdminToken: in.AdminToken, Stock: stock, Requests: 80, Concurrency: 8,
-				Strategies: []string{""}, BuyerTokens: tokens, Cancel: cancel,
+				Strategies: []string{""}, BuyerTokens: tokens, Cancel: cancel, Buyers: tc.buyers,
 			})
 			if err != nil {
 				t.Fatalf("Run = %v", err)
@@ -54,6 +62,17 @@ func TestRunBuyerTokens(t *testing.T) {
 			}
 			if p := res.Promises; lock == "reserve" && (p == nil || p.Broken() != 0 || p.Kept != res.Successes) {
 				t.Errorf("promises %+v; want every 202 kept", p)
+			}
+			var users int64
+			if err := in.Stores.DB.WithContext(t.Context()).Raw("SELECT COUNT(DISTINCT user_id) FROM orders WHERE product_id = ?", res.Audit.ProductID).Scan(&users).Error; err != nil {
+				t.Fatal(err)
+			}
+			want := int64(res.Successes) // a buyer per order
+			if tc.buyers > 0 {
+				want = int64(tc.buyers)
+			}
+			if users != want {
+				t.Errorf("the orders are of %d buyers; want %d (buyers=%d, %d orders)", users, want, tc.buyers, res.Successes)
 			}
 
 			rep, err = driver.Run(t.Context(), driver.Config{

@@ -150,6 +150,13 @@ type Config struct {
 	// it on the buyer's purchase and cancel (SECKILL_BUYER_AUTH=jwt);
 	// the admin token still reads the audit and the promises.
 	BuyerTokens *BuyerTokens
+	// Buyers, when above 0, is how many buyers make a run's purchases:
+	// request i's buyer is the (i mod Buyers)th, so each buys again and
+	// again, with the same token each time under BuyerTokens (a buyer's
+	// retries; more than a unit each needs SECKILL_PER_USER_LIMIT=0).
+	// 0: every purchase is a buyer of its own. Not with History, whose
+	// checker knows a purchase's buyer by its request.
+	Buyers int
 	// Timeout is the longest wait for an answer once its request is sent:
 	// for the load, until its whole response is read (the load goes
 	// through fasthttp, with a connection per worker and instance); for the
@@ -283,6 +290,10 @@ func (c Config) checkPurchases() error {
 		return invalid("zipf %g must be a number from 0 up", c.Zipf)
 	case c.Stock > 0 && c.AdminToken == "":
 		return invalid("resetting the stock needs an admin token")
+	case c.Buyers < 0:
+		return invalid("buyers %d must not be negative", c.Buyers)
+	case c.Buyers > 0 && c.History != "":
+		return invalid("a history knows a purchase's buyer by its request: buyers %d does not apply", c.Buyers)
 	}
 	return nil
 }

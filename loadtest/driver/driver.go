@@ -132,9 +132,14 @@ func (s *sale) runStrategy(ctx context.Context, cfg Config, clients []*client.Cl
 	}
 	before := sumAudits(befores)
 	p := s.purchasePlan(cfg, st, prefix, before.Stock, rec)
-	var token func(i int) (string, error)
+	var token func(i int) (string, error) // request i's buyer's, for its promise
 	if cfg.BuyerTokens != nil {
-		token = cfg.BuyerTokens.tokenOf(prefix)
+		byBuyer, err := cfg.BuyerTokens.tokenOf(ctx, prefix, cfg.Buyers)
+		if err != nil {
+			return nil, err
+		}
+		p.BuyerToken = byBuyer
+		token = func(i int) (string, error) { return byBuyer(p.Buyer(i)) }
 	}
 	tr := newTracker(ctx, clients, prefix, len(s.products), cfg.Timeout, token)
 	defer tr.stop()
@@ -355,10 +360,7 @@ func (s *sale) purchasePlan(cfg Config, st client.Strategy, prefix string, stock
 	p.Stock = stock
 	p.CaptureStrategy = st.Name == ""
 	p.History = rec
-	p.Cancel, p.UserPrefix = cfg.Cancel, prefix
-	if cfg.BuyerTokens != nil {
-		p.BuyerToken = cfg.BuyerTokens.tokenOf(prefix)
-	}
+	p.Cancel, p.UserPrefix, p.Buyers = cfg.Cancel, prefix, cfg.Buyers
 	return p
 }
 

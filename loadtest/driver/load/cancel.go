@@ -53,7 +53,7 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 	req.SetRequestURI(p.Bases[k] + "/api/v1/orders/" + strconv.FormatInt(id, 10) + "/cancel")
 	body := append(w.body[:0], `{"user_id":"`...)
 	body = append(body, p.UserPrefix...)
-	body = strconv.AppendInt(body, int64(i), 10)
+	body = strconv.AppendInt(body, int64(p.Buyer(i)), 10)
 	body = append(body, `"}`...)
 	w.body = body
 	req.SetBody(body)

@@ -15,10 +15,13 @@ type Plan struct {
 	Bases    []string      // base URL per instance
 	Targets  []string      // full URL per instance
 	Purchase bool          // POST a purchase; else GET
-	// The body of purchase i is Head + i + Mid + i + Tail.
+	// The body of purchase i is Head + Buyer(i) + Mid + i + Tail.
 	Head, Mid, Tail []byte
-	Phases          []Phase
-	Open            bool
+	// Buyers, when above 0, is how many buyers there are: request i's is
+	// the (i mod Buyers)th; 0: request i's buyer is the ith.
+	Buyers int
+	Phases []Phase
+	Open   bool
 	// Requests is the closed loop's measured request count; 0: it runs
 	// its measured phase's length.
 	Requests int
@@ -52,13 +55,21 @@ type Plan struct {
 	// Authorization, when not empty, is every request's Authorization
 	// header: the admin token, which the override's parameters need.
 	Authorization string
-	// BuyerToken, when not nil, is the token of request i's buyer, sent
-	// as its bearer token on its purchase and its cancel
+	// BuyerToken, when not nil, is the token of buyer b (request i's is
+	// Buyer(i)), sent as its bearer token on its purchase and its cancel
 	// (SECKILL_BUYER_AUTH=jwt).
-	BuyerToken func(i int) (string, error)
+	BuyerToken func(b int) (string, error)
 	// Sources are the local addresses the load's connections come from
 	// (-clients); empty: the system's choice.
 	Sources []net.IP
+}
+
+// Buyer is the buyer of request i: its user ID is UserPrefix and it.
+func (p *Plan) Buyer(i int) int {
+	if p.Buyers > 0 {
+		return i % p.Buyers
+	}
+	return i
 }
 
 // Phase is a stretch of the load: the warmup, or one step of the open loop

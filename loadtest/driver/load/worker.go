@@ -69,7 +69,7 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 	}
 	if p.Purchase {
 		body := append(w.body[:0], p.Head...)
-		body = strconv.AppendInt(body, int64(i), 10)
+		body = strconv.AppendInt(body, int64(p.Buyer(i)), 10)
 		body = append(body, p.Mid...)
 		body = strconv.AppendInt(body, int64(i), 10)
 		body = append(body, p.Tail...)
@@ -97,7 +97,7 @@ func (w *worker) authorize(req *fasthttp.Request, i int) error {
 	if w.plan.BuyerToken == nil {
 		return nil
 	}
-	tok, err := w.plan.BuyerToken(i)
+	tok, err := w.plan.BuyerToken(w.plan.Buyer(i))
 	if err != nil {
 		return err
 	}
