@@ -29,28 +29,16 @@ HYDRA_MODULE=github.com/ory/hydra/v2@v2.3.0
 CLIENT_MODULE=github.com/ory/hydra-client-go/v2@v2.2.1
 cache=${SECKILL_HYDRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-hydra}
 bin=$cache/hydra-${HYDRA_MODULE##*@}
-work=""
-hydra_pid=""
 
 log() { echo "hydra: $*" >&2; }
-
-cleanup() {
-	[ -z "$hydra_pid" ] || stop_pid "$hydra_pid"
-	[ -z "$work" ] || rm -rf "$work"
-}
-trap cleanup EXIT
 
 # make_hydra TMP builds hydra into TMP/out, with -tags sqlite: the
 # in-memory store (DSN=memory); without it hydra wants MySQL 8 or
 # PostgreSQL.
 make_hydra() {
-	local tmp=$1 src client
-	src=$(module_dir "$tmp" "$HYDRA_MODULE") &&
-		client=$(module_dir "$tmp" "$CLIENT_MODULE") &&
-		cp -r "$src" "$tmp/hydra" && chmod -R u+w "$tmp/hydra" &&
-		rm -rf "$tmp/hydra/internal/httpclient" &&
-		cp -r "$client" "$tmp/hydra/internal/httpclient" && chmod -R u+w "$tmp/hydra/internal/httpclient" &&
-		(cd "$tmp/hydra" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -buildvcs=false -tags sqlite -o "$tmp/out" .)
+	local src
+	src=$(module_tree "$1" "$HYDRA_MODULE" "$CLIENT_MODULE" internal/httpclient) &&
+		(cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -buildvcs=false -tags sqlite -o "$1/out" .)
 }
 
 build() { cached_build "$bin" "$cache" make_hydra; }
@@ -58,20 +46,6 @@ build() { cached_build "$bin" "$cache" make_hydra; }
 # hydra_port prints a free port below Linux's ephemeral range, apart from
 # testenv.sh's Redis nodes (20000-29999) and tidb.sh's (10000-19999).
 hydra_port() { free_port 30000 32000; }
-
-# start starts the provider, again on other ports when it exits at once (a
-# port taken between the check and the bind), three tries in all.
-start() {
-	local try
-	for try in 1 2 3; do
-		start_once && return 0
-		[ -z "$hydra_pid" ] || ! kill -0 "$hydra_pid" 2>/dev/null || return 1 # running, not answering
-		log "hydra exited at once (try $try of 3)"
-		rm -rf "$work"
-		work="" hydra_pid=""
-	done
-	return 1
-}
 
 start_once() {
 	local public admin secret
@@ -87,7 +61,7 @@ start_once() {
 		SERVE_ADMIN_PORT="$admin" SERVE_ADMIN_HOST=127.0.0.1 \
 		STRATEGIES_ACCESS_TOKEN=jwt SECRETS_SYSTEM="$secret" LOG_LEVEL=warn \
 		"$bin" serve all --dev --sqa-opt-out </dev/null >"$work/hydra.log" 2>&1 &
-	hydra_pid=$!
+	pid=$!
 	for _ in $(seq 1 120); do
 		if curl -fsS -o /dev/null "http://127.0.0.1:$public/.well-known/openid-configuration" 2>/dev/null &&
 			curl -fsS -o /dev/null "http://127.0.0.1:$admin/health/ready" 2>/dev/null; then
@@ -95,7 +69,7 @@ start_once() {
 			SECKILL_TEST_HYDRA_ADMIN="http://127.0.0.1:$admin"
 			return 0
 		fi
-		kill -0 "$hydra_pid" 2>/dev/null || break
+		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
 	tail -n 30 "$work/hydra.log" >&2 || true
@@ -111,7 +85,7 @@ if [ "$1" = build ] && [ $# -eq 1 ]; then
 	echo "$bin"
 	exit 0
 fi
-start
+start_server start_once
 export SECKILL_TEST_HYDRA_ISSUER SECKILL_TEST_HYDRA_ADMIN
 log "hydra ${SECKILL_TEST_HYDRA_ISSUER} (admin ${SECKILL_TEST_HYDRA_ADMIN}; log in $work/hydra.log)"
 "$@"

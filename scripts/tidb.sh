@@ -28,26 +28,14 @@ TIDB_MODULE=github.com/pingcap/tidb@v1.1.0-beta.0.20241125141335-ec8b81b98edc
 PARSER_MODULE=github.com/pingcap/tidb/pkg/parser@v0.0.0-20241125141335-ec8b81b98edc
 cache=${SECKILL_TIDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seckill-tidb}
 bin=$cache/tidb-server-${TIDB_MODULE##*-}
-work=""
-tidb_pid=""
 
 log() { echo "tidb: $*" >&2; }
 
-cleanup() {
-	[ -z "$tidb_pid" ] || stop_pid "$tidb_pid"
-	[ -z "$work" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-
 # make_tidb TMP builds tidb-server into TMP/out.
 make_tidb() {
-	local tmp=$1 src parser
-	src=$(module_dir "$tmp" "$TIDB_MODULE") &&
-		parser=$(module_dir "$tmp" "$PARSER_MODULE") &&
-		cp -r "$src" "$tmp/tidb" && chmod -R u+w "$tmp/tidb" &&
-		rm -rf "$tmp/tidb/pkg/parser" &&
-		cp -r "$parser" "$tmp/tidb/pkg/parser" && chmod -R u+w "$tmp/tidb/pkg/parser" &&
-		(cd "$tmp/tidb" && GOWORK=off GOFLAGS=-mod=mod go build -buildvcs=false -o "$tmp/out" ./cmd/tidb-server)
+	local src
+	src=$(module_tree "$1" "$TIDB_MODULE" "$PARSER_MODULE" pkg/parser) &&
+		(cd "$src" && GOWORK=off GOFLAGS=-mod=mod go build -buildvcs=false -o "$1/out" ./cmd/tidb-server)
 }
 
 build() { cached_build "$bin" "$cache" make_tidb; }
@@ -71,20 +59,6 @@ answers() {
 	fi
 }
 
-# start starts the server, again on other ports when it exits at once (a
-# port taken between the check and the bind), three tries in all.
-start() {
-	local try
-	for try in 1 2 3; do
-		start_once && return 0
-		[ -z "$tidb_pid" ] || ! kill -0 "$tidb_pid" 2>/dev/null || return 1 # running, not answering
-		log "tidb-server exited at once (try $try of 3)"
-		rm -rf "$work"
-		work="" tidb_pid=""
-	done
-	return 1
-}
-
 start_once() {
 	local port status
 	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-tidb.XXXXXX")
@@ -97,13 +71,13 @@ start_once() {
 	"$bin" -store unistore -path "" -host 127.0.0.1 -P "$port" -status "$status" \
 		-status-host 127.0.0.1 -socket "" -temp-dir "$work/tmp" \
 		-log-file "$work/tidb.log" -log-slow-query "$work/slow.log" </dev/null >"$work/stdout.log" 2>&1 &
-	tidb_pid=$!
+	pid=$!
 	for _ in $(seq 1 240); do
 		if answers "$port"; then
 			SECKILL_TEST_TIDB_DSN="root@tcp(127.0.0.1:$port)/"
 			return 0
 		fi
-		kill -0 "$tidb_pid" 2>/dev/null || break
+		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
 	tail -n 30 "$work/tidb.log" "$work/stdout.log" >&2 || true
@@ -117,7 +91,7 @@ if [ "$1" = build ] && [ $# -eq 1 ]; then
 	echo "$bin"
 	exit 0
 fi
-start
+start_server start_once
 export SECKILL_TEST_TIDB_DSN
 log "tidb ${SECKILL_TEST_TIDB_DSN} (log in $work/tidb.log)"
 "$@"
