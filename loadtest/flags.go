@@ -31,12 +31,23 @@ func parseFlags(args []string, stderr io.Writer) (driver.Config, options, error)
 		return cfg, opt, usageError{err.Error()}
 	}
 	if opt.keygen != "" {
-		if fs.NArg() > 0 {
+		var other []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "keygen" {
+				other = append(other, "-"+f.Name)
+			}
+		})
+		switch {
+		case fs.NArg() > 0:
 			return cfg, opt, usagef("unexpected argument %q", fs.Arg(0))
+		case len(other) > 0:
+			return cfg, opt, usagef("-keygen writes a key and exits: %s do not apply", strings.Join(other, ", "))
 		}
-		return cfg, opt, nil // nothing else applies
+		return cfg, opt, nil
 	}
-	if opt.token != "" {
+	tokenSet := false
+	fs.Visit(func(f *flag.Flag) { tokenSet = tokenSet || f.Name == "token" })
+	if tokenSet {
 		return cfg, opt, raw.tokenOnly(fs, &cfg, opt.token)
 	}
 	if opt.check != "" || opt.checkHTML != "" {
@@ -107,7 +118,7 @@ func (raw *rawFlags) tokenOnly(fs *flag.FlagSet, cfg *driver.Config, user string
 		return usagef("-token prints a token and exits: %s do not apply", strings.Join(other, ", "))
 	case raw.buyerKey == "":
 		return usagef("-token %s signs with -buyer-key: give it", user)
-	case len(user) > 64:
+	case user == "" || len(user) > 64:
 		return usagef("-token: a user_id is 1 to 64 characters, not %d", len(user))
 	}
 	return raw.signer(cfg)

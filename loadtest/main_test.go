@@ -319,7 +319,8 @@ func TestRunCommandOut(t *testing.T) {
 // TestKeygenAndToken: -keygen writes a key and its JWK Set; -token prints
 // a buyer's token signed with that key, which the set verifies (sub the
 // user, aud -buyer-audience, valid for 10 minutes); -token without
-// -buyer-key, with a run's flag or with no user ID is a usage error.
+// -buyer-key, with a run's flag, with -keygen or with no user ID is a
+// usage error.
 func TestKeygenAndToken(t *testing.T) {
 	dir := t.TempDir()
 	if err := run(t.Context(), []string{"-keygen", dir}, io.Discard, io.Discard); err != nil {
@@ -346,6 +347,8 @@ func TestKeygenAndToken(t *testing.T) {
 		{"-token", "u-1", "-buyer-key", key, "-concurrency", "5"},
 		{"-token", "u-1", "-buyer-key", key, "extra"},
 		{"-token", strings.Repeat("u", 65), "-buyer-key", key},
+		{"-token", "", "-buyer-key", key},
+		{"-keygen", dir, "-token", "u-1"},
 		{"-token", "u-1", "-buyer-key", filepath.Join(dir, "jwks.json")},
 	} {
 		if err := run(t.Context(), args, io.Discard, io.Discard); !errors.As(err, new(usageError)) {

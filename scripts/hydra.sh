@@ -11,7 +11,7 @@
 #     discovery document answers.
 # COMMAND sees SECKILL_TEST_HYDRA_ISSUER (the public URL, the tokens' iss) and
 # SECKILL_TEST_HYDRA_ADMIN (the admin API's URL, for clients and keys).
-#   scripts/hydra.sh go test -race -count=1 -run TestHydra ./buyer/
+#   scripts/testenv.sh scripts/hydra.sh go test -race -count=1 -run TestHydra ./internal/testkit/hydratest/
 # `scripts/hydra.sh build` only builds (or finds) the binary and prints its path.
 set -euo pipefail
 
@@ -49,11 +49,13 @@ hydra_port() { free_port 30000 32000; }
 
 start_once() {
 	local public admin secret
-	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-hydra.XXXXXX")
-	public=$(hydra_port)
-	admin=$(hydra_port)
-	[ "$public" != "$admin" ] || admin=$(hydra_port)
-	secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	# set -e does not hold here (start_server tests this function): each
+	# step that can fail says so.
+	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-hydra.XXXXXX") || return 1
+	public=$(hydra_port) || return 1
+	admin=$(hydra_port) || return 1
+	if [ "$public" = "$admin" ]; then admin=$(hydra_port) || return 1; fi
+	secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n') || return 1
 	# --dev allows the issuer over http; the store is in memory, so every
 	# run starts with no clients and fresh keys.
 	DSN=memory URLS_SELF_ISSUER="http://127.0.0.1:$public" \
@@ -78,8 +80,9 @@ start_once() {
 }
 
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARG...] | $0 build" >&2; exit 2; }
-# gcc: the sqlite tag is cgo; curl: asking whether it answers.
-packages_install_missing gcc=gcc curl=curl
+# gcc and the C library's headers: the sqlite tag is cgo; curl: asking
+# whether it answers.
+packages_install_missing gcc=gcc /usr/include/stdlib.h=libc6-dev curl=curl
 build
 if [ "$1" = build ] && [ $# -eq 1 ]; then
 	echo "$bin"

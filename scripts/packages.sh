@@ -4,7 +4,9 @@
 #   packages_install_missing [--no-recommends] COMMAND[|COMMAND...]=PACKAGE ...
 #
 # installs with apt-get each PACKAGE none of whose COMMANDs is found (on
-# PATH, in /usr/sbin or /sbin), and nothing when all are there. Installing
+# PATH, in /usr/sbin or /sbin; a COMMAND that is an absolute path is a file
+# that must exist, for a package of no command such as libc6-dev), and
+# nothing when all are there. Installing
 # starts no system service: unless the machine already has a
 # /usr/sbin/policy-rc.d, one that refuses every start (exit 101) is put in
 # place for the length of the install and removed afterwards. apt-get waits
@@ -27,6 +29,11 @@ packages_have() {
 	local cmd
 	local IFS='|'
 	for cmd in $1; do
+		case $cmd in /*)
+			[ -e "$cmd" ] && return 0
+			continue
+			;;
+		esac
 		command -v "$cmd" >/dev/null && return 0
 		[ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] && return 0
 	done

@@ -61,11 +61,13 @@ answers() {
 
 start_once() {
 	local port status
-	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-tidb.XXXXXX")
-	mkdir -p "$work/tmp"
-	port=$(tidb_port)
-	status=$(tidb_port)
-	[ "$port" != "$status" ] || status=$(tidb_port)
+	# set -e does not hold here (start_server tests this function): each
+	# step that can fail says so.
+	work=$(mktemp -d "${TMPDIR:-/tmp}/seckill-tidb.XXXXXX") || return 1
+	mkdir -p "$work/tmp" || return 1
+	port=$(tidb_port) || return 1
+	status=$(tidb_port) || return 1
+	if [ "$port" = "$status" ]; then status=$(tidb_port) || return 1; fi
 	# -path "" keeps unistore in memory; the temp dir is the server's own
 	# (TiDB locks it, so two servers cannot share one).
 	"$bin" -store unistore -path "" -host 127.0.0.1 -P "$port" -status "$status" \

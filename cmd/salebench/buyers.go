@@ -131,7 +131,10 @@ func (b *bench) buyersJWT(ctx context.Context, dsn, token string) (jwtResult, er
 	}
 	defer stopJWT()
 
-	if res.open.fast, err = b.run(ctx, "service redlock, default batch, no user limit: open", b.steady([]string{openURL}, token, "redlock", 0, 0)); err != nil {
+	// The instances' own strategy (redlock), under open as under jwt: the
+	// override's parameters would need the admin token in the buyer's
+	// header.
+	if res.open.fast, err = b.run(ctx, "service redlock, default batch, no user limit: open, a fresh buyer per purchase", b.steady([]string{openURL}, token, "", 0, 0)); err != nil {
 		return res, err
 	}
 	res.rate = math.Round(jwtRateShare * res.open.fast.perSecond)
@@ -139,8 +142,6 @@ func (b *bench) buyersJWT(ctx context.Context, dsn, token string) (jwtResult, er
 		return res, err
 	}
 	for _, alg := range jwtAlgorithms() {
-		// The instance's own strategy (redlock): the override's parameters
-		// would need the admin token in the buyer's header.
 		j := jwtRow{alg: alg}
 		cfg := b.steady(nil, token, "", 0, 0)
 		ahead := int(presignFactor * res.open.fast.perSecond * (cfg.Duration + cfg.Warmup).Seconds())

@@ -83,6 +83,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.cluster && o.jwt {
+		return errors.New("-cluster and -jwt are two benches: give one")
+	}
 	if o.service == "" || o.mysqlDSN == "" || o.redisAddrs == "" {
 		return errors.New("-service, -mysql and -redis are required (scripts/bench-sale.sh sets them)")
 	}

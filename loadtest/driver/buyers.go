@@ -23,7 +23,8 @@ type BuyerTokens struct {
 	// Presign, when above 0, has the tokens of a run's first Presign
 	// requests signed before the run starts, on every core, so that a
 	// dear signature (RS256's, about 1.7 ms here) does not take the CPU
-	// of the run it measures; later requests' are signed as they are sent.
+	// of the run it measures; later requests' are signed as they are
+	// sent. (With Config.Buyers every buyer's token is signed before.)
 	Presign int
 }
 
@@ -40,12 +41,13 @@ func (b *BuyerTokens) Token(userID string, now time.Time) (string, error) {
 }
 
 // tokenOf returns the plan's function of the token of buyer i, whose
-// user_id is prefix and i: those of the first Presign (and of at most
-// buyers, when above 0) signed now, a new token each time for the others.
+// user_id is prefix and i: when buyers is above 0, each buyer's one token,
+// all signed now; else those of the first Presign signed now, and a new
+// token each time for the others.
 func (b *BuyerTokens) tokenOf(ctx context.Context, prefix string, buyers int) (func(i int) (string, error), error) {
 	ahead := max(b.Presign, 0)
 	if buyers > 0 {
-		ahead = min(ahead, buyers)
+		ahead = buyers
 	}
 	signed := make([]string, ahead)
 	now := time.Now()

@@ -153,7 +153,8 @@ type Config struct {
 	// Buyers, when above 0, is how many buyers make a run's purchases:
 	// request i's buyer is the (i mod Buyers)th, so each buys again and
 	// again, with the same token each time under BuyerTokens (a buyer's
-	// retries; more than a unit each needs SECKILL_PER_USER_LIMIT=0).
+	// retries: every buyer's token is signed before the run; more than a
+	// unit each needs SECKILL_PER_USER_LIMIT=0).
 	// 0: every purchase is a buyer of its own. Not with History, whose
 	// checker knows a purchase's buyer by its request.
 	Buyers int
