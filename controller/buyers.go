@@ -82,7 +82,10 @@ func authenticate(log *slog.Logger, b *Buyers, failures *prometheus.CounterVec, 
 				challenge += `, error="invalid_token"`
 			}
 			c.Header("WWW-Authenticate", challenge)
-			log.Info("buyer token refused", "reason", buyer.ReasonOf(err), "err", err)
+			// At debug level: a flood of bad tokens writes the access log's
+			// sampled lines, not one of its own per refusal; the metric
+			// counts every refusal by reason.
+			log.Debug("buyer token refused", "reason", buyer.ReasonOf(err), "err", err)
 			writeError(c, log, apiError(codeUnauthenticated, "this route needs a valid buyer token: Authorization: Bearer <JWT>"))
 			c.Abort()
 			return

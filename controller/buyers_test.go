@@ -14,8 +14,10 @@ import (
 
 	"github.com/seckill/seckill/buyer"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/controller"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testkit/apptest"
+	"github.com/seckill/seckill/internal/testkit/testenv"
 )
 
 // idp is an identity provider of the test's own: one key, its JWK Set in
@@ -182,5 +184,39 @@ func TestBuyerJWTNeedsKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: OpenBuyers = %v, %v; want an error naming %s", vars, v, err, want)
 		}
+	}
+}
+
+// TestRefusedTokensFillNoLog: a flood of refused buyer tokens is logged as
+// the access log's sampler allows (the first 100 a second, then one in
+// 100), with no line of its own per refusal: the refusals are counted by
+// reason in seckill_auth_failures_total, and logged at debug level only.
+func TestRefusedTokensFillNoLog(t *testing.T) {
+	t.Parallel()
+	var out testenv.Buffer
+	log := slog.New(controller.LogHandler(slog.NewJSONHandler(&out, nil))) // Info and above
+	p := newIDP(t, "ES256")
+	keys, err := buyer.NewKeys(t.Context(), p.jwks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &stepClock{}
+	clock.set(time.Unix(1_800_000_000, 0), 0)
+	r := newRouted(t, log, nil, controller.Options{Clock: clock.Now,
+		Buyers: controller.NewBuyers(buyer.NewVerifier(keys, "seckill", "", nil))})
+	e := newExchange(http.MethodPost, "/api/v1/products/1/purchase")
+	e.req.Header.Set("Authorization", "Bearer abc.def.ghi")
+	const flood = 300
+	for range flood {
+		if status := e.serve(r, []byte(`{"user_id":"alice","quantity":1}`)); status != http.StatusUnauthorized {
+			t.Fatalf("a purchase with a garbled token = %d %s; want 401", status, e.out.Bytes())
+		}
+	}
+	lines, _, _ := accessLogCounts(t, &out)
+	if n := lines[accessLogKey{"/api/v1/products/:id/purchase", 401}]; n != 102 {
+		t.Errorf("%d refused purchases in one second wrote %d access log lines; want 102 (100, then one in 100)", flood, n)
+	}
+	if n := len(records(t, &out, "buyer token refused")); n != 0 {
+		t.Errorf("%d refused purchases wrote %d lines of their refusal at Info; want none", flood, n)
 	}
 }
