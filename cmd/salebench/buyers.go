@@ -18,36 +18,33 @@ import (
 
 // Buyers known by their tokens (SECKILL_BUYER_AUTH=jwt): the hot product on
 // an instance under jwt beside one under open, both of their own and
-// without the per-user limit, the same runs on each: as fast as it goes
-// with a fresh buyer per purchase (its token signed before the run), the
-// same at a fixed rate both sustain (at the same rate a hold of the lock
-// serves as many buyers under either, so the CPU per answer differs by
-// what a token costs), and as fast as it goes with a thousand buyers
-// buying again and again, each with its one token (a buyer's retries: the
-// cache of verified tokens). Beside each algorithm, the verify of a fresh
-// token alone, in this process.
+// without the per-user limit. Per algorithm: as fast as it goes with a
+// fresh buyer per purchase (its token signed before the run); at a fixed
+// rate both sustain, open's run and the algorithm's in a pair (at the same
+// rate a hold of the lock serves as many buyers under either, so the CPU
+// per answer differs by what a token costs); and as fast as it goes with a
+// thousand buyers buying again and again, each with its one token (a
+// buyer's retries: the cache of verified tokens), open's run and the
+// algorithm's in a pair. Beside each algorithm, the verify of a fresh token
+// alone, in this process.
 
 // jwtAlgorithms are the algorithms measured.
 func jwtAlgorithms() []string { return []string{"RS256", "ES256", "EdDSA"} }
 
-// jwtRuns are one instance's runs: open's, or an algorithm's under jwt.
-type jwtRuns struct {
-	fast   row // a fresh buyer per purchase, as fast as it goes
-	atRate row // the same at jwtResult's rate
-	reused row // reusedBuyers buyers, each with its one token
-}
-
-// jwtRow is one algorithm's runs and its verify alone.
+// jwtRow is one algorithm's runs, open's beside them, and its verify
+// alone.
 type jwtRow struct {
-	alg    string
-	runs   jwtRuns
-	verify time.Duration // CPU per fresh token verified alone
+	alg                string
+	fast               row           // a fresh buyer per purchase, as fast as it goes
+	atRate, openAtRate row           // the same at jwtResult's rate
+	reused, openReused row           // reusedBuyers buyers, each with its one token
+	verify             time.Duration // CPU per fresh token verified alone
 }
 
-// jwtResult is open's runs and each algorithm's.
+// jwtResult is open's fastest run and each algorithm's runs.
 type jwtResult struct {
 	rate   float64 // purchases per second of the runs at a fixed rate
-	open   jwtRuns
+	open   row     // open, a fresh buyer per purchase, as fast as it goes
 	byAlgo []jwtRow
 }
 
@@ -134,19 +131,18 @@ func (b *bench) buyersJWT(ctx context.Context, dsn, token string) (jwtResult, er
 	// The instances' own strategy (redlock), under open as under jwt: the
 	// override's parameters would need the admin token in the buyer's
 	// header.
-	if res.open.fast, err = b.run(ctx, "service redlock, default batch, no user limit: open, a fresh buyer per purchase", b.steady([]string{openURL}, token, "", 0, 0)); err != nil {
+	openCfg := b.steady([]string{openURL}, token, "", 0, 0)
+	if res.open, err = b.run(ctx, "service redlock, default batch, no user limit: open, a fresh buyer per purchase", openCfg); err != nil {
 		return res, err
 	}
-	res.rate = math.Round(jwtRateShare * res.open.fast.perSecond)
-	if res.open, err = b.jwtRuns(ctx, "open", openURL, token, res.rate, nil, res.open.fast); err != nil {
-		return res, err
-	}
+	b.rows = append(b.rows, res.open)
+	res.rate = math.Round(jwtRateShare * res.open.perSecond)
 	for _, alg := range jwtAlgorithms() {
-		j := jwtRow{alg: alg}
-		cfg := b.steady(nil, token, "", 0, 0)
-		ahead := int(presignFactor * res.open.fast.perSecond * (cfg.Duration + cfg.Warmup).Seconds())
-		tokens := &driver.BuyerTokens{Signer: signers[alg], Audience: "seckill", Presign: ahead}
-		if j.runs, err = b.jwtRuns(ctx, "jwt "+alg, jwtURL, token, res.rate, tokens, row{}); err != nil {
+		cfg := b.steady([]string{jwtURL}, token, "", 0, 0)
+		ahead := int(presignFactor * res.open.perSecond * (cfg.Duration + cfg.Warmup).Seconds())
+		cfg.BuyerTokens = &driver.BuyerTokens{Signer: signers[alg], Audience: "seckill", Presign: ahead}
+		j, err := b.jwtRuns(ctx, alg, res.rate, openCfg, cfg)
+		if err != nil {
 			return res, err
 		}
 		if j.verify, err = verifyAlone(ctx, jwks, signers[alg]); err != nil {
@@ -157,31 +153,44 @@ func (b *bench) buyersJWT(ctx context.Context, dsn, token string) (jwtResult, er
 	return res, nil
 }
 
-// jwtRuns runs the hot product at url with tokens (nil: open): as fast as
-// it goes (unless fast is already measured), at rate, and with
-// reusedBuyers buyers each with its token.
-func (b *bench) jwtRuns(ctx context.Context, name, url, token string, rate float64, tokens *driver.BuyerTokens, fast row) (jwtRuns, error) {
-	runs := jwtRuns{fast: fast}
-	cfg := b.steady([]string{url}, token, "", 0, 0)
-	cfg.BuyerTokens = tokens
+// jwtRuns runs the hot product under algorithm alg (cfg) as fast as it
+// goes; then at rate, open's run (openCfg) and alg's in turn; then with
+// reusedBuyers buyers each with its token, open's and alg's in turn.
+func (b *bench) jwtRuns(ctx context.Context, alg string, rate float64, openCfg, cfg driver.Config) (jwtRow, error) {
+	j := jwtRow{alg: alg}
 	var err error
-	if runs.fast.what == "" {
-		if runs.fast, err = b.run(ctx, "service redlock, default batch, no user limit: "+name+", a fresh buyer per purchase", cfg); err != nil {
-			return runs, err
+	if j.fast, err = b.run(ctx, "service redlock, default batch, no user limit: jwt "+alg+", a fresh buyer per purchase", cfg); err != nil {
+		return j, err
+	}
+	atRate := func(c driver.Config) driver.Config {
+		c.Rates, c.Concurrency = []float64{rate}, 4*c.Concurrency
+		if c.BuyerTokens != nil { // as many tokens signed ahead as the rate wants
+			t := *c.BuyerTokens
+			t.Presign = int(presignFactor * rate * (c.Duration + c.Warmup).Seconds())
+			c.BuyerTokens = &t
+		}
+		return c
+	}
+	reused := func(c driver.Config) driver.Config {
+		c.Buyers = reusedBuyers
+		return c
+	}
+	for _, r := range []struct {
+		what string
+		cfg  driver.Config
+		out  *row
+	}{
+		{fmt.Sprintf("  open, a fresh buyer per purchase, at %.0f/s", rate), atRate(openCfg), &j.openAtRate},
+		{fmt.Sprintf("  jwt %s, a fresh buyer per purchase, at %.0f/s", alg, rate), atRate(cfg), &j.atRate},
+		{fmt.Sprintf("  open, %d buyers buying again and again", reusedBuyers), reused(openCfg), &j.openReused},
+		{fmt.Sprintf("  jwt %s, %d buyers buying again and again", alg, reusedBuyers), reused(cfg), &j.reused},
+	} {
+		if *r.out, err = b.run(ctx, r.what, r.cfg); err != nil {
+			return j, err
 		}
 	}
-	at := cfg
-	at.Rates, at.Concurrency = []float64{rate}, 4*cfg.Concurrency
-	if runs.atRate, err = b.run(ctx, fmt.Sprintf("  %s, a fresh buyer per purchase, at %.0f/s", name, rate), at); err != nil {
-		return runs, err
-	}
-	reused := cfg
-	reused.Buyers = reusedBuyers
-	if runs.reused, err = b.run(ctx, fmt.Sprintf("  %s, %d buyers buying again and again", name, reusedBuyers), reused); err != nil {
-		return runs, err
-	}
-	b.rows = append(b.rows, runs.fast, runs.atRate, runs.reused)
-	return runs, nil
+	b.rows = append(b.rows, j.fast, j.openAtRate, j.atRate, j.openReused, j.reused)
+	return j, nil
 }
 
 // verifyAlone is the CPU this process spends verifying a fresh token of
