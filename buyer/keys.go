@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -224,10 +226,10 @@ func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, e
 	return key, ok, nil
 }
 
-// Run reads the set every Refresh until ctx ends; a failed read keeps the
-// keys held and is told to failed.
-func (k *Keys) Run(ctx context.Context, failed func(error)) {
-	t := time.NewTicker(Refresh)
+// Run reads the set every period (Refresh in the program) until ctx ends;
+// a failed read keeps the keys held and is told to failed.
+func (k *Keys) Run(ctx context.Context, period time.Duration, failed func(error)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -239,6 +241,18 @@ func (k *Keys) Run(ctx context.Context, failed func(error)) {
 			}
 		}
 	}
+}
+
+// PlainHTTP says source is a URL read over plain HTTP from another host
+// than this one's loopback: anyone on the path could replace the keys.
+func PlainHTTP(source string) bool {
+	u, err := url.Parse(source)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return host != "localhost" && (ip == nil || !ip.IsLoopback())
 }
 
 // get reads url's 200 body.

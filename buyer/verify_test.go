@@ -385,3 +385,59 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestKeysRun: the set is read again every period, without a token asking,
+// so that a key the provider rotates in is held before its first token,
+// and one removed is gone; Run returns when its context ends.
+func TestKeysRun(t *testing.T) {
+	p := newProvider(t)
+	p.add(t, "ES256")
+	keys, err := NewKeys(context.Background(), p.srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := p.add(t, "EdDSA")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		keys.Run(ctx, 10*time.Millisecond, func(err error) { t.Errorf("a read failed: %v", err) })
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for (*keys.set.Load())[rotated.KeyID()].Key == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the key rotated in is not held 10 s later (the set read %d times)", p.reads())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.remove(rotated.KeyID())
+	for (*keys.set.Load())[rotated.KeyID()].Key != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the key removed is still held 10 s later (the set read %d times)", p.reads())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10 s after its context ended")
+	}
+}
+
+func TestPlainHTTP(t *testing.T) {
+	for source, want := range map[string]bool{
+		"http://idp.example.com/jwks.json":  true,
+		"http://10.0.0.7:4444":              true,
+		"https://idp.example.com/jwks.json": false,
+		"http://127.0.0.1:4444/jwks.json":   false,
+		"http://localhost:4444":             false,
+		"http://[::1]:4444":                 false,
+		"/etc/seckill/jwks.json":            false,
+		"":                                  false,
+	} {
+		if got := PlainHTTP(source); got != want {
+			t.Errorf("PlainHTTP(%q) = %t; want %t", source, got, want)
+		}
+	}
+}

@@ -29,7 +29,11 @@ func OpenBuyers(ctx context.Context, cfg config.Config, log *slog.Logger) (*buye
 	if err != nil {
 		return nil, fmt.Errorf("config: SECKILL_BUYER_JWKS %q: %w", source, err)
 	}
-	go keys.Run(ctx, func(err error) {
+	if buyer.PlainHTTP(source) || buyer.PlainHTTP(cfg.BuyerIssuer) {
+		log.Warn("the buyers' keys are read over plain HTTP: anyone on the path could replace them and sign "+
+			"tokens for any buyer; serve them over https", "source", source, "issuer", cfg.BuyerIssuer)
+	}
+	go keys.Run(ctx, buyer.Refresh, func(err error) {
 		log.Warn("the buyers' JWK Set could not be read again; the keys read before stay", "source", source, "err", err)
 	})
 	return buyer.NewVerifier(keys, cfg.BuyerAudience, cfg.BuyerIssuer, nil), nil
