@@ -145,6 +145,21 @@ func ReadPrivateKey(path string) (crypto.Signer, error) {
 	return s, nil
 }
 
+// NewKeyFiles makes a key of alg (GenerateKey), writes it and its JWK Set
+// to dir (WriteKey) and returns its signer, whose kid is the key's
+// thumbprint: a provider of one key, for the driver's -keygen and tests.
+func NewKeyFiles(dir, alg string) (*Signer, error) {
+	key, err := GenerateKey(alg)
+	if err != nil {
+		return nil, err
+	}
+	kid, err := WriteKey(dir, key)
+	if err != nil {
+		return nil, err
+	}
+	return NewSigner(key, kid)
+}
+
 // WriteKey writes key to dir as key.pem (PKCS #8) and its public half as
 // the JWK Set jwks.json, under its thumbprint as kid, and returns the
 // kid.

@@ -29,16 +29,8 @@ type idp struct {
 
 func newIDP(t *testing.T, alg string) *idp {
 	t.Helper()
-	k, err := buyer.GenerateKey(alg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	kid, err := buyer.WriteKey(dir, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := buyer.NewSigner(k, kid)
+	s, err := buyer.NewKeyFiles(dir, alg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,15 +50,7 @@ func TestAPIMatchesTheDocument(t *testing.T) {
 	b := apptest.Start(t, map[string]string{"SECKILL_STRATEGY_OVERRIDE": "false", "SECKILL_PAYMENT_TIMEOUT": "1s"})
 	// j: buyers known by their tokens.
 	keys := t.TempDir()
-	key, err := buyer.GenerateKey("EdDSA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kid, err := buyer.WriteKey(keys, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := buyer.NewSigner(key, kid)
+	signer, err := buyer.NewKeyFiles(keys, "EdDSA")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,17 +12,13 @@ import (
 // JWK Set to dir/jwks.json (its kid the key's thumbprint), and says how to
 // use them.
 func keygen(dir string, stdout io.Writer) error {
-	key, err := buyer.GenerateKey("ES256")
-	if err != nil {
-		return err
-	}
-	kid, err := buyer.WriteKey(dir, key)
+	signer, err := buyer.NewKeyFiles(dir, "ES256")
 	if err != nil {
 		return err
 	}
 	pem, set := filepath.Join(dir, "key.pem"), filepath.Join(dir, "jwks.json")
 	_, err = fmt.Fprintf(stdout, "wrote %s (ES256, kid %s) and %s\n"+
 		"  the service: SECKILL_BUYER_AUTH=jwt SECKILL_BUYER_JWKS=%s\n"+
-		"  the driver:  go run ./loadtest -buyer-key %s ...\n", pem, kid, set, set, pem)
+		"  the driver:  go run ./loadtest -buyer-key %s ...\n", pem, signer.KeyID(), set, set, pem)
 	return err
 }

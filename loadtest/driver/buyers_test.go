@@ -20,15 +20,7 @@ import (
 // each with its one token.
 func TestRunBuyerTokens(t *testing.T) {
 	dir := t.TempDir()
-	key, err := buyer.GenerateKey("EdDSA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kid, err := buyer.WriteKey(dir, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := buyer.NewSigner(key, kid)
+	signer, err := buyer.NewKeyFiles(dir, "EdDSA")
 	if err != nil {
 		t.Fatal(err)
 	}
