@@ -66,7 +66,7 @@ type Options struct {
 	Fallback time.Duration
 	// Yield is how long a Redlock's Lock of a key it gave back after a
 	// contended hold first waits for another holder to take the key and
-	// give it back (handover.go). The default is 10 ms; negative: never.
+	// give it back (redlock.go, handover). The default is 10 ms; negative: never.
 	Yield time.Duration
 }
 
