@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/seckill/seckill/internal/every"
 )
 
 // How often the key set is read again: when a token names a kid the set
@@ -229,18 +230,11 @@ func (k *Keys) lookup(ctx context.Context, kid string) (jose.JSONWebKey, bool, e
 // Run reads the set every period (Refresh in the program) until ctx ends;
 // a failed read keeps the keys held and is told to failed.
 func (k *Keys) Run(ctx context.Context, period time.Duration, failed func(error)) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := k.Read(ctx); err != nil && ctx.Err() == nil {
-				failed(err)
-			}
+	every.Run(ctx, period, func(ctx context.Context) {
+		if err := k.Read(ctx); err != nil && ctx.Err() == nil {
+			failed(err)
 		}
-	}
+	})
 }
 
 // PlainHTTP says source is a URL read over plain HTTP from another host

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/internal/every"
 	"github.com/seckill/seckill/loadtest/driver"
 	"github.com/seckill/seckill/loadtest/report"
 )
@@ -120,24 +121,10 @@ func (m *cpuMeter) at(t time.Time) time.Duration {
 // sampling calls sample now and every cpuSampleEvery until stop, which
 // samples a last time.
 func sampling(sample func()) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
 	sample()
-	wg.Go(func() {
-		t := time.NewTicker(cpuSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				sample()
-			}
-		}
-	})
+	stopSampling := every.Start(cpuSampleEvery, sample)
 	return func() {
-		close(done)
-		wg.Wait()
+		stopSampling()
 		sample()
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/client"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/every"
 	"github.com/seckill/seckill/store"
 )
 
@@ -130,25 +131,10 @@ func (w *World) tick() (stop func()) {
 	if w.obs == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(tickEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				w.readStock()
-				w.emitTick()
-			}
-		}
+	return every.Start(tickEvery, func() {
+		w.readStock()
+		w.emitTick()
 	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
 }
 
 // readStock reads the stock of every series that has no audit yet, from

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/seckill/seckill/internal/every"
 	"github.com/seckill/seckill/model"
 	"github.com/seckill/seckill/service/failure"
 	"github.com/seckill/seckill/service/metrics"
@@ -23,21 +24,14 @@ const sweepBatch = 512
 // time has come. Every instance sweeps: they find the same due orders,
 // and the returns' row locks let each order's units come back once.
 func (s *Service) Sweep(ctx context.Context) {
-	t := time.NewTicker(SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every.Run(ctx, SweepEvery, func(ctx context.Context) {
 		if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.WarnContext(ctx, "expire unpaid orders", "err", err)
 		}
 		if err := s.finishReturns(ctx); err != nil && ctx.Err() == nil {
 			s.cfg.Log.WarnContext(ctx, "reserve: finish the returns on their way to Redis", "err", err)
 		}
-	}
+	})
 }
 
 // SweepOnce expires the unpaid orders whose time has come, up to

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/every"
 	"github.com/seckill/seckill/model"
 )
 
@@ -34,31 +35,28 @@ func (c *Cache) Run(ctx context.Context) {
 // others would change no answer: a catalogue of 10,000 products, each with
 // plenty left, cost a tenth of the instance's CPU in re-reads.
 func (c *Cache) refresh(ctx context.Context) {
-	t := time.NewTicker(Refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	every.Run(ctx, Refresh, c.reread)
+}
+
+// reread reads the stock of the remembered products the cache can answer
+// sold out again.
+func (c *Cache) reread(ctx context.Context) {
+	ids := c.low()
+	if len(ids) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, Refresh*4)
+	defer cancel()
+	var rows []model.Product
+	err := c.cfg.DB.WithContext(rctx).Select("id", "stock", "generation", "returns").Where("id IN ?", ids).Find(&rows).Error
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Log.WarnContext(ctx, "refresh the stock cache", "err", err)
 		}
-		ids := c.low()
-		if len(ids) == 0 {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, Refresh*4)
-		var rows []model.Product
-		err := c.cfg.DB.WithContext(rctx).Select("id", "stock", "generation", "returns").Where("id IN ?", ids).Find(&rows).Error
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				c.cfg.Log.WarnContext(ctx, "refresh the stock cache", "err", err)
-			}
-			continue
-		}
-		for _, p := range rows {
-			c.Saw(p.ID, p.Stock, Of(p))
-		}
+		return
+	}
+	for _, p := range rows {
+		c.Saw(p.ID, p.Stock, Of(p))
 	}
 }
 

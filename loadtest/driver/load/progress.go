@@ -7,6 +7,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/seckill/seckill/internal/every"
 	"github.com/seckill/seckill/loadtest/report"
 )
 
@@ -50,28 +51,15 @@ func (p *Plan) watch(start time.Time, shards []shard, counts *live) (stop func()
 	if p.ProgressEvery == 0 {
 		draw(false)
 	}
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				before := secondOf(time.Since(start), p.Warmup()) - 1
-				for i := range shards {
-					shards[i].handOver(before)
-				}
-				draw(false)
-			case <-quit:
-				return
-			}
+	stopTicks := every.Start(tick, func() {
+		before := secondOf(time.Since(start), p.Warmup()) - 1
+		for i := range shards {
+			shards[i].handOver(before)
 		}
-	}()
+		draw(false)
+	})
 	return func() {
-		close(quit)
-		<-finished
+		stopTicks()
 		if bar != nil {
 			draw(true)
 			_ = bar.Exit() // as above
