@@ -46,7 +46,7 @@ func clockScenario() lab.Scenario {
 		Title: "SETNX AND A CLOCK THAT RUNS AHEAD: two holders of one lock",
 		Shows: "a client whose clock runs ahead takes setnx's live lock; token reads no clock",
 		Story: fmt.Sprintf("The classic SETNX recipe stores the lock's expiry time in the key and "+
-			"every client compares it with its own clock. lab.Instance 2's clock runs %s ahead. "+
+			"every client compares it with its own clock. Instance 2's clock runs %s ahead. "+
 			"Buyer A takes the lock on instance 1 and works %s (the lease is %s); buyer B "+
 			"then asks on instance 2. One unit is on sale.", lab.DurWords(clockAhead), lab.DurWords(clockWork),
 			lab.DurWords(clockLease)),
