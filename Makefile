@@ -2,7 +2,7 @@
 # a real MariaDB/MySQL and three independent Redis nodes that
 # scripts/testenv.sh makes available; vet and fuzz need neither, stack runs
 # its own (scripts/stack.sh).
-.PHONY: demo test bench bench-writers vet fuzz soak test-tidb test-galera test-hydra
+.PHONY: demo test bench bench-driver bench-writers vet fuzz soak test-tidb test-galera test-hydra
 
 # The workshop, go run . demo with a sign of life (scripts/demo.sh): builds
 # the program into bin/seckill, saying every DEMO_HEARTBEAT seconds that it
@@ -18,6 +18,11 @@ test:
 
 bench:
 	scripts/testenv.sh go test -run '^$$' -bench 'BenchmarkHandler|BenchmarkPurchase|BenchmarkSoldOut|BenchmarkBatchSell' -benchmem -benchtime 2000x ./controller/ ./service/
+
+# The driver against wrk on the same service (GET /healthz and purchases):
+# is the driver the bottleneck? (scripts/bench-driver.sh installs wrk.)
+bench-driver:
+	scripts/bench-driver.sh
 
 # The reservations per second reserve's writers sustain draining a backlog
 # (a catalogue and one product), beside the 64-connection anchor.
