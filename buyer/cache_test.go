@@ -37,10 +37,8 @@ func TestCacheBounded(t *testing.T) {
 // TestVerifyCachedTokens: a token verified is verified again from memory
 // until its exp, and not once the key set read again lacks its key.
 func TestVerifyCachedTokens(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	rs := p.add(t, "RS256")
-	v := newVerifier(t, p, c)
+	p, c, signers, v := verifying(t, "RS256")
+	rs := signers[0]
 	ctx := context.Background()
 	cl := claims("alice", c.now())
 	tok := sign(t, rs, cl)

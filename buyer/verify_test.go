@@ -99,6 +99,19 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// verifying is a provider with a key of each of algs, in order, a clock,
+// and a verifier of the provider's set on that clock, made after the keys.
+func verifying(t *testing.T, algs ...string) (*provider, *clock, []*Signer, *Verifier) {
+	t.Helper()
+	p := newProvider(t)
+	c := &clock{t: time.Now()}
+	signers := make([]*Signer, len(algs))
+	for i, alg := range algs {
+		signers[i] = p.add(t, alg)
+	}
+	return p, c, signers, newVerifier(t, p, c)
+}
+
 func newVerifier(t *testing.T, p *provider, c *clock) *Verifier {
 	t.Helper()
 	keys, err := NewKeys(context.Background(), p.srv.URL, nil)
@@ -138,10 +151,7 @@ func forge(header map[string]any, c jwt.Claims, sig func([]byte) []byte) string 
 }
 
 func TestVerifyGoodTokens(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	signers := []*Signer{p.add(t, "RS256"), p.add(t, "ES256"), p.add(t, "EdDSA")}
-	v := newVerifier(t, p, c)
+	_, c, signers, v := verifying(t, "RS256", "ES256", "EdDSA")
 	for _, s := range signers {
 		got, err := v.Verify(context.Background(), sign(t, s, claims("alice", c.now())))
 		if err != nil || got.Subject != "alice" {
@@ -153,11 +163,8 @@ func TestVerifyGoodTokens(t *testing.T) {
 // TestVerifyRefusesAttacks holds the verifier to every attack a reviewer
 // would try: each is refused, for the reason it is.
 func TestVerifyRefusesAttacks(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	rs := p.add(t, "RS256")
-	es := p.add(t, "ES256")
-	v := newVerifier(t, p, c)
+	p, c, signers, v := verifying(t, "RS256", "ES256")
+	rs, es := signers[0], signers[1]
 	now := c.now()
 	good := sign(t, rs, claims("alice", now))
 	parts := strings.Split(good, ".")
@@ -235,10 +242,8 @@ func TestVerifyRefusesAttacks(t *testing.T) {
 // TestVerifyLeeway: exp, nbf and iat are checked with a minute of leeway
 // for the clocks, not more.
 func TestVerifyLeeway(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	rs := p.add(t, "RS256")
-	v := newVerifier(t, p, c)
+	_, c, signers, v := verifying(t, "RS256")
+	rs := signers[0]
 	now := c.now()
 	cl := claims("alice", now)
 	cl.Expiry = jwt.NewNumericDate(now.Add(-30 * time.Second))
@@ -266,10 +271,7 @@ func TestVerifyLeeway(t *testing.T) {
 // TestKeyReadOutlivesItsCaller: a token of a new kid whose client has hung
 // up still has the set read, to the end, for the next buyer.
 func TestKeyReadOutlivesItsCaller(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	p.add(t, "RS256")
-	v := newVerifier(t, p, c)
+	p, c, _, v := verifying(t, "RS256")
 	rotated := p.add(t, "EdDSA")
 	c.add(MinRefresh)
 	gone, cancel := context.WithCancel(context.Background())
@@ -285,10 +287,8 @@ func TestKeyReadOutlivesItsCaller(t *testing.T) {
 // with a new key at once); a read for an unknown kid comes at most once per
 // MinRefresh; a key removed is refused from the next read.
 func TestKeyRotation(t *testing.T) {
-	p := newProvider(t)
-	c := &clock{t: time.Now()}
-	old := p.add(t, "RS256")
-	v := newVerifier(t, p, c)
+	p, c, signers, v := verifying(t, "RS256")
+	old := signers[0]
 	ctx := context.Background()
 	reads := p.reads()
 
