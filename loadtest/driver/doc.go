@@ -15,11 +15,12 @@
 // so that the schedule keeps its length. Either loop may start with a
 // warmup (Config.Warmup) whose answers are left out of the figures.
 //
-// The load goes through github.com/valyala/fasthttp: a HostClient per
-// instance holding a connection per worker, and per worker a request per
-// instance and a response, reused from one request to the next, so that the
-// driver spends about as much CPU per request as wrk and does not become the
-// bottleneck (scripts/bench-driver.sh measures it). The driver's own calls
+// Each worker of the load holds a connection of its own to each instance,
+// and a request per instance and a response, reused from one request to the
+// next; it writes the request and reads the answer with
+// github.com/valyala/fasthttp, and one watcher keeps every request to its
+// timeout, so that the driver spends about as much CPU per request as wrk
+// and does not become the bottleneck (make bench-driver measures it). The driver's own calls
 // (health, strategies, products, stock resets, audits) go through
 // package client, over net/http.
 //

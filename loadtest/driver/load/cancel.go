@@ -1,7 +1,6 @@
 package load
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -42,7 +41,7 @@ func cancelled(i int, frac float64) bool {
 
 // cancel cancels order id of product at instance k as the buyer of request
 // i (the plan's user), records it, and counts what it was answered.
-func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
+func (w *worker) cancel(k int, product, id int64, i int) {
 	p := w.plan
 	if w.cancelReq == nil {
 		w.cancelReq = fasthttp.AcquireRequest()
@@ -60,7 +59,7 @@ func (w *worker) cancel(ctx context.Context, k int, product, id int64, i int) {
 	start := time.Now()
 	err := w.authorize(req, i)
 	if err == nil {
-		err = w.send(ctx, k, req)
+		err = w.send(k, req)
 	}
 	end := time.Now()
 	status, code := 0, ""

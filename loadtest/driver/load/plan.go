@@ -143,16 +143,16 @@ func (p *Plan) Run(ctx context.Context) (*Tally, error) {
 	case p.Requests > 0 && p.Warmup() == 0:
 		workers = min(workers, p.Requests)
 	}
-	lc, err := newLoadClient(ctx, p.Targets, workers, p.Timeout, p.Sources)
+	lc, err := newLoadClient(ctx, p.Targets, p.Timeout, p.Sources)
 	if err != nil {
 		return nil, err
 	}
 	ld := newRun(p, workers, cancel)
 	defer lc.close()
 	ld.lc = lc
-	// fasthttp knows no context: when ctx ends (Ctrl-C, or an instance
-	// refused the override), closing the connections ends the requests in
-	// flight at once, as net/http would have.
+	// The connections know no context: when ctx ends (Ctrl-C, its
+	// deadline, or an instance refused the override), closing them ends
+	// the requests in flight at once, as net/http would have.
 	stopClose := context.AfterFunc(ctx, lc.close)
 	defer stopClose()
 	ld.start = time.Now()

@@ -78,7 +78,7 @@ func (ld *run) work(ctx context.Context, sh *shard) {
 		}
 		if a.out == outCreated && cancelled(r.i, p.Cancel) {
 			if id, _, ok := orderFigures(wk.resp.Body()); ok {
-				wk.cancel(ctx, r.i%len(p.Targets), p.ProductIDs[r.product], id, r.i)
+				wk.cancel(r.i%len(p.Targets), p.ProductIDs[r.product], id, r.i)
 			}
 		}
 		if a.out == outAccepted && p.Promised != nil {

@@ -9,15 +9,18 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// worker sends one request at a time. Its requests (one per target, their
-// URI, method and headers set once) and its response are reused from one
-// request to the next; nothing of a response is kept past the next one.
+// worker sends one request at a time, on a connection of its own to each
+// target. Its requests (one per target, their URI, method and headers set
+// once) and its response are reused from one request to the next; nothing
+// of a response is kept past the next one.
 type worker struct {
-	plan *Plan
-	lc   *loadClient
-	reqs []*fasthttp.Request
-	resp *fasthttp.Response
-	body []byte // the purchase being built
+	plan  *Plan
+	lc    *loadClient
+	conns []hostConn // per target
+	slot  slot       // its request in flight, for the timeouts
+	reqs  []*fasthttp.Request
+	resp  *fasthttp.Response
+	body  []byte // the purchase being built
 	// cancelReq is the worker's cancel (-cancel), made at its first;
 	// cancels counts the run's.
 	cancelReq *fasthttp.Request
@@ -25,8 +28,10 @@ type worker struct {
 }
 
 func newWorker(p *Plan, lc *loadClient, c *cancels) *worker {
-	w := &worker{plan: p, lc: lc, cancels: c, reqs: make([]*fasthttp.Request, len(p.Targets)), resp: fasthttp.AcquireResponse()}
+	w := &worker{plan: p, lc: lc, cancels: c, conns: make([]hostConn, len(p.Targets)),
+		reqs: make([]*fasthttp.Request, len(p.Targets)), resp: fasthttp.AcquireResponse()}
 	for i, u := range p.Targets {
+		w.conns[i].h = lc.hosts[i]
 		req := fasthttp.AcquireRequest()
 		req.SetRequestURI(u)
 		if p.Purchase {
@@ -46,9 +51,13 @@ func newWorker(p *Plan, lc *loadClient, c *cancels) *worker {
 	return w
 }
 
-// release hands the worker's request and response back to fasthttp's
-// pools; the worker must not be used afterwards.
+// release closes the worker's connections and hands its requests and
+// response back to fasthttp's pools; the worker must not be used
+// afterwards.
 func (w *worker) release() {
+	for i := range w.conns {
+		w.conns[i].close()
+	}
 	for _, req := range w.reqs {
 		fasthttp.ReleaseRequest(req)
 	}
@@ -79,7 +88,7 @@ func (w *worker) do(ctx context.Context, i, product int, captured *atomic.Bool) 
 			return answer{out: outTransport, sample: "sign the buyer's token: " + err.Error()}
 		}
 	}
-	if err := w.send(ctx, k, req); err != nil {
+	if err := w.send(k, req); err != nil {
 		if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
 			// ctx's deadline cut the request short: wait for ctx to say so,
 			// so that the run does not count it (net/http ends such a
@@ -105,13 +114,10 @@ func (w *worker) authorize(req *fasthttp.Request, i int) error {
 	return nil
 }
 
-// send sends req to instance k and reads its answer into w.resp, by ctx's
-// deadline when it has one (fasthttp knows no context).
-func (w *worker) send(ctx context.Context, k int, req *fasthttp.Request) error {
-	if deadline, ok := ctx.Deadline(); ok {
-		return w.lc.hosts[k].DoDeadline(req, w.resp, deadline)
-	}
-	return w.lc.hosts[k].Do(req, w.resp)
+// send sends req to instance k and reads its answer into w.resp. The run's
+// context ending closes the connection (Plan.Run), which ends the request.
+func (w *worker) send(k int, req *fasthttp.Request) error {
+	return w.conns[k].roundTrip(w.lc, &w.slot, req, w.resp)
 }
 
 var jsonContentType = []byte("application/json")
