@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -280,4 +283,17 @@ func (l *IPLimiter) serve(_ struct{}, q *combine.Queue[ipAsk, ipCount]) {
 		out[i].n, out[i].left = res[0], res[1]
 	}
 	b.Answer(out)
+}
+
+// limitIP answers 429 rate_limited, with Retry-After, to a client IP over
+// SECKILL_IP_LIMIT, before anything of its purchase is read or written.
+func limitIP(log *slog.Logger, limiter *IPLimiter) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ok, retry := limiter.Allow(c.Request.Context(), c.ClientIP())
+		if ok {
+			return
+		}
+		c.Header("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(retry.Seconds()))), 10))
+		writeError(c, log, apiError(codeRateLimited, "too many purchase requests from this address: retry after the time in Retry-After"))
+	}
 }

@@ -7,14 +7,10 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
-	"maps"
-	"math"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
+	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -24,7 +20,6 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/docs"
 	"github.com/seckill/seckill/service"
-	"github.com/seckill/seckill/service/failure"
 )
 
 // Options are the router's settings.
@@ -114,8 +109,12 @@ func NewRouter(svc *service.Seckill, log *slog.Logger, opts Options) *gin.Engine
 	// The buyer routes: who the buyer is, asked of one place (buyers.go).
 	failures := authFailures(opts.Registerer)
 	buyerGate := authenticate(log, opts.Buyers, failures, isAdminReq)
-	v1.POST("/products/:id/purchase", limitIP(log, opts.IPLimiter), buyerGate, handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
-		strategy: opts.Strategy, admin: isAdminReq}))
+	purchase := []gin.HandlerFunc{buyerGate, handlePurchase(svc, log, purchaseOptions{override: opts.StrategyOverride,
+		strategy: opts.Strategy, admin: isAdminReq})}
+	if opts.IPLimiter != nil {
+		purchase = slices.Insert(purchase, 0, limitIP(log, opts.IPLimiter))
+	}
+	v1.POST("/products/:id/purchase", purchase...)
 	// The audit counts and sums all of a product's orders, on the pool the
 	// purchases need: an admin's.
 	v1.GET("/products/:id/audit", requireToken(log, opts.AdminToken), handleAudit(svc, log))
@@ -178,83 +177,4 @@ func requireToken(log *slog.Logger, token string) gin.HandlerFunc {
 func isAdmin(c *gin.Context, token string) bool {
 	scheme, got, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 	return ok && token != "" && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
-}
-
-// limitIP answers 429 rate_limited, with Retry-After, to a client IP over
-// SECKILL_IP_LIMIT, before anything of its purchase is read or written.
-func limitIP(log *slog.Logger, limiter *IPLimiter) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if limiter == nil {
-			return
-		}
-		ok, retry := limiter.Allow(c.Request.Context(), c.ClientIP())
-		if ok {
-			return
-		}
-		c.Header("Retry-After", strconv.FormatInt(max(1, int64(math.Ceil(retry.Seconds()))), 10))
-		writeError(c, log, apiError(codeRateLimited, "too many purchase requests from this address: retry after the time in Retry-After"))
-	}
-}
-
-// recovery turns a panic into the contract's 500 body and logs it.
-func recovery(log *slog.Logger) gin.HandlerFunc {
-	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
-		log.ErrorContext(c.Request.Context(), "panic", "path", c.Request.URL.Path, "panic", v)
-		c.AbortWithStatusJSON(http.StatusInternalServerError,
-			api.ErrorBody{Error: api.Error{Code: string(failure.CodeInternal), Message: "internal error"}})
-	})
-}
-
-// requestMetrics counts requests by route and status.
-func requestMetrics(reg prometheus.Registerer) gin.HandlerFunc {
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "seckill_http_requests_total",
-		Help: "HTTP requests by route and status code.",
-	}, []string{"route", "code"})
-	reg.MustRegister(requests)
-	counters := &routeCounters{vec: requests}
-	counters.m.Store(&map[routeStatus]prometheus.Counter{})
-	return func(c *gin.Context) {
-		c.Next()
-		route := c.FullPath()
-		if route == "" {
-			route = "unmatched"
-		}
-		counters.get(route, c.Writer.Status()).Inc()
-	}
-}
-
-// routeCounters keeps the counter of each route and status once looked up
-// in vec: a lookup in the vector formats the status, hashes and checks the
-// labels, and takes the vector's lock, which costs more than the count.
-// The map is copied on write, so that a request reads it with one atomic
-// load and writes nothing shared but its count; routes are the router's
-// (or "unmatched") and statuses are few, so writes stop early and the map
-// stays small.
-type routeCounters struct {
-	vec *prometheus.CounterVec
-	mu  sync.Mutex // held to write m
-	m   atomic.Pointer[map[routeStatus]prometheus.Counter]
-}
-
-// routeStatus is a route and an answer's status.
-type routeStatus struct {
-	route  string
-	status int
-}
-
-func (rc *routeCounters) get(route string, status int) prometheus.Counter {
-	key := routeStatus{route, status}
-	if counter, ok := (*rc.m.Load())[key]; ok {
-		return counter
-	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if counter, ok := (*rc.m.Load())[key]; ok { // added meanwhile
-		return counter
-	}
-	m := maps.Clone(*rc.m.Load())
-	m[key] = rc.vec.WithLabelValues(route, strconv.Itoa(status))
-	rc.m.Store(&m)
-	return m[key]
 }

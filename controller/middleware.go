@@ -4,14 +4,24 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/service/failure"
 )
+
+// The middleware every request passes, in order: its ID (requestID),
+// recovery from a panic, the request metrics and the access log; and the
+// log's handler that carries a request's attributes into every line logged
+// with its context.
 
 // LogHandler wraps h so that a record logged with a context carries, after
 // its own attributes, those of the context's request and then those put in
@@ -281,3 +291,66 @@ func (d *Drain) Started() bool { return d.started.Load() }
 
 // InFlight is the number of requests being served, the probes aside.
 func (d *Drain) InFlight() int64 { return d.inFlight.Load() }
+
+// recovery turns a panic into the contract's 500 body and logs it.
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, v any) {
+		log.ErrorContext(c.Request.Context(), "panic", "path", c.Request.URL.Path, "panic", v)
+		c.AbortWithStatusJSON(http.StatusInternalServerError,
+			api.ErrorBody{Error: api.Error{Code: string(failure.CodeInternal), Message: "internal error"}})
+	})
+}
+
+// requestMetrics counts requests by route and status.
+func requestMetrics(reg prometheus.Registerer) gin.HandlerFunc {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_http_requests_total",
+		Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"})
+	reg.MustRegister(requests)
+	counters := &routeCounters{vec: requests}
+	counters.m.Store(&map[routeStatus]prometheus.Counter{})
+	return func(c *gin.Context) {
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		counters.get(route, c.Writer.Status()).Inc()
+	}
+}
+
+// routeCounters keeps the counter of each route and status once looked up
+// in vec: a lookup in the vector formats the status, hashes and checks the
+// labels, and takes the vector's lock, which costs more than the count.
+// The map is copied on write, so that a request reads it with one atomic
+// load and writes nothing shared but its count; routes are the router's
+// (or "unmatched") and statuses are few, so writes stop early and the map
+// stays small.
+type routeCounters struct {
+	vec *prometheus.CounterVec
+	mu  sync.Mutex // held to write m
+	m   atomic.Pointer[map[routeStatus]prometheus.Counter]
+}
+
+// routeStatus is a route and an answer's status.
+type routeStatus struct {
+	route  string
+	status int
+}
+
+func (rc *routeCounters) get(route string, status int) prometheus.Counter {
+	key := routeStatus{route, status}
+	if counter, ok := (*rc.m.Load())[key]; ok {
+		return counter
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if counter, ok := (*rc.m.Load())[key]; ok { // added meanwhile
+		return counter
+	}
+	m := maps.Clone(*rc.m.Load())
+	m[key] = rc.vec.WithLabelValues(route, strconv.Itoa(status))
+	rc.m.Store(&m)
+	return m[key]
+}
