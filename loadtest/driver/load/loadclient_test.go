@@ -146,21 +146,31 @@ func TestClosedKeepAliveRetriesGet(t *testing.T) {
 	}
 }
 
-// TestConnectionCloseAnswered: an answer with Connection: close is read,
-// and the next request goes on a new connection.
-func TestConnectionCloseAnswered(t *testing.T) {
-	var conns sync.Map
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Connection", "close")
+// countingServer answers every request {"status":"ok"}, after head has
+// set its headers; conns counts the connections it has seen.
+func countingServer(t *testing.T, head func(http.ResponseWriter)) (srv *httptest.Server, conns func() int) {
+	var seen sync.Map
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		head(w)
 		w.Write([]byte(`{"status":"ok"}`))
 	}))
 	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		if s == http.StateNew {
-			conns.Store(c.RemoteAddr().String(), true)
+			seen.Store(c.RemoteAddr().String(), true)
 		}
 	}
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, func() (n int) {
+		seen.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+}
+
+// TestConnectionCloseAnswered: an answer with Connection: close is read,
+// and the next request goes on a new connection.
+func TestConnectionCloseAnswered(t *testing.T) {
+	srv, conns := countingServer(t, func(w http.ResponseWriter) { w.Header().Set("Connection", "close") })
 	tally, err := closedLoop(srv.URL+"/healthz", 3, false, 10*time.Second).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +178,7 @@ func TestConnectionCloseAnswered(t *testing.T) {
 	if tally.counts[outOK] != 3 {
 		t.Fatalf("counts %v; want 3 answered", tally.counts)
 	}
-	n := 0
-	conns.Range(func(any, any) bool { n++; return true })
-	if n != 3 {
+	if n := conns(); n != 3 {
 		t.Errorf("the server saw %d connections; want 3: each answer closed its own", n)
 	}
 }
@@ -178,17 +186,7 @@ func TestConnectionCloseAnswered(t *testing.T) {
 // TestIdleConnectionRedialled: a connection idle longer than the client's
 // idle time is closed before the next request, which goes on a new one.
 func TestIdleConnectionRedialled(t *testing.T) {
-	var conns sync.Map
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"status":"ok"}`))
-	}))
-	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Store(c.RemoteAddr().String(), true)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	srv, count := countingServer(t, func(http.ResponseWriter) {})
 	lc, err := newLoadClient(t.Context(), []string{srv.URL + "/healthz"}, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +195,6 @@ func TestIdleConnectionRedialled(t *testing.T) {
 	p := closedLoop(srv.URL+"/healthz", 1, false, time.Minute)
 	w := newWorker(p, lc, nil)
 	defer w.release()
-	count := func() (n int) {
-		conns.Range(func(any, any) bool { n++; return true })
-		return n
-	}
 	for i, want := range []int{1, 1} { // kept alive
 		if err := w.send(0, w.reqs[0]); err != nil {
 			t.Fatalf("request %d: %v", i, err)
