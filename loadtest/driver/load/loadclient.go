@@ -176,6 +176,7 @@ func (c *hostConn) roundTrip(lc *loadClient, slot *slot, req *fasthttp.Request, 
 				c.br.Reset(conn)
 				c.bw.Reset(conn)
 			}
+			now = time.Now() // the timeout runs from the request, not the dial
 		}
 		// The path as given (parsing the URI again would normalize it).
 		req.URI().DisablePathNormalizing = true

@@ -43,7 +43,10 @@ func TestTimeoutEndsRequest(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	tally, err := closedLoop(srv.URL+"/slow", 2, false, 200*time.Millisecond).Run(t.Context())
+	// Were the timeout not kept, the run would end by this context's.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	tally, err := closedLoop(srv.URL+"/slow", 2, false, 200*time.Millisecond).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,15 +171,16 @@ func countingServer(t *testing.T, head func(http.ResponseWriter)) (srv *httptest
 }
 
 // TestConnectionCloseAnswered: an answer with Connection: close is read,
-// and the next request goes on a new connection.
+// and the next request goes on a new connection. Purchases, which are never
+// sent again: one sent on the closed connection would fail.
 func TestConnectionCloseAnswered(t *testing.T) {
 	srv, conns := countingServer(t, func(w http.ResponseWriter) { w.Header().Set("Connection", "close") })
-	tally, err := closedLoop(srv.URL+"/healthz", 3, false, 10*time.Second).Run(t.Context())
+	tally, err := closedLoop(srv.URL+"/api/v1/products/1/purchase", 3, true, 10*time.Second).Run(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tally.counts[outOK] != 3 {
-		t.Fatalf("counts %v; want 3 answered", tally.counts)
+	if tally.counts[outTransport] != 0 || tally.total() != 3 {
+		t.Fatalf("counts %v; want 3 answered, none failed", tally.counts)
 	}
 	if n := conns(); n != 3 {
 		t.Errorf("the server saw %d connections; want 3: each answer closed its own", n)
@@ -210,5 +214,24 @@ func TestIdleConnectionRedialled(t *testing.T) {
 	}
 	if got := count(); got != 2 {
 		t.Errorf("after an idle spell the server saw %d connections; want 2: the idle one closed, a new one dialled", got)
+	}
+}
+
+// TestTargetsOnOneHostShareAConnection: a worker keeps one connection per
+// host, however many targets name it.
+func TestTargetsOnOneHostShareAConnection(t *testing.T) {
+	srv, conns := countingServer(t, func(http.ResponseWriter) {})
+	p := closedLoop(srv.URL+"/a", 4, false, 10*time.Second)
+	p.Bases = append(p.Bases, srv.URL)
+	p.Targets = append(p.Targets, srv.URL+"/b")
+	tally, err := p.Run(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tally.counts[outOK] != 4 {
+		t.Fatalf("counts %v; want 4 answered", tally.counts)
+	}
+	if n := conns(); n != 1 {
+		t.Errorf("the server saw %d connections; want 1: the two targets are one host", n)
 	}
 }

@@ -16,8 +16,8 @@ import (
 type worker struct {
 	plan  *Plan
 	lc    *loadClient
-	conns []hostConn // per target
-	slot  slot       // its request in flight, for the timeouts
+	conns []*hostConn // per target; targets on one host share one
+	slot  slot        // its request in flight, for the timeouts
 	reqs  []*fasthttp.Request
 	resp  *fasthttp.Response
 	body  []byte // the purchase being built
@@ -28,10 +28,15 @@ type worker struct {
 }
 
 func newWorker(p *Plan, lc *loadClient, c *cancels) *worker {
-	w := &worker{plan: p, lc: lc, cancels: c, conns: make([]hostConn, len(p.Targets)),
+	w := &worker{plan: p, lc: lc, cancels: c, conns: make([]*hostConn, len(p.Targets)),
 		reqs: make([]*fasthttp.Request, len(p.Targets)), resp: fasthttp.AcquireResponse()}
+	byHost := map[host]*hostConn{}
 	for i, u := range p.Targets {
-		w.conns[i].h = lc.hosts[i]
+		h := lc.hosts[i]
+		if byHost[h] == nil {
+			byHost[h] = &hostConn{h: h}
+		}
+		w.conns[i] = byHost[h]
 		req := fasthttp.AcquireRequest()
 		req.SetRequestURI(u)
 		if p.Purchase {
@@ -55,8 +60,8 @@ func newWorker(p *Plan, lc *loadClient, c *cancels) *worker {
 // response back to fasthttp's pools; the worker must not be used
 // afterwards.
 func (w *worker) release() {
-	for i := range w.conns {
-		w.conns[i].close()
+	for _, c := range w.conns {
+		c.close()
 	}
 	for _, req := range w.reqs {
 		fasthttp.ReleaseRequest(req)
