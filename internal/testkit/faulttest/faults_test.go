@@ -221,7 +221,7 @@ func checkOutageAnswers(t *testing.T, answers []apptest.Answer, w outageWindow) 
 		case "outcome_unknown":
 			unknown++
 		default:
-			t.Errorf("a purchase got %d %q at %v (took %v); want 201, 503 unavailable or outcome_unknown", a.Status, a.Outcome(), a.At.Sub(w.downAt), a.Took)
+			t.Errorf("a purchase got %d %q at %v (took %v: %v); want 201, 503 unavailable or outcome_unknown", a.Status, a.Outcome(), a.At.Sub(w.downAt), a.Took, a.Err)
 		}
 		switch {
 		case a.At.Before(w.downAt):
